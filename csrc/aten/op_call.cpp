@@ -1,0 +1,332 @@
+#include "aten/op_call.h"
+
+#include <ATen/MemoryOverlap.h>
+#include <ATen/ops/empty.h>
+#include <c10/core/DispatchKeySet.h>
+
+#include "aten/allocator.h"
+#include "aten/device.h"
+#include "aten/dtype.h"
+#include "runtime/metrics.h"
+#include "runtime/runtime.h"
+
+namespace torch_tpu::aten {
+
+namespace {
+
+enum KeyTag : int64_t { kView = 1, kScalar = 2, kTarget = 3 };
+
+std::vector<int64_t> vec(c10::IntArrayRef a) { return std::vector<int64_t>(a.begin(), a.end()); }
+
+int64_t numel_of(const std::vector<int64_t>& sizes) {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  return n;
+}
+
+// Fills a never-written storage with zeros so it can be read or partly written.
+void materialize(runtime::DeviceBuffer& db, hlo::DType dtype, int64_t numel) {
+  runtime::ProgramKey key;
+  key.add("zeros");
+  key.add(static_cast<int64_t>(dtype));
+  key.add(numel);
+  runtime::Runtime& rt = runtime::Runtime::get();
+  auto program = rt.cache().get(key, [&] {
+    hlo::Builder b;
+    hlo::Value zeros = b.full(0, {dtype, {numel}});
+    return runtime::Program{b.module({zeros}), {zeros.type}};
+  });
+  db.assign(rt.execute(*program, {}, db.device).at(0), dtype, numel);
+}
+
+hlo::Value broadcast_to(hlo::Builder& b, const hlo::Value& v, const std::vector<int64_t>& sizes) {
+  int64_t lead = static_cast<int64_t>(sizes.size()) - v.type.rank();
+  TORCH_CHECK(lead >= 0, "output with shape ", c10::IntArrayRef(sizes),
+              " doesn't match the broadcast shape ", c10::IntArrayRef(v.type.shape));
+  std::vector<int64_t> dims;
+  for (int64_t i = 0; i < v.type.rank(); ++i) {
+    TORCH_CHECK(v.type.shape[i] == 1 || v.type.shape[i] == sizes[lead + i], "output with shape ",
+                c10::IntArrayRef(sizes), " doesn't match the broadcast shape ",
+                c10::IntArrayRef(v.type.shape));
+    dims.push_back(lead + i);
+  }
+  return b.broadcast_in_dim(v, sizes, dims);
+}
+
+}  // namespace
+
+OpCall::OpCall(const char* name) : name_(name) { key_.add(name); }
+
+OpCall& OpCall::key(int64_t word) {
+  key_.add(word);
+  return *this;
+}
+
+OpCall& OpCall::key(c10::IntArrayRef words) {
+  key_.add(static_cast<int64_t>(words.size()));
+  for (int64_t w : words) key_.add(w);
+  return *this;
+}
+
+void OpCall::use_device(const at::Tensor& tensor) {
+  int device = tensor.device().index();
+  if (device_ < 0) {
+    device_ = device;
+    return;
+  }
+  TORCH_CHECK(device_ == device,
+              "Expected all tensors to be on the same device, but found at least two devices, "
+              "tpu:", device_, " and tpu:", device, "!");
+}
+
+int OpCall::add_param(hlo::DType dtype, std::vector<int64_t> shape,
+                      std::shared_ptr<pjrt::Buffer> buffer, uint64_t bits) {
+  params_.push_back({dtype, std::move(shape)});
+  args_.push_back({std::move(buffer), dtype, bits});
+  return static_cast<int>(params_.size()) - 1;
+}
+
+OpCall& OpCall::scalar(const c10::Scalar& value, c10::ScalarType dtype) {
+  Operand op{Operand::Kind::Scalar};
+  op.dtype = to_hlo(dtype);
+  op.param = add_param(op.dtype, {}, nullptr, scalar_bits(value, dtype));
+  key_.add(kScalar);
+  key_.add(static_cast<int64_t>(op.dtype));
+  inputs_.push_back(std::move(op));
+  return *this;
+}
+
+OpCall& OpCall::input(const at::Tensor& tensor) {
+  if (!tensor.device().is_privateuseone()) {
+    TORCH_CHECK(tensor.device().is_cpu() && tensor.dim() == 0,
+                "Expected all tensors to be on the same device, but found at least two devices, "
+                "tpu:", std::max(device_, 0), " and ", tensor.device(), "!");
+    return scalar(tensor.item(), tensor.scalar_type());
+  }
+  use_device(tensor);
+  inputs_.push_back(view_operand(tensor, /*needs_base=*/true));
+  return *this;
+}
+
+OpCall::Operand OpCall::view_operand(const at::Tensor& tensor, bool needs_base) {
+  check_supported(tensor.scalar_type());
+  Operand op{Operand::Kind::View};
+  op.dtype = to_hlo(tensor.scalar_type());
+  op.sizes = vec(tensor.sizes());
+  op.strides = vec(tensor.strides());
+  runtime::DeviceBuffer& db = device_buffer(tensor);
+  int64_t storage_numel = static_cast<int64_t>(db.nbytes) / hlo::byte_width(op.dtype);
+  op.layout = ops::classify(op.sizes, op.strides, tensor.storage_offset(), storage_numel);
+  key_.add(needs_base ? kView : kTarget);
+  key_.add(static_cast<int64_t>(op.dtype));
+  key_.add(static_cast<int64_t>(op.layout.kind));
+  key_.add(op.sizes);
+  if (op.layout.kind == ops::StridedLayout::Kind::Empty) return op;
+  // A dense write replaces the whole storage: it needs no old contents.
+  if (op.layout.kind == ops::StridedLayout::Kind::Dense && !needs_base) return op;
+  if (!db.buffer) materialize(db, op.dtype, storage_numel);
+  for (size_t i = 0; i < bases_.size(); ++i)
+    if (bases_[i].buffer == &db) op.base = static_cast<int>(i);
+  if (op.base < 0) {
+    bases_.push_back({&db, add_param(db.dtype, {db.numel}, db.buffer)});
+    op.base = static_cast<int>(bases_.size()) - 1;
+  }
+  key_.add(op.base);
+  key_.add(static_cast<int64_t>(db.dtype));
+  key_.add(db.numel);
+  if (op.layout.kind != ops::StridedLayout::Kind::Dense) {
+    key_.add(op.strides);
+    key_.add(op.layout.pad);
+    op.param = add_param(hlo::DType::S64, {}, nullptr,
+                         static_cast<uint64_t>(tensor.storage_offset()));
+  }
+  return op;
+}
+
+std::vector<at::Tensor> OpCall::run(const Lowering& lower) { return execute(lower, {}); }
+
+void OpCall::write(const Lowering& lower, const std::vector<at::Tensor>& targets) {
+  execute(lower, targets);
+}
+
+std::vector<at::Tensor> OpCall::execute(const Lowering& lower,
+                                        const std::vector<at::Tensor>& targets) {
+  std::vector<Operand> outs;
+  for (const at::Tensor& t : targets) {
+    TORCH_CHECK(t.device().is_privateuseone(), name_, ": expected a tpu output tensor, got ",
+                t.device());
+    use_device(t);
+    TORCH_CHECK(at::has_internal_overlap(t) != at::MemOverlap::Yes,
+                "unsupported operation: more than one element of the written-to tensor refers "
+                "to a single memory location. Please clone() the tensor before performing the "
+                "operation.");
+    outs.push_back(view_operand(t, /*needs_base=*/false));
+  }
+  if (device_ < 0) device_ = current_device();
+  runtime::Runtime& rt = runtime::Runtime::get();
+  for (Arg& arg : args_)
+    if (!arg.buffer) arg.buffer = rt.scalar(device_, arg.dtype, arg.bits);
+
+  // Where each program output goes, in program order: dense targets first, then the
+  // rewritten base buffers.
+  struct Assignment {
+    runtime::DeviceBuffer* buffer;
+    hlo::DType dtype;
+    int64_t numel;
+  };
+  std::vector<Assignment> assignments;
+  std::vector<int> base_writer(bases_.size(), -1);
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const Operand& op = outs[i];
+    if (op.layout.kind == ops::StridedLayout::Kind::Empty) continue;
+    runtime::DeviceBuffer& db = device_buffer(targets[i]);
+    if (op.base < 0) {
+      assignments.push_back(
+          {&db, op.dtype, static_cast<int64_t>(db.nbytes) / hlo::byte_width(op.dtype)});
+    } else {
+      base_writer[op.base] = static_cast<int>(i);
+    }
+  }
+  for (size_t base = 0; base < bases_.size(); ++base) {
+    if (base_writer[base] < 0) continue;
+    hlo::DType dtype = outs[base_writer[base]].dtype;
+    runtime::DeviceBuffer* db = bases_[base].buffer;
+    assignments.push_back({db, dtype, static_cast<int64_t>(db->nbytes) / hlo::byte_width(dtype)});
+  }
+
+  auto build = [&]() {
+    hlo::Builder b;
+    std::vector<hlo::Value> params;
+    for (const hlo::TensorType& t : params_) params.push_back(b.parameter(t));
+    std::vector<hlo::Value> current;
+    for (const Base& base : bases_) current.push_back(params[base.param]);
+    auto read = [&](const Operand& op) -> hlo::Value {
+      if (op.kind == Operand::Kind::Scalar) return params[op.param];
+      if (op.layout.kind == ops::StridedLayout::Kind::Empty) return b.full(0, {op.dtype, op.sizes});
+      hlo::Value offset = op.param >= 0 ? params[op.param] : hlo::Value{};
+      return ops::lower_strided_read(b, ops::reinterpret_flat(b, current[op.base], op.dtype),
+                                     offset, op.sizes, op.strides, op.layout);
+    };
+    std::vector<hlo::Value> values;
+    for (const Operand& op : inputs_) values.push_back(read(op));
+    std::vector<hlo::Value> results = lower(b, values);
+
+    runtime::Program program;
+    std::vector<hlo::Value> outputs;
+    if (targets.empty()) {
+      for (const hlo::Value& r : results) {
+        program.outputs.push_back(r.type);
+        outputs.push_back(b.reshape(r, {r.type.numel()}));
+      }
+    } else {
+      TORCH_CHECK(results.size() == targets.size(), name_, ": lowering gave ", results.size(),
+                  " results for ", targets.size(), " outputs");
+      for (size_t i = 0; i < outs.size(); ++i) {
+        const Operand& op = outs[i];
+        if (op.layout.kind == ops::StridedLayout::Kind::Empty) continue;
+        hlo::Value v = broadcast_to(b, b.convert(results[i], op.dtype), op.sizes);
+        if (op.base < 0) {
+          outputs.push_back(b.reshape(v, {v.type.numel()}));
+          continue;
+        }
+        hlo::Value offset = op.param >= 0 ? params[op.param] : hlo::Value{};
+        hlo::Value flat = ops::reinterpret_flat(b, current[op.base], op.dtype);
+        current[op.base] = ops::lower_strided_write(b, flat, offset, op.sizes, op.strides,
+                                                    op.layout, v);
+      }
+      for (size_t base = 0; base < bases_.size(); ++base)
+        if (base_writer[base] >= 0) outputs.push_back(current[base]);
+      for (const hlo::Value& v : outputs) program.outputs.push_back(v.type);
+    }
+    program.mlir = b.module(outputs);
+    return program;
+  };
+
+  std::shared_ptr<const runtime::CompiledProgram> program;
+  try {
+    program = rt.cache().get(key_, build);
+  } catch (const c10::Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    TORCH_CHECK(false, "torch_tpu: compiling ", name_, " failed: ", e.what());
+  }
+  std::vector<PJRT_Buffer*> raw;
+  raw.reserve(args_.size());
+  for (const Arg& arg : args_) raw.push_back(arg.buffer->raw());
+  std::vector<std::shared_ptr<pjrt::Buffer>> results;
+  try {
+    results = rt.execute(*program, raw, device_);
+  } catch (const std::exception& e) {
+    TORCH_CHECK(false, "torch_tpu: running ", name_, " failed: ", e.what());
+  }
+
+  std::vector<at::Tensor> fresh;
+  if (targets.empty()) {
+    for (size_t i = 0; i < results.size(); ++i) {
+      const hlo::TensorType& type = program->outputs[i];
+      fresh.push_back(wrap_buffer(results[i], type.dtype, type.shape, device_));
+    }
+    return fresh;
+  }
+  for (size_t i = 0; i < assignments.size(); ++i)
+    assignments[i].buffer->assign(results[i], assignments[i].dtype, assignments[i].numel);
+  for (const at::Tensor& t : targets) t.unsafeGetTensorImpl()->bump_version();
+  return fresh;
+}
+
+at::Tensor wrap_buffer(std::shared_ptr<pjrt::Buffer> buffer, hlo::DType dtype,
+                       c10::IntArrayRef sizes, c10::DeviceIndex device) {
+  c10::ScalarType st = to_torch(dtype);
+  int64_t numel = c10::multiply_integers(sizes);
+  size_t nbytes = static_cast<size_t>(numel) * hlo::byte_width(dtype);
+  c10::Storage storage(c10::Storage::use_byte_size_t(), nbytes, allocate_on(device, nbytes),
+                       allocator(), /*resizable=*/true);
+  at::Tensor t = at::detail::make_tensor<c10::TensorImpl>(
+      std::move(storage), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+      c10::scalarTypeToTypeMeta(st));
+  t.unsafeGetTensorImpl()->set_sizes_contiguous(sizes);
+  if (buffer) device_buffer(t).assign(std::move(buffer), dtype, numel);
+  return t;
+}
+
+at::Tensor to_host(const at::Tensor& tensor) {
+  at::Tensor host = at::empty(tensor.sizes(), tensor.options().device(c10::kCPU));
+  if (tensor.numel() == 0) return host;
+  runtime::DeviceBuffer& db = device_buffer(tensor);
+  hlo::DType dtype = to_hlo(tensor.scalar_type());
+  auto layout = ops::classify(vec(tensor.sizes()), vec(tensor.strides()), tensor.storage_offset(),
+                              static_cast<int64_t>(db.nbytes) / hlo::byte_width(dtype));
+  std::shared_ptr<pjrt::Buffer> buffer;
+  if (layout.kind == ops::StridedLayout::Kind::Dense && db.buffer && db.dtype == dtype) {
+    buffer = db.buffer;
+  } else {
+    at::Tensor dense = OpCall("to_host").input(tensor).run(
+        [](hlo::Builder&, const std::vector<hlo::Value>& in) { return in; })[0];
+    buffer = device_buffer(dense).buffer;
+  }
+  try {
+    buffer->to_host(host.data_ptr(), host.nbytes());
+  } catch (const std::exception& e) {
+    TORCH_CHECK(false, "torch_tpu: copying a tensor to the host failed: ", e.what());
+  }
+  runtime::metrics().device_to_host_bytes += static_cast<int64_t>(host.nbytes());
+  return host;
+}
+
+at::Tensor from_host(const at::Tensor& host, c10::DeviceIndex device) {
+  check_supported(host.scalar_type());
+  at::Tensor src = host.contiguous();
+  hlo::DType dtype = to_hlo(src.scalar_type());
+  std::shared_ptr<pjrt::Buffer> buffer;
+  if (src.numel() > 0) {
+    try {
+      buffer = runtime::Runtime::get().upload(src.data_ptr(), dtype, {src.numel()}, device);
+    } catch (const std::exception& e) {
+      TORCH_CHECK(false, "torch_tpu: copying a tensor to tpu:", static_cast<int>(device),
+                  " failed: ", e.what());
+    }
+  }
+  return wrap_buffer(std::move(buffer), dtype, src.sizes(), device);
+}
+
+}  // namespace torch_tpu::aten

@@ -1,0 +1,89 @@
+// The generic op executor: turns one ATen call into a cached StableHLO program.
+//
+//   OpCall call("add");
+//   call.input(a).input(b).scalar(alpha, dtype).key(static_cast<int64_t>(dtype));
+//   at::Tensor out = call.run(lowering)[0];
+//
+// Tensor inputs enter as their storage's flat buffer plus a runtime offset, read
+// through a strided prologue; Python scalars enter as cached 0-d buffers. The program
+// key holds only what changes the program (shapes, strides, dtypes, op parameters),
+// so a loop over `x[i] + k` compiles once. The lowering runs only on a cache miss.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "hlo/builder.h"
+#include "ops/strided.h"
+#include "runtime/device_buffer.h"
+#include "runtime/executable_cache.h"
+
+namespace torch_tpu::aten {
+
+using Lowering =
+    std::function<std::vector<hlo::Value>(hlo::Builder&, const std::vector<hlo::Value>&)>;
+
+class OpCall {
+ public:
+  explicit OpCall(const char* name);
+
+  // A tpu tensor, or a 0-d CPU tensor (which becomes a runtime scalar).
+  OpCall& input(const at::Tensor& tensor);
+  // A runtime scalar operand of `dtype`.
+  OpCall& scalar(const c10::Scalar& value, c10::ScalarType dtype);
+  // A static parameter of the lowering: part of the program key.
+  OpCall& key(int64_t word);
+  OpCall& key(c10::IntArrayRef words);
+
+  // Runs and returns the lowering's results as new contiguous tensors.
+  std::vector<at::Tensor> run(const Lowering& lower);
+  // Runs and writes result i into targets[i] (converted to its dtype and broadcast to
+  // its shape), in place: every alias of a target sees the new values.
+  void write(const Lowering& lower, const std::vector<at::Tensor>& targets);
+
+ private:
+  struct Base {
+    runtime::DeviceBuffer* buffer;
+    int param;
+  };
+  struct Operand {
+    enum class Kind { View, Scalar } kind;
+    int param = -1;          // scalar param, or the view's offset param
+    int base = -1;           // index into bases_
+    hlo::DType dtype;
+    std::vector<int64_t> sizes, strides;
+    ops::StridedLayout layout;
+  };
+  struct Arg {
+    std::shared_ptr<pjrt::Buffer> buffer;  // null for scalars until the device is known
+    hlo::DType dtype;
+    uint64_t bits;
+  };
+
+  Operand view_operand(const at::Tensor& tensor, bool needs_base);
+  int add_param(hlo::DType dtype, std::vector<int64_t> shape, std::shared_ptr<pjrt::Buffer> buffer,
+                uint64_t bits = 0);
+  void use_device(const at::Tensor& tensor);
+  std::vector<at::Tensor> execute(const Lowering& lower, const std::vector<at::Tensor>& targets);
+
+  const char* name_;
+  int device_ = -1;
+  runtime::ProgramKey key_;
+  std::vector<hlo::TensorType> params_;
+  std::vector<Arg> args_;
+  std::vector<Base> bases_;
+  std::vector<Operand> inputs_;
+};
+
+// The contents of a tpu tensor as a new contiguous CPU tensor (waits for the device).
+at::Tensor to_host(const at::Tensor& tensor);
+// A new contiguous tpu tensor on `device` holding `host`'s values.
+at::Tensor from_host(const at::Tensor& host, c10::DeviceIndex device);
+// A new contiguous tpu tensor backed by `buffer`.
+at::Tensor wrap_buffer(std::shared_ptr<pjrt::Buffer> buffer, hlo::DType dtype,
+                       c10::IntArrayRef sizes, c10::DeviceIndex device);
+
+}  // namespace torch_tpu::aten

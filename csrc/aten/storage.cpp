@@ -1,0 +1,44 @@
+#include "aten/storage.h"
+
+#include <c10/util/Exception.h>
+
+#include "aten/allocator.h"
+#include "ops/strided.h"
+#include "runtime/runtime.h"
+
+namespace torch_tpu::aten {
+
+void resize_storage_bytes(const c10::Storage& storage, size_t nbytes) {
+  TORCH_CHECK(storage.resizable(), "Trying to resize storage that is not resizable");
+  runtime::DeviceBuffer& old = device_buffer(storage);
+  c10::DataPtr fresh = allocate_on(old.device, nbytes);
+  auto& next = *static_cast<runtime::DeviceBuffer*>(fresh.get_context());
+  if (old.buffer && nbytes > 0) {
+    // Copy the common prefix as bytes when the new size is not a whole number of elements.
+    int width = hlo::byte_width(old.dtype);
+    hlo::DType dtype = nbytes % width == 0 ? old.dtype : hlo::DType::U8;
+    int64_t old_n = static_cast<int64_t>(old.nbytes) / hlo::byte_width(dtype);
+    int64_t new_n = static_cast<int64_t>(nbytes) / hlo::byte_width(dtype);
+    runtime::ProgramKey key;
+    key.add("resize_storage");
+    key.add(static_cast<int64_t>(old.dtype));
+    key.add(old.numel);
+    key.add(static_cast<int64_t>(dtype));
+    key.add(new_n);
+    runtime::Runtime& rt = runtime::Runtime::get();
+    auto program = rt.cache().get(key, [&] {
+      hlo::Builder b;
+      hlo::Value in = b.parameter({old.dtype, {old.numel}});
+      hlo::Value flat = ops::reinterpret_flat(b, in, dtype);
+      hlo::Value out = new_n <= old_n
+                           ? b.slice(flat, {0}, {new_n}, {1})
+                           : b.pad(flat, b.constant(0, dtype), {0}, {new_n - old_n}, {0});
+      return runtime::Program{b.module({out}), {out.type}};
+    });
+    next.assign(rt.execute(*program, {old.buffer->raw()}, old.device).at(0), dtype, new_n);
+  }
+  const_cast<c10::Storage&>(storage).set_data_ptr_noswap(std::move(fresh));
+  const_cast<c10::Storage&>(storage).set_nbytes(nbytes);
+}
+
+}  // namespace torch_tpu::aten

@@ -1,0 +1,191 @@
+// The kernels every tpu tensor needs: creation, views, resize/set, copies, fill.
+#include <ATen/EmptyTensor.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/view_native.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include "aten/allocator.h"
+#include "aten/device.h"
+#include "aten/dtype.h"
+#include "aten/op_call.h"
+#include "aten/storage.h"
+
+namespace torch_tpu::aten {
+
+namespace {
+
+constexpr c10::DispatchKeySet kTpuKeys(c10::DispatchKey::PrivateUse1);
+
+c10::DeviceIndex device_index(std::optional<c10::Device> device) {
+  c10::DeviceIndex index = device && device->has_index() ? device->index() : current_device();
+  check_device(index);
+  return index;
+}
+
+at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
+                               std::optional<c10::Layout> layout,
+                               std::optional<c10::Device> device, std::optional<bool> pin_memory,
+                               std::optional<c10::MemoryFormat> memory_format) {
+  c10::ScalarType st = c10::dtype_or_default(dtype);
+  check_supported(st);
+  c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device_index(device)));
+  return at::detail::empty_generic(size, allocator(), kTpuKeys, st, memory_format);
+}
+
+at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
+                         std::optional<c10::ScalarType> dtype, std::optional<c10::Layout> layout,
+                         std::optional<c10::Device> device, std::optional<bool> pin_memory) {
+  c10::ScalarType st = c10::dtype_or_default(dtype);
+  check_supported(st);
+  c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device_index(device)));
+  return at::detail::empty_strided_generic(size, stride, allocator(), kTpuKeys, st);
+}
+
+void ensure_storage(const at::Tensor& self) {
+  size_t needed = at::detail::computeStorageNbytes(self.sizes(), self.strides(),
+                                                   self.dtype().itemsize(),
+                                                   self.storage_offset());
+  if (self.numel() > 0 && needed > self.storage().nbytes()) {
+    resize_storage_bytes(self.storage(), needed);
+  }
+}
+
+const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
+                          std::optional<c10::MemoryFormat> memory_format) {
+  auto* impl = self.unsafeGetTensorImpl();
+  if (self.sizes() != size) {
+    impl->set_sizes_contiguous(size);
+    if (memory_format) impl->empty_tensor_restride(*memory_format);
+  } else if (memory_format) {
+    impl->empty_tensor_restride(*memory_format);
+  }
+  ensure_storage(self);
+  return self;
+}
+
+at::Tensor& set_storage(at::Tensor& self, c10::Storage source, int64_t offset,
+                        c10::IntArrayRef size, c10::IntArrayRef stride) {
+  at::native::checkSetStorage(self, source, offset, size, stride);
+  auto* impl = self.unsafeGetTensorImpl();
+  impl->set_storage_offset(offset);
+  if (stride.data() != nullptr) {
+    impl->set_sizes_and_strides(size, stride);
+  } else {
+    impl->set_sizes_contiguous(size);
+  }
+  ensure_storage(self);
+  return self;
+}
+
+at::Tensor& set_source_storage(at::Tensor& self, c10::Storage source) {
+  int64_t n = static_cast<int64_t>(source.nbytes() / self.dtype().itemsize());
+  return set_storage(self, std::move(source), 0, {n}, {1});
+}
+
+at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& source) {
+  return set_storage(self, source.storage(), source.storage_offset(), source.sizes(),
+                     source.strides());
+}
+
+at::Tensor& set_empty(at::Tensor& self) {
+  c10::Storage storage(c10::Storage::use_byte_size_t(), 0,
+                       allocate_on(self.device().index(), 0), allocator(), true);
+  return set_storage(self, std::move(storage), 0, {0}, {});
+}
+
+at::Tensor identity_copy(const at::Tensor& src, const at::Tensor& dst) {
+  OpCall("copy").input(src).write(
+      [](hlo::Builder&, const std::vector<hlo::Value>& in) { return in; }, {dst});
+  return dst;
+}
+
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  if (self.numel() == 0 && dst.numel() == 0) return dst;
+  const bool src_tpu = self.device().is_privateuseone();
+  const bool dst_tpu = dst.device().is_privateuseone();
+  if (src_tpu && dst_tpu) {
+    if (self.device() == dst.device()) return identity_copy(self, dst);
+    // Across devices: through the host.
+    return identity_copy(from_host(to_host(self), dst.device().index()), dst);
+  }
+  if (dst_tpu) {
+    TORCH_CHECK(self.device().is_cpu(), "torch_tpu: cannot copy from ", self.device(), " to ",
+                dst.device());
+    check_supported(dst.scalar_type());
+    at::Tensor host = self.to(dst.scalar_type()).expand(dst.sizes());
+    at::Tensor staged = from_host(host, dst.device().index());
+    if (dst.is_contiguous() && dst.storage_offset() == 0 && dst.numel() > 0 &&
+        dst.storage().nbytes() == dst.nbytes()) {
+      // The copy covers the whole storage: adopt the uploaded buffer, no program runs.
+      runtime::DeviceBuffer& staged_buffer = device_buffer(staged);
+      device_buffer(dst).assign(staged_buffer.buffer, staged_buffer.dtype, staged_buffer.numel);
+      dst.unsafeGetTensorImpl()->bump_version();
+      return dst;
+    }
+    return identity_copy(staged, dst);
+  }
+  TORCH_CHECK(dst.device().is_cpu(), "torch_tpu: cannot copy from ", self.device(), " to ",
+              dst.device());
+  dst.copy_(to_host(self));
+  return dst;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  if (dst.sizes() != self.sizes()) {
+    if (dst.device().is_privateuseone()) {
+      resize_(dst, self.sizes(), std::nullopt);
+    } else {
+      dst.resize_(self.sizes());
+    }
+  }
+  return copy_from(self, dst, false);
+}
+
+c10::Scalar local_scalar_dense(const at::Tensor& self) {
+  TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(),
+              " elements cannot be converted to Scalar");
+  return to_host(self).item();
+}
+
+at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
+  OpCall("fill").scalar(value, self.scalar_type())
+      .write([](hlo::Builder&, const std::vector<hlo::Value>& in) { return in; }, {self});
+  return self;
+}
+
+at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
+  TORCH_CHECK(value.dim() == 0, "fill_ only supports 0-dimension value tensor but got tensor with ",
+              value.dim(), " dimensions.");
+  OpCall("fill").input(value).write(
+      [](hlo::Builder&, const std::vector<hlo::Value>& in) { return in; }, {self});
+  return self;
+}
+
+at::Tensor& zero_(at::Tensor& self) { return fill_scalar(self, 0); }
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", empty_memory_format);
+  m.impl("empty_strided", empty_strided);
+  m.impl("as_strided", at::native::as_strided_tensorimpl);
+  m.impl("view", at::native::view);
+  m.impl("_reshape_alias", at::native::_reshape_alias);
+  m.impl("resize_", resize_);
+  m.impl("set_.source_Storage_storage_offset", set_storage);
+  m.impl("set_.source_Storage", set_source_storage);
+  m.impl("set_.source_Tensor", set_source_tensor);
+  m.impl("set_", set_empty);
+  m.impl("_copy_from", copy_from);
+  m.impl("_copy_from_and_resize", copy_from_and_resize);
+  m.impl("_local_scalar_dense", local_scalar_dense);
+  m.impl("fill_.Scalar", fill_scalar);
+  m.impl("fill_.Tensor", fill_tensor);
+  m.impl("zero_", zero_);
+}
+
+}  // namespace torch_tpu::aten

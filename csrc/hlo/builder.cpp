@@ -1,0 +1,335 @@
+#include "hlo/builder.h"
+
+#include <cmath>
+#include <cstdio>
+#include <stdexcept>
+
+namespace torch_tpu::hlo {
+
+namespace {
+
+std::string name(const Value& v) { return "%v" + std::to_string(v.id); }
+
+std::string i64_array(const std::vector<int64_t>& values) {
+  std::string s = "array<i64";
+  for (size_t i = 0; i < values.size(); ++i) s += (i == 0 ? ": " : ", ") + std::to_string(values[i]);
+  return s + ">";
+}
+
+std::string i64_list(const std::vector<int64_t>& values) {
+  std::string s = "[";
+  for (size_t i = 0; i < values.size(); ++i) s += (i == 0 ? "" : ", ") + std::to_string(values[i]);
+  return s + "]";
+}
+
+const char* direction_name(Compare c) {
+  switch (c) {
+    case Compare::EQ: return "EQ";
+    case Compare::NE: return "NE";
+    case Compare::LT: return "LT";
+    case Compare::LE: return "LE";
+    case Compare::GT: return "GT";
+    case Compare::GE: return "GE";
+  }
+  return "EQ";
+}
+
+void require(bool ok, const std::string& what) {
+  if (!ok) throw std::invalid_argument("hlo::Builder: " + what);
+}
+
+}  // namespace
+
+Value Builder::parameter(const TensorType& type) {
+  Value v{next_id_++, type};
+  if (!param_signature_.empty()) param_signature_ += ", ";
+  param_signature_ += name(v) + ": " + type.str();
+  return v;
+}
+
+Value Builder::emit(const std::string& op, const std::vector<Value>& operands,
+                    const std::string& attributes, const TensorType& result,
+                    const std::string& region) {
+  Value out{next_id_++, result};
+  std::string line = "    " + name(out) + " = \"" + op + "\"(";
+  std::string types = "(";
+  for (size_t i = 0; i < operands.size(); ++i) {
+    line += (i ? ", " : "") + name(operands[i]);
+    types += (i ? ", " : "") + operands[i].type.str();
+  }
+  line += ")";
+  if (!region.empty()) line += " (" + region + ")";
+  if (!attributes.empty()) line += " {" + attributes + "}";
+  line += " : " + types + ") -> " + result.str() + "\n";
+  body_ += line;
+  return out;
+}
+
+Value Builder::constant(double value, DType dtype) {
+  std::string literal;
+  DType emit_type = dtype;
+  if (dtype == DType::Pred) {
+    literal = value != 0 ? "true" : "false";
+  } else if (!is_float(dtype)) {
+    return constant_int(static_cast<int64_t>(value), dtype);
+  } else if (std::isfinite(value)) {
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "%.17e", value);
+    literal = buf;
+  } else {
+    // Non-finite values need a hex bit pattern; write them as f32 and convert.
+    emit_type = DType::F32;
+    literal = std::isnan(value) ? "0x7FC00000" : (value > 0 ? "0x7F800000" : "0xFF800000");
+  }
+  TensorType type{emit_type, {}};
+  Value c = emit("stablehlo.constant", {}, "value = dense<" + literal + "> : " + type.str(), type);
+  return emit_type == dtype ? c : convert(c, dtype);
+}
+
+Value Builder::constant_int(int64_t value, DType dtype) {
+  if (is_float(dtype) || dtype == DType::Pred) return constant(static_cast<double>(value), dtype);
+  TensorType type{dtype, {}};
+  std::string literal = is_unsigned_int(dtype) ? std::to_string(static_cast<uint64_t>(value))
+                                               : std::to_string(value);
+  return emit("stablehlo.constant", {}, "value = dense<" + literal + "> : " + type.str(), type);
+}
+
+Value Builder::full(double value, const TensorType& type) {
+  return broadcast_in_dim(constant(value, type.dtype), type.shape, {});
+}
+
+Value Builder::unary(const char* op, const Value& x) {
+  return emit(std::string("stablehlo.") + op, {x}, "", x.type);
+}
+
+Value Builder::binary(const char* op, const Value& a, const Value& b) {
+  require(a.type == b.type, std::string(op) + " operands differ: " + a.type.str() + " vs " +
+                                b.type.str());
+  return emit(std::string("stablehlo.") + op, {a, b}, "", a.type);
+}
+
+Value Builder::compare(Compare direction, const Value& a, const Value& b) {
+  require(a.type == b.type, "compare operands differ");
+  std::string attrs = std::string("comparison_direction = #stablehlo<comparison_direction ") +
+                      direction_name(direction) + ">";
+  if (is_float(a.type.dtype)) {
+    attrs += ", compare_type = #stablehlo<comparison_type FLOAT>";
+  } else if (is_unsigned_int(a.type.dtype) || a.type.dtype == DType::Pred) {
+    attrs += ", compare_type = #stablehlo<comparison_type UNSIGNED>";
+  } else {
+    attrs += ", compare_type = #stablehlo<comparison_type SIGNED>";
+  }
+  return emit("stablehlo.compare", {a, b}, attrs, TensorType{DType::Pred, a.type.shape});
+}
+
+Value Builder::select(const Value& pred, const Value& on_true, const Value& on_false) {
+  require(on_true.type == on_false.type, "select branches differ");
+  return emit("stablehlo.select", {pred, on_true, on_false}, "", on_true.type);
+}
+
+Value Builder::convert(const Value& x, DType dtype) {
+  if (x.type.dtype == dtype) return x;
+  if (x.type.dtype != DType::Pred && dtype == DType::Pred) {
+    // PyTorch's bool conversion is "!= 0", XLA's convert to i1 is not guaranteed to be.
+    return compare(Compare::NE, x, full(0, x.type));
+  }
+  return emit("stablehlo.convert", {x}, "", TensorType{dtype, x.type.shape});
+}
+
+Value Builder::bitcast_convert(const Value& x, const TensorType& type) {
+  return emit("stablehlo.bitcast_convert", {x}, "", type);
+}
+
+Value Builder::broadcast_in_dim(const Value& x, const std::vector<int64_t>& shape,
+                                const std::vector<int64_t>& dims) {
+  require(static_cast<int64_t>(dims.size()) == x.type.rank(), "broadcast_in_dim rank mismatch");
+  if (x.type.shape == shape) {
+    bool identity = true;
+    for (size_t i = 0; i < dims.size(); ++i) identity &= dims[i] == static_cast<int64_t>(i);
+    if (identity) return x;
+  }
+  return emit("stablehlo.broadcast_in_dim", {x}, "broadcast_dimensions = " + i64_array(dims),
+              TensorType{x.type.dtype, shape});
+}
+
+Value Builder::reshape(const Value& x, const std::vector<int64_t>& shape) {
+  if (x.type.shape == shape) return x;
+  TensorType t{x.type.dtype, shape};
+  require(t.numel() == x.type.numel(), "reshape changes the element count");
+  return emit("stablehlo.reshape", {x}, "", t);
+}
+
+Value Builder::transpose(const Value& x, const std::vector<int64_t>& permutation) {
+  bool identity = true;
+  std::vector<int64_t> shape;
+  for (size_t i = 0; i < permutation.size(); ++i) {
+    identity &= permutation[i] == static_cast<int64_t>(i);
+    shape.push_back(x.type.shape.at(permutation[i]));
+  }
+  if (identity) return x;
+  return emit("stablehlo.transpose", {x}, "permutation = " + i64_array(permutation),
+              TensorType{x.type.dtype, shape});
+}
+
+Value Builder::slice(const Value& x, const std::vector<int64_t>& start,
+                     const std::vector<int64_t>& limit, const std::vector<int64_t>& strides) {
+  std::vector<int64_t> shape;
+  bool identity = true;
+  for (size_t i = 0; i < start.size(); ++i) {
+    int64_t n = limit[i] > start[i] ? (limit[i] - start[i] + strides[i] - 1) / strides[i] : 0;
+    shape.push_back(n);
+    identity &= start[i] == 0 && limit[i] == x.type.shape[i] && strides[i] == 1;
+  }
+  if (identity) return x;
+  std::string attrs = "start_indices = " + i64_array(start) +
+                      ", limit_indices = " + i64_array(limit) + ", strides = " + i64_array(strides);
+  return emit("stablehlo.slice", {x}, attrs, TensorType{x.type.dtype, shape});
+}
+
+Value Builder::dynamic_slice(const Value& x, const std::vector<Value>& starts,
+                             const std::vector<int64_t>& sizes) {
+  std::vector<Value> operands{x};
+  operands.insert(operands.end(), starts.begin(), starts.end());
+  return emit("stablehlo.dynamic_slice", operands, "slice_sizes = " + i64_array(sizes),
+              TensorType{x.type.dtype, sizes});
+}
+
+Value Builder::dynamic_update_slice(const Value& x, const Value& update,
+                                    const std::vector<Value>& starts) {
+  std::vector<Value> operands{x, update};
+  operands.insert(operands.end(), starts.begin(), starts.end());
+  return emit("stablehlo.dynamic_update_slice", operands, "", x.type);
+}
+
+Value Builder::pad(const Value& x, const Value& padding, const std::vector<int64_t>& low,
+                   const std::vector<int64_t>& high, const std::vector<int64_t>& interior) {
+  std::vector<int64_t> shape;
+  for (size_t i = 0; i < low.size(); ++i) {
+    int64_t n = x.type.shape[i];
+    shape.push_back(low[i] + high[i] + n + (n > 0 ? (n - 1) * interior[i] : 0));
+  }
+  std::string attrs = "edge_padding_low = " + i64_array(low) +
+                      ", edge_padding_high = " + i64_array(high) +
+                      ", interior_padding = " + i64_array(interior);
+  return emit("stablehlo.pad", {x, padding}, attrs, TensorType{x.type.dtype, shape});
+}
+
+Value Builder::concatenate(const std::vector<Value>& values, int64_t dim) {
+  require(!values.empty(), "concatenate of nothing");
+  TensorType t = values[0].type;
+  t.shape[dim] = 0;
+  for (const Value& v : values) t.shape[dim] += v.type.shape[dim];
+  return emit("stablehlo.concatenate", values, "dimension = " + std::to_string(dim) + " : i64", t);
+}
+
+Value Builder::iota(const TensorType& type, int64_t dim) {
+  return emit("stablehlo.iota", {}, "iota_dimension = " + std::to_string(dim) + " : i64", type);
+}
+
+Value Builder::dot_general(const Value& lhs, const Value& rhs,
+                           const std::vector<int64_t>& lhs_batch,
+                           const std::vector<int64_t>& rhs_batch,
+                           const std::vector<int64_t>& lhs_contract,
+                           const std::vector<int64_t>& rhs_contract, DType result) {
+  auto contains = [](const std::vector<int64_t>& v, int64_t d) {
+    for (int64_t x : v) if (x == d) return true;
+    return false;
+  };
+  std::vector<int64_t> shape;
+  for (int64_t d : lhs_batch) shape.push_back(lhs.type.shape[d]);
+  for (int64_t d = 0; d < lhs.type.rank(); ++d)
+    if (!contains(lhs_batch, d) && !contains(lhs_contract, d)) shape.push_back(lhs.type.shape[d]);
+  for (int64_t d = 0; d < rhs.type.rank(); ++d)
+    if (!contains(rhs_batch, d) && !contains(rhs_contract, d)) shape.push_back(rhs.type.shape[d]);
+  std::string attrs = "dot_dimension_numbers = #stablehlo.dot<lhs_batching_dimensions = " +
+                      i64_list(lhs_batch) + ", rhs_batching_dimensions = " + i64_list(rhs_batch) +
+                      ", lhs_contracting_dimensions = " + i64_list(lhs_contract) +
+                      ", rhs_contracting_dimensions = " + i64_list(rhs_contract) + ">";
+  return emit("stablehlo.dot_general", {lhs, rhs}, attrs, TensorType{result, shape});
+}
+
+Value Builder::reduce(const Value& x, const Value& init, const std::vector<int64_t>& dims,
+                      Reducer reducer) {
+  const char* op = "stablehlo.add";
+  switch (reducer) {
+    case Reducer::Add: op = "stablehlo.add"; break;
+    case Reducer::Mul: op = "stablehlo.multiply"; break;
+    case Reducer::Max: op = "stablehlo.maximum"; break;
+    case Reducer::Min: op = "stablehlo.minimum"; break;
+    case Reducer::And: op = "stablehlo.and"; break;
+    case Reducer::Or: op = "stablehlo.or"; break;
+  }
+  std::string s = TensorType{x.type.dtype, {}}.str();
+  std::string region = "{\n    ^bb0(%a: " + s + ", %b: " + s + "):\n      %r = \"" + op +
+                       "\"(%a, %b) : (" + s + ", " + s + ") -> " + s +
+                       "\n      \"stablehlo.return\"(%r) : (" + s + ") -> ()\n    }";
+  std::vector<int64_t> shape;
+  for (int64_t d = 0; d < x.type.rank(); ++d) {
+    bool reduced = false;
+    for (int64_t r : dims) reduced |= r == d;
+    if (!reduced) shape.push_back(x.type.shape[d]);
+  }
+  return emit("stablehlo.reduce", {x, init}, "dimensions = " + i64_array(dims),
+              TensorType{x.type.dtype, shape}, region);
+}
+
+Value Builder::gather_flat(const Value& flat, const Value& indices) {
+  require(flat.type.rank() == 1, "gather_flat needs a 1-d operand");
+  std::vector<int64_t> idx_shape = indices.type.shape;
+  idx_shape.push_back(1);
+  Value idx = reshape(indices, idx_shape);
+  std::string attrs =
+      "dimension_numbers = #stablehlo.gather<collapsed_slice_dims = [0], start_index_map = [0], "
+      "index_vector_dim = " + std::to_string(indices.type.rank()) +
+      ">, slice_sizes = " + i64_array({1}) + ", indices_are_sorted = false";
+  return emit("stablehlo.gather", {flat, idx}, attrs, TensorType{flat.type.dtype, indices.type.shape});
+}
+
+Value Builder::scatter_flat(const Value& flat, const Value& indices, const Value& updates) {
+  require(flat.type.rank() == 1, "scatter_flat needs a 1-d operand");
+  std::vector<int64_t> idx_shape = indices.type.shape;
+  idx_shape.push_back(1);
+  Value idx = reshape(indices, idx_shape);
+  std::vector<int64_t> update_dims;
+  std::string s = TensorType{flat.type.dtype, {}}.str();
+  // The update computation returns the new value: plain overwrite.
+  std::string region = "{\n    ^bb0(%a: " + s + ", %b: " + s + "):\n      \"stablehlo.return\"(%b) : (" +
+                       s + ") -> ()\n    }";
+  std::string attrs =
+      "scatter_dimension_numbers = #stablehlo.scatter<inserted_window_dims = [0], "
+      "scatter_dims_to_operand_dims = [0], index_vector_dim = " +
+      std::to_string(indices.type.rank()) + ">, indices_are_sorted = false, unique_indices = false";
+  return emit("stablehlo.scatter", {flat, idx, updates}, attrs, flat.type, region);
+}
+
+std::string Builder::module(const std::vector<Value>& outputs) const {
+  std::string text = "module @torch_tpu {\n  func.func public @main(";
+  std::string results;
+  std::string return_names;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    results += (i ? ", " : "") + outputs[i].type.str();
+    return_names += (i ? ", " : "") + name(outputs[i]);
+  }
+  text += param_signature_;
+  text += ") -> (" + results + ") {\n" + body_;
+  text += "    \"func.return\"(" + return_names + ") : (" + results + ") -> ()\n  }\n}\n";
+  return text;
+}
+
+std::string fingerprint(const std::string& text) {
+  // Two independent FNV-1a style 64-bit hashes; collisions across both are negligible
+  // for a cache key, and the function is stable across runs and builds.
+  uint64_t h1 = 1469598103934665603ULL;
+  uint64_t h2 = 0x9E3779B97F4A7C15ULL;
+  for (unsigned char c : text) {
+    h1 = (h1 ^ c) * 1099511628211ULL;
+    h2 = (h2 ^ c) * 0x100000001B3ULL + 0x7F4A7C15ULL;
+    h2 ^= h2 >> 29;
+  }
+  char buf[33];
+  std::snprintf(buf, sizeof(buf), "%016llx%016llx", static_cast<unsigned long long>(h1),
+                static_cast<unsigned long long>(h2));
+  return buf;
+}
+
+}  // namespace torch_tpu::hlo

@@ -1,0 +1,30 @@
+// Element types and tensor types of StableHLO values.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace torch_tpu::hlo {
+
+enum class DType : uint8_t { Pred, S8, S16, S32, S64, U8, U16, U32, U64, F16, BF16, F32, F64 };
+
+const char* mlir_name(DType dtype);  // "f32", "i1", "ui8", ...
+int byte_width(DType dtype);
+bool is_float(DType dtype);
+bool is_signed_int(DType dtype);
+bool is_unsigned_int(DType dtype);
+
+struct TensorType {
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+
+  int64_t rank() const { return static_cast<int64_t>(shape.size()); }
+  int64_t numel() const;
+  std::string str() const;  // tensor<2x3xf32>
+  bool operator==(const TensorType& other) const {
+    return dtype == other.dtype && shape == other.shape;
+  }
+};
+
+}  // namespace torch_tpu::hlo

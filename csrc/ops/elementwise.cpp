@@ -1,0 +1,91 @@
+#include "ops/elementwise.h"
+
+#include <stdexcept>
+
+namespace torch_tpu::ops {
+
+namespace {
+
+std::pair<hlo::Value, hlo::Value> promote(hlo::Builder& b, const hlo::Value& x,
+                                          const hlo::Value& y, hlo::DType dtype) {
+  std::vector<int64_t> shape = broadcast_shapes(x.type.shape, y.type.shape);
+  return {broadcast_to(b, b.convert(x, dtype), shape), broadcast_to(b, b.convert(y, dtype), shape)};
+}
+
+// alpha * y, skipping the multiply when alpha is the constant-free identity is not
+// knowable here (alpha is a runtime operand), so it is always emitted; XLA fuses it.
+hlo::Value scaled(hlo::Builder& b, const hlo::Value& y, const hlo::Value& alpha) {
+  if (y.type.dtype == hlo::DType::Pred) return b.binary("and", y, broadcast_to(b, alpha, y.type.shape));
+  return b.binary("multiply", y, broadcast_to(b, b.convert(alpha, y.type.dtype), y.type.shape));
+}
+
+}  // namespace
+
+std::vector<int64_t> broadcast_shapes(const std::vector<int64_t>& a,
+                                      const std::vector<int64_t>& b) {
+  size_t rank = std::max(a.size(), b.size());
+  std::vector<int64_t> out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da != db && da != 1 && db != 1) {
+      throw std::invalid_argument("The size of tensor a (" + std::to_string(da) +
+                                  ") must match the size of tensor b (" + std::to_string(db) +
+                                  ") at non-singleton dimension " + std::to_string(i));
+    }
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+hlo::Value broadcast_to(hlo::Builder& b, const hlo::Value& x, const std::vector<int64_t>& shape) {
+  std::vector<int64_t> dims;
+  int64_t lead = static_cast<int64_t>(shape.size()) - x.type.rank();
+  for (int64_t i = 0; i < x.type.rank(); ++i) dims.push_back(lead + i);
+  return b.broadcast_in_dim(x, shape, dims);
+}
+
+hlo::Value lower_add(hlo::Builder& b, const hlo::Value& x, const hlo::Value& y,
+                     const hlo::Value& alpha, hlo::DType dtype) {
+  auto [l, r] = promote(b, x, y, dtype);
+  const char* op = dtype == hlo::DType::Pred ? "or" : "add";
+  return b.binary(op, l, scaled(b, r, alpha));
+}
+
+hlo::Value lower_sub(hlo::Builder& b, const hlo::Value& x, const hlo::Value& y,
+                     const hlo::Value& alpha, hlo::DType dtype) {
+  auto [l, r] = promote(b, x, y, dtype);
+  return b.binary("subtract", l, scaled(b, r, alpha));
+}
+
+hlo::Value lower_mul(hlo::Builder& b, const hlo::Value& x, const hlo::Value& y, hlo::DType dtype) {
+  auto [l, r] = promote(b, x, y, dtype);
+  return b.binary(dtype == hlo::DType::Pred ? "and" : "multiply", l, r);
+}
+
+hlo::Value lower_div(hlo::Builder& b, const hlo::Value& x, const hlo::Value& y, hlo::DType dtype,
+                     DivMode mode) {
+  auto [l, r] = promote(b, x, y, dtype);
+  hlo::Value q = b.binary("divide", l, r);
+  if (mode == DivMode::True) return q;
+  if (hlo::is_float(dtype)) {
+    if (mode == DivMode::Floor) return b.unary("floor", q);
+    hlo::Value negative = b.compare(hlo::Compare::LT, q, b.full(0, q.type));
+    return b.select(negative, b.unary("ceil", q), b.unary("floor", q));
+  }
+  if (mode == DivMode::Trunc || hlo::is_unsigned_int(dtype)) return q;  // integer divide truncates
+  // Floor division: step down when the remainder is non-zero and the signs differ.
+  hlo::Value zero = b.full(0, q.type);
+  hlo::Value rem = b.binary("remainder", l, r);
+  hlo::Value inexact = b.compare(hlo::Compare::NE, rem, zero);
+  hlo::Value signs_differ = b.compare(hlo::Compare::NE, b.compare(hlo::Compare::LT, l, zero),
+                                      b.compare(hlo::Compare::LT, r, zero));
+  hlo::Value adjust = b.binary("and", inexact, signs_differ);
+  return b.select(adjust, b.binary("subtract", q, b.full(1, q.type)), q);
+}
+
+hlo::Value lower_relu(hlo::Builder& b, const hlo::Value& x) {
+  return b.binary("maximum", x, b.full(0, x.type));
+}
+
+}  // namespace torch_tpu::ops

@@ -1,0 +1,57 @@
+#include "pjrt/buffer.h"
+
+#include "pjrt/error.h"
+
+namespace torch_tpu::pjrt {
+
+Buffer::~Buffer() {
+  auto args = TORCH_TPU_PJRT_ARGS(PJRT_Buffer_Destroy_Args);
+  args.buffer = buffer_;
+  if (PJRT_Error* error = plugin_->api()->PJRT_Buffer_Destroy(&args)) {
+    try {
+      plugin_->check(error, "PJRT_Buffer_Destroy");
+    } catch (...) {
+      // Destructors do not throw; the plugin already reported the problem.
+    }
+  }
+}
+
+PJRT_Buffer_Type Buffer::element_type() const {
+  auto args = TORCH_TPU_PJRT_ARGS(PJRT_Buffer_ElementType_Args);
+  args.buffer = buffer_;
+  plugin_->check(plugin_->api()->PJRT_Buffer_ElementType(&args), "PJRT_Buffer_ElementType");
+  return args.type;
+}
+
+std::vector<int64_t> Buffer::dims() const {
+  auto args = TORCH_TPU_PJRT_ARGS(PJRT_Buffer_Dimensions_Args);
+  args.buffer = buffer_;
+  plugin_->check(plugin_->api()->PJRT_Buffer_Dimensions(&args), "PJRT_Buffer_Dimensions");
+  return std::vector<int64_t>(args.dims, args.dims + args.num_dims);
+}
+
+size_t Buffer::on_device_size() const {
+  auto args = TORCH_TPU_PJRT_ARGS(PJRT_Buffer_OnDeviceSizeInBytes_Args);
+  args.buffer = buffer_;
+  plugin_->check(plugin_->api()->PJRT_Buffer_OnDeviceSizeInBytes(&args),
+                 "PJRT_Buffer_OnDeviceSizeInBytes");
+  return args.on_device_size_in_bytes;
+}
+
+void Buffer::to_host(void* dst, size_t size) const {
+  auto args = TORCH_TPU_PJRT_ARGS(PJRT_Buffer_ToHostBuffer_Args);
+  args.src = buffer_;
+  args.dst = dst;
+  args.dst_size = size;
+  plugin_->check(plugin_->api()->PJRT_Buffer_ToHostBuffer(&args), "PJRT_Buffer_ToHostBuffer");
+  Event(plugin_, args.event).await();
+}
+
+void Buffer::await_ready() const {
+  auto args = TORCH_TPU_PJRT_ARGS(PJRT_Buffer_ReadyEvent_Args);
+  args.buffer = buffer_;
+  plugin_->check(plugin_->api()->PJRT_Buffer_ReadyEvent(&args), "PJRT_Buffer_ReadyEvent");
+  Event(plugin_, args.event).await();
+}
+
+}  // namespace torch_tpu::pjrt

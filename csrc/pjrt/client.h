@@ -1,0 +1,54 @@
+// An owned PJRT_Client with its addressable devices.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "pjrt/buffer.h"
+#include "pjrt/executable.h"
+
+namespace torch_tpu::pjrt {
+
+struct CreateOption {
+  std::string name;
+  std::variant<int64_t, std::string, bool> value;
+};
+
+class Client {
+ public:
+  Client(std::shared_ptr<Plugin> plugin, const std::vector<CreateOption>& options);
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+  ~Client();
+
+  const Plugin& plugin() const { return *plugin_; }
+  const std::vector<PJRT_Device*>& devices() const { return devices_; }
+  const std::string& platform_name() const { return platform_name_; }
+  const std::string& platform_version() const { return platform_version_; }
+  std::string device_kind(size_t index) const;
+  // Bytes in use and limit as the plugin reports them; false if it does not.
+  bool memory_stats(size_t index, int64_t* in_use, int64_t* limit) const;
+
+  // Compiles StableHLO (MLIR text or bytecode) with serialized CompileOptionsProto.
+  std::unique_ptr<Executable> compile(const std::string& mlir, const std::string& options) const;
+  std::unique_ptr<Executable> deserialize(const std::string& bytes) const;
+
+  // Copies dense row-major host data to a new buffer on device `index`. The host
+  // memory may be reused when this returns.
+  std::unique_ptr<Buffer> buffer_from_host(const void* data, PJRT_Buffer_Type type,
+                                           const std::vector<int64_t>& dims,
+                                           size_t index) const;
+
+ private:
+  PJRT_Device* device(size_t index) const;
+  std::shared_ptr<Plugin> plugin_;
+  PJRT_Client* client_ = nullptr;
+  std::vector<PJRT_Device*> devices_;
+  std::string platform_name_;
+  std::string platform_version_;
+};
+
+}  // namespace torch_tpu::pjrt

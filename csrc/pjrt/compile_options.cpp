@@ -1,0 +1,48 @@
+#include "pjrt/compile_options.h"
+
+#include <cstdint>
+
+namespace torch_tpu::pjrt {
+
+namespace {
+
+void put_varint(std::string& out, uint64_t value) {
+  while (value >= 0x80) {
+    out.push_back(static_cast<char>((value & 0x7F) | 0x80));
+    value >>= 7;
+  }
+  out.push_back(static_cast<char>(value));
+}
+
+void put_int_field(std::string& out, int field, int64_t value) {
+  put_varint(out, static_cast<uint64_t>(field) << 3);  // wire type 0: varint
+  put_varint(out, static_cast<uint64_t>(value));
+}
+
+void put_bytes_field(std::string& out, int field, const std::string& bytes) {
+  put_varint(out, (static_cast<uint64_t>(field) << 3) | 2);  // wire type 2: length-delimited
+  put_varint(out, bytes.size());
+  out += bytes;
+}
+
+// Field numbers from xla/pjrt/proto/compile_options.proto.
+constexpr int kBuildDeviceOrdinal = 1;
+constexpr int kBuildNumReplicas = 4;
+constexpr int kBuildNumPartitions = 5;
+constexpr int kOptionsExecutableBuildOptions = 3;
+constexpr int kOptionsCompilePortableExecutable = 4;
+
+}  // namespace
+
+std::string encode_compile_options(int num_replicas, int num_partitions, bool portable) {
+  std::string build;
+  put_int_field(build, kBuildDeviceOrdinal, -1);
+  put_int_field(build, kBuildNumReplicas, num_replicas);
+  put_int_field(build, kBuildNumPartitions, num_partitions);
+  std::string options;
+  put_bytes_field(options, kOptionsExecutableBuildOptions, build);
+  if (portable) put_int_field(options, kOptionsCompilePortableExecutable, 1);
+  return options;
+}
+
+}  // namespace torch_tpu::pjrt

@@ -1,0 +1,36 @@
+#include "pjrt/event.h"
+
+namespace torch_tpu::pjrt {
+
+Event::~Event() {
+  if (event_ == nullptr) return;
+  auto args = TORCH_TPU_PJRT_ARGS(PJRT_Event_Destroy_Args);
+  args.event = event_;
+  if (PJRT_Error* error = plugin_->api()->PJRT_Event_Destroy(&args)) {
+    try {
+      plugin_->check(error, "PJRT_Event_Destroy");
+    } catch (...) {
+      // A destructor must not throw; a failed destroy only leaks the event.
+    }
+  }
+}
+
+void Event::await() {
+  if (event_ == nullptr) return;
+  auto args = TORCH_TPU_PJRT_ARGS(PJRT_Event_Await_Args);
+  args.event = event_;
+  plugin_->check(plugin_->api()->PJRT_Event_Await(&args), "PJRT_Event_Await");
+  auto err = TORCH_TPU_PJRT_ARGS(PJRT_Event_Error_Args);
+  err.event = event_;
+  plugin_->check(plugin_->api()->PJRT_Event_Error(&err), "asynchronous device work");
+}
+
+bool Event::is_ready() const {
+  if (event_ == nullptr) return true;
+  auto args = TORCH_TPU_PJRT_ARGS(PJRT_Event_IsReady_Args);
+  args.event = event_;
+  plugin_->check(plugin_->api()->PJRT_Event_IsReady(&args), "PJRT_Event_IsReady");
+  return args.is_ready;
+}
+
+}  // namespace torch_tpu::pjrt

@@ -1,0 +1,72 @@
+#include "pjrt/executable.h"
+
+namespace torch_tpu::pjrt {
+
+Executable::Executable(const Plugin* plugin, PJRT_LoadedExecutable* executable)
+    : plugin_(plugin), executable_(executable) {
+  const PJRT_Api* api = plugin_->api();
+  auto get = TORCH_TPU_PJRT_ARGS(PJRT_LoadedExecutable_GetExecutable_Args);
+  get.loaded_executable = executable_;
+  plugin_->check(api->PJRT_LoadedExecutable_GetExecutable(&get),
+                 "PJRT_LoadedExecutable_GetExecutable");
+  unloaded_ = get.executable;
+  auto outputs = TORCH_TPU_PJRT_ARGS(PJRT_Executable_NumOutputs_Args);
+  outputs.executable = unloaded_;
+  plugin_->check(api->PJRT_Executable_NumOutputs(&outputs), "PJRT_Executable_NumOutputs");
+  num_outputs_ = outputs.num_outputs;
+}
+
+Executable::~Executable() {
+  const PJRT_Api* api = plugin_->api();
+  if (unloaded_ != nullptr) {
+    auto args = TORCH_TPU_PJRT_ARGS(PJRT_Executable_Destroy_Args);
+    args.executable = unloaded_;
+    if (PJRT_Error* e = api->PJRT_Executable_Destroy(&args)) {
+      try { plugin_->check(e, "PJRT_Executable_Destroy"); } catch (...) {}
+    }
+  }
+  auto args = TORCH_TPU_PJRT_ARGS(PJRT_LoadedExecutable_Destroy_Args);
+  args.executable = executable_;
+  if (PJRT_Error* e = api->PJRT_LoadedExecutable_Destroy(&args)) {
+    try { plugin_->check(e, "PJRT_LoadedExecutable_Destroy"); } catch (...) {}
+  }
+}
+
+std::vector<std::unique_ptr<Buffer>> Executable::execute(PJRT_Buffer* const* args,
+                                                         size_t num_args,
+                                                         PJRT_Device* device) const {
+  auto options = TORCH_TPU_PJRT_ARGS(PJRT_ExecuteOptions);
+  std::vector<PJRT_Buffer*> outputs(num_outputs_, nullptr);
+  PJRT_Buffer** output_list = outputs.data();
+  PJRT_Buffer* const* arg_list = args;
+
+  auto exec = TORCH_TPU_PJRT_ARGS(PJRT_LoadedExecutable_Execute_Args);
+  exec.executable = executable_;
+  exec.options = &options;
+  exec.argument_lists = &arg_list;
+  exec.num_devices = 1;
+  exec.num_args = num_args;
+  exec.output_lists = &output_list;
+  exec.device_complete_events = nullptr;
+  exec.execute_device = device;
+  plugin_->check(plugin_->api()->PJRT_LoadedExecutable_Execute(&exec),
+                 "PJRT_LoadedExecutable_Execute");
+
+  std::vector<std::unique_ptr<Buffer>> result;
+  result.reserve(num_outputs_);
+  for (PJRT_Buffer* b : outputs) result.push_back(std::make_unique<Buffer>(plugin_, b));
+  return result;
+}
+
+std::string Executable::serialize() const {
+  auto args = TORCH_TPU_PJRT_ARGS(PJRT_Executable_Serialize_Args);
+  args.executable = unloaded_;
+  plugin_->check(plugin_->api()->PJRT_Executable_Serialize(&args), "PJRT_Executable_Serialize");
+  std::string bytes(args.serialized_bytes, args.serialized_bytes_size);
+  if (args.serialized_executable_deleter != nullptr) {
+    args.serialized_executable_deleter(args.serialized_executable);
+  }
+  return bytes;
+}
+
+}  // namespace torch_tpu::pjrt

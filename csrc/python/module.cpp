@@ -1,0 +1,99 @@
+// torch_tpu._C: the bindings. No logic lives here.
+#include <torch/extension.h>
+
+#include "aten/allocator.h"
+#include "aten/device.h"
+#include "aten/generator.h"
+#include "aten/registration.h"
+#include "pjrt/error.h"
+#include "runtime/metrics.h"
+#include "runtime/runtime.h"
+
+namespace py = pybind11;
+using namespace torch_tpu;
+
+namespace {
+
+aten::TpuGenerator& generator(int device) {
+  return *aten::default_generator(static_cast<c10::DeviceIndex>(device))
+              .get<aten::TpuGenerator>();
+}
+
+py::dict metrics_dict() {
+  auto& m = runtime::metrics();
+  py::dict d;
+  d["compiles"] = m.compiles.load();
+  d["compile_seconds"] = m.compile_ns.load() / 1e9;
+  d["cache_hits"] = m.cache_hits.load();
+  d["cache_misses"] = m.cache_misses.load();
+  d["executions"] = m.executions.load();
+  d["host_to_device_bytes"] = m.host_to_device_bytes.load();
+  d["device_to_host_bytes"] = m.device_to_host_bytes.load();
+  py::dict fallbacks;
+  for (const auto& [op, count] : m.fallbacks()) fallbacks[py::str(op)] = count;
+  d["fallbacks"] = fallbacks;
+  return d;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  aten::register_hooks();
+
+  m.def("_configure", [](const std::string& plugin_path, int64_t num_devices) {
+    runtime::Runtime::configure({plugin_path, num_devices});
+  });
+  m.def("_is_initialized", &runtime::Runtime::initialized);
+  m.def("_init", [] { runtime::Runtime::get(); });
+  m.def("_device_count", [] { return static_cast<int>(aten::device_count()); });
+  m.def("_current_device", [] { return static_cast<int>(aten::current_device()); });
+  m.def("_set_device", [](int d) { aten::set_device(static_cast<c10::DeviceIndex>(d)); });
+  m.def("_synchronize", [](int d) {
+    py::gil_scoped_release release;
+    aten::synchronize(static_cast<c10::DeviceIndex>(d));
+  });
+  m.def("_platform", [] {
+    const auto& client = runtime::Runtime::get().client();
+    return py::make_tuple(client.platform_name(), client.platform_version(),
+                          client.plugin().path(), client.plugin().major_version(),
+                          client.plugin().minor_version());
+  });
+  m.def("_device_kind", [](int d) { return runtime::Runtime::get().client().device_kind(d); });
+  m.def("_memory_stats", [](int d) {
+    auto stats = aten::allocator()->getDeviceStats(static_cast<c10::DeviceIndex>(d));
+    py::dict out;
+    out["allocated_bytes.all.current"] = stats.allocated_bytes[0].current;
+    out["allocated_bytes.all.peak"] = stats.allocated_bytes[0].peak;
+    out["reserved_bytes.all.current"] = stats.reserved_bytes[0].current;
+    out["reserved_bytes.all.peak"] = stats.reserved_bytes[0].peak;
+    out["allocation.all.current"] = stats.allocation[0].current;
+    out["allocation.all.allocated"] = stats.allocation[0].allocated;
+    out["allocation.all.freed"] = stats.allocation[0].freed;
+    out["num_ooms"] = stats.num_ooms;
+    return out;
+  });
+  m.def("_reset_peak_memory_stats",
+        [](int d) { aten::allocator()->resetPeakStats(static_cast<c10::DeviceIndex>(d)); });
+  m.def("_memory_capacity", [](int d) { return runtime::Runtime::get().memory_capacity(d); });
+
+  m.def("_manual_seed", [](int d, uint64_t seed) { generator(d).set_current_seed(seed); });
+  m.def("_manual_seed_all", [](uint64_t seed) { aten::manual_seed_all(seed); });
+  m.def("_seed", [](int d) { return generator(d).seed(); });
+  m.def("_initial_seed", [](int d) { return generator(d).current_seed(); });
+  m.def("_get_rng_state", [](int d) {
+    return at::Tensor(c10::intrusive_ptr<c10::TensorImpl>(generator(d).get_state()));
+  });
+  m.def("_set_rng_state", [](int d, const at::Tensor& state) {
+    generator(d).set_state(*state.unsafeGetTensorImpl());
+  });
+
+  m.def("_set_cpu_fallback", &aten::set_cpu_fallback);
+  m.def("_cpu_fallback_enabled", &aten::cpu_fallback_enabled);
+  m.def("_metrics", &metrics_dict);
+  m.def("_reset_metrics", [] { runtime::metrics().reset(); });
+  m.def("_cache_size", [] {
+    return runtime::Runtime::initialized() ? runtime::Runtime::get().cache().size() : 0;
+  });
+
+  py::register_exception<pjrt::Error>(m, "PjrtError", PyExc_RuntimeError);
+}

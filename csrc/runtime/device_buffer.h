@@ -1,0 +1,34 @@
+// The device memory behind one storage: the current PJRT buffer (a 1-d array) and
+// how many bytes the storage holds. In-place writes swap `buffer`, so every tensor
+// sharing the storage sees them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "hlo/types.h"
+#include "pjrt/buffer.h"
+
+namespace torch_tpu::runtime {
+
+struct DeviceBuffer {
+  DeviceBuffer(int device, size_t nbytes) : device(device), nbytes(nbytes) {}
+
+  int device;
+  size_t nbytes;
+  // Null until the first write: allocation is lazy.
+  std::shared_ptr<pjrt::Buffer> buffer;
+  // Element type and length of `buffer` (a storage may be written as bytes and read
+  // back as floats, so the type travels with the buffer, not with the storage).
+  hlo::DType dtype = hlo::DType::U8;
+  int64_t numel = 0;
+
+  void assign(std::shared_ptr<pjrt::Buffer> b, hlo::DType type, int64_t n) {
+    buffer = std::move(b);
+    dtype = type;
+    numel = n;
+  }
+};
+
+}  // namespace torch_tpu::runtime

@@ -1,0 +1,75 @@
+#include "runtime/executable_cache.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+
+#include "hlo/builder.h"
+#include "runtime/metrics.h"
+
+namespace torch_tpu::runtime {
+
+void ProgramKey::add(const char* text) {
+  uint64_t h = 1469598103934665603ULL;
+  for (const char* p = text; *p; ++p) h = (h ^ static_cast<unsigned char>(*p)) * 1099511628211ULL;
+  add(static_cast<int64_t>(h));
+}
+
+namespace {
+
+void dump(const std::string& fingerprint, const std::string& mlir) {
+  static const char* dir = std::getenv("TORCH_TPU_DUMP_DIR");
+  if (dir == nullptr || *dir == '\0') return;
+  std::ofstream(std::string(dir) + "/" + fingerprint + ".mlir") << mlir;
+}
+
+}  // namespace
+
+std::shared_ptr<const CompiledProgram> ExecutableCache::get(
+    const ProgramKey& key, const std::function<Program()>& build) {
+  std::promise<std::shared_ptr<const CompiledProgram>> promise;
+  std::unique_lock<std::mutex> lock(mutex_);
+  auto it = entries_.find(key);
+  if (it != entries_.end()) {
+    Future future = it->second;
+    lock.unlock();  // other keys proceed while this one may still be compiling
+    metrics().cache_hits++;
+    return future.get();
+  }
+  entries_.emplace(key, promise.get_future().share());
+  lock.unlock();
+  metrics().cache_misses++;
+  try {
+    auto start = std::chrono::steady_clock::now();
+    Program program = build();
+    auto compiled = std::make_shared<CompiledProgram>();
+    compiled->fingerprint = hlo::fingerprint(program.mlir);
+    dump(compiled->fingerprint, program.mlir);
+    compiled->executable = compiler_(program.mlir);
+    compiled->outputs = std::move(program.outputs);
+    metrics().compiles++;
+    metrics().compile_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                std::chrono::steady_clock::now() - start)
+                                .count();
+    promise.set_value(compiled);
+    return compiled;
+  } catch (...) {
+    // A failed compile is not cached: the next call reports the error again.
+    promise.set_exception(std::current_exception());
+    std::lock_guard<std::mutex> lock(mutex_);
+    entries_.erase(key);
+    throw;
+  }
+}
+
+size_t ExecutableCache::size() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return entries_.size();
+}
+
+void ExecutableCache::clear() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  entries_.clear();
+}
+
+}  // namespace torch_tpu::runtime

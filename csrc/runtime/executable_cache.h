@@ -1,0 +1,75 @@
+// Tier-1 compilation cache: program key -> compiled executable and its output types.
+// Concurrent requests for one key wait on one compile.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "hlo/types.h"
+#include "pjrt/executable.h"
+
+namespace torch_tpu::runtime {
+
+// Everything that changes the emitted program, as a flat list of words. Built on the
+// hot path, so it is cheap: no text is produced until a miss.
+class ProgramKey {
+ public:
+  void add(int64_t word) {
+    words_.push_back(word);
+    hash_ = (hash_ ^ static_cast<uint64_t>(word)) * 0x100000001B3ULL;
+    hash_ ^= hash_ >> 32;
+  }
+  void add(const std::vector<int64_t>& words) {
+    add(static_cast<int64_t>(words.size()));
+    for (int64_t w : words) add(w);
+  }
+  void add(const char* text);  // op names: hashed by content
+  uint64_t hash() const { return hash_; }
+  bool operator==(const ProgramKey& other) const { return words_ == other.words_; }
+
+ private:
+  std::vector<int64_t> words_;
+  uint64_t hash_ = 1469598103934665603ULL;
+};
+
+struct ProgramKeyHash {
+  size_t operator()(const ProgramKey& key) const { return key.hash(); }
+};
+
+// What a lowering produces on a cache miss.
+struct Program {
+  std::string mlir;
+  std::vector<hlo::TensorType> outputs;
+};
+
+struct CompiledProgram {
+  std::unique_ptr<pjrt::Executable> executable;
+  std::vector<hlo::TensorType> outputs;
+  std::string fingerprint;
+};
+
+class ExecutableCache {
+ public:
+  using Compiler = std::function<std::unique_ptr<pjrt::Executable>(const std::string& mlir)>;
+  explicit ExecutableCache(Compiler compiler) : compiler_(std::move(compiler)) {}
+
+  // Returns the cached program for `key`, or builds and compiles it once.
+  std::shared_ptr<const CompiledProgram> get(const ProgramKey& key,
+                                             const std::function<Program()>& build);
+  size_t size() const;
+  void clear();
+
+ private:
+  using Future = std::shared_future<std::shared_ptr<const CompiledProgram>>;
+  Compiler compiler_;
+  mutable std::mutex mutex_;
+  std::unordered_map<ProgramKey, Future, ProgramKeyHash> entries_;
+};
+
+}  // namespace torch_tpu::runtime

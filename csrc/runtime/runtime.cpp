@@ -1,0 +1,192 @@
+#include "runtime/runtime.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <list>
+#include <mutex>
+#include <unordered_map>
+
+#include "pjrt/compile_options.h"
+#include "pjrt/error.h"
+#include "runtime/element_type.h"
+#include "runtime/metrics.h"
+
+namespace torch_tpu::runtime {
+
+namespace {
+
+std::mutex& init_mutex() {
+  static std::mutex m;
+  return m;
+}
+RuntimeConfig& pending_config() {
+  static RuntimeConfig c;
+  return c;
+}
+Runtime* instance = nullptr;
+std::string* init_error = nullptr;
+
+}  // namespace
+
+struct Runtime::ScalarCache {
+  static constexpr size_t kCapacity = 4096;
+  struct Key {
+    int device;
+    hlo::DType dtype;
+    uint64_t bits;
+    bool operator==(const Key& o) const {
+      return device == o.device && dtype == o.dtype && bits == o.bits;
+    }
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const {
+      return (k.bits * 0x9E3779B97F4A7C15ULL) ^ (static_cast<size_t>(k.dtype) << 8) ^ k.device;
+    }
+  };
+  using Entry = std::pair<Key, std::shared_ptr<pjrt::Buffer>>;
+  std::mutex mutex;
+  std::list<Entry> lru;
+  std::unordered_map<Key, std::list<Entry>::iterator, KeyHash> index;
+};
+
+// Outputs of work not yet known to be finished, per device; synchronize() waits on
+// them. Weak references: a buffer nobody holds any more needs no waiting.
+struct Runtime::Pending {
+  static constexpr size_t kMaxTracked = 4096;
+  std::mutex mutex;
+  std::vector<std::vector<std::weak_ptr<pjrt::Buffer>>> per_device;
+};
+
+void Runtime::configure(RuntimeConfig config) {
+  std::lock_guard<std::mutex> lock(init_mutex());
+  if (instance == nullptr) {
+    pending_config() = std::move(config);
+    delete init_error;
+    init_error = nullptr;
+  }
+}
+
+Runtime& Runtime::get() {
+  if (instance != nullptr) return *instance;
+  std::lock_guard<std::mutex> lock(init_mutex());
+  if (instance != nullptr) return *instance;
+  // A failed load is remembered: every later use reports the same clear error.
+  if (init_error != nullptr) throw pjrt::Error(9, *init_error);
+  try {
+    instance = new Runtime(pending_config());
+  } catch (const std::exception& e) {
+    init_error = new std::string(e.what());
+    throw pjrt::Error(9, *init_error);
+  }
+  return *instance;
+}
+
+bool Runtime::available() {
+  try {
+    return get().device_count() > 0;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+bool Runtime::initialized() { return instance != nullptr; }
+
+Runtime::Runtime(RuntimeConfig config)
+    : config_(std::move(config)),
+      cache_([this](const std::string& mlir) { return client_->compile(mlir, compile_options_); }),
+      compile_options_(pjrt::encode_compile_options(1, 1, /*portable=*/true)),
+      scalars_(std::make_unique<ScalarCache>()),
+      pending_(std::make_unique<Pending>()) {
+  const char* blocking = std::getenv("TORCH_TPU_LAUNCH_BLOCKING");
+  launch_blocking_ = blocking != nullptr && std::string(blocking) == "1";
+  if (config_.plugin_path.empty()) {
+    throw pjrt::Error(5, "no PJRT plugin found: install xla-cpu-pjrt, or set "
+                         "TORCH_TPU_PJRT_PLUGIN to the path of a PJRT plugin .so");
+  }
+  auto plugin = pjrt::Plugin::load(config_.plugin_path);
+  std::vector<pjrt::CreateOption> options;
+  // Only XLA:CPU understands cpu_device_count; other plugins reject unknown options.
+  if (config_.plugin_path.find("cpu") != std::string::npos) {
+    options.push_back({"cpu_device_count", config_.num_devices});
+  }
+  client_ = std::make_unique<pjrt::Client>(std::move(plugin), options);
+  pending_->per_device.resize(client_->devices().size());
+  for (size_t i = 0; i < client_->devices().size(); ++i) {
+    int64_t in_use = 0, limit = -1;
+    if (!client_->memory_stats(i, &in_use, &limit) || limit <= 0) {
+      // XLA:CPU reports no limit: its memory is the host's.
+      limit = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
+    }
+    capacity_.push_back(limit);
+  }
+}
+
+std::unique_ptr<pjrt::Buffer> Runtime::upload(const void* data, hlo::DType dtype,
+                                              const std::vector<int64_t>& dims, int device) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  metrics().host_to_device_bytes += n * hlo::byte_width(dtype);
+  return client_->buffer_from_host(data, to_pjrt(dtype), dims, device);
+}
+
+std::shared_ptr<pjrt::Buffer> Runtime::scalar(int device, hlo::DType dtype, uint64_t bits) {
+  ScalarCache& c = *scalars_;
+  ScalarCache::Key key{device, dtype, bits};
+  std::lock_guard<std::mutex> lock(c.mutex);
+  auto it = c.index.find(key);
+  if (it != c.index.end()) {
+    c.lru.splice(c.lru.begin(), c.lru, it->second);
+    return it->second->second;
+  }
+  std::shared_ptr<pjrt::Buffer> buffer = upload(&bits, dtype, {}, device);
+  c.lru.emplace_front(key, buffer);
+  c.index[key] = c.lru.begin();
+  if (c.lru.size() > ScalarCache::kCapacity) {
+    c.index.erase(c.lru.back().first);
+    c.lru.pop_back();
+  }
+  return buffer;
+}
+
+std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::execute(const CompiledProgram& program,
+                                                            const std::vector<PJRT_Buffer*>& args,
+                                                            int device) {
+  metrics().executions++;
+  auto raw = program.executable->execute(args.data(), args.size(), this->device(device));
+  std::vector<std::shared_ptr<pjrt::Buffer>> outputs(std::make_move_iterator(raw.begin()),
+                                                     std::make_move_iterator(raw.end()));
+  if (launch_blocking_) {
+    for (const auto& b : outputs) b->await_ready();
+    return outputs;
+  }
+  std::vector<std::shared_ptr<pjrt::Buffer>> to_wait;
+  {
+    std::lock_guard<std::mutex> lock(pending_->mutex);
+    auto& list = pending_->per_device[device];
+    for (const auto& b : outputs) list.push_back(b);
+    if (list.size() > Pending::kMaxTracked) {
+      // Bound the queue of in-flight work: wait for the older half.
+      size_t half = list.size() / 2;
+      for (size_t i = 0; i < half; ++i)
+        if (auto b = list[i].lock()) to_wait.push_back(std::move(b));
+      list.erase(list.begin(), list.begin() + half);
+    }
+  }
+  for (const auto& b : to_wait) b->await_ready();
+  return outputs;
+}
+
+void Runtime::synchronize(int device) {
+  std::vector<std::weak_ptr<pjrt::Buffer>> list;
+  {
+    std::lock_guard<std::mutex> lock(pending_->mutex);
+    list.swap(pending_->per_device.at(device));
+  }
+  for (const auto& weak : list)
+    if (auto b = weak.lock()) b->await_ready();
+}
+
+int64_t Runtime::memory_capacity(int device) const { return capacity_.at(device); }
+
+}  // namespace torch_tpu::runtime

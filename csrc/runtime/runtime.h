@@ -1,0 +1,68 @@
+// The process's PJRT runtime: the plugin, the client and its devices, created on first
+// use so that `import torch` never loads the plugin.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hlo/types.h"
+#include "pjrt/client.h"
+#include "runtime/executable_cache.h"
+
+namespace torch_tpu::runtime {
+
+struct RuntimeConfig {
+  std::string plugin_path;
+  int64_t num_devices = 1;  // virtual devices, for plugins that take cpu_device_count
+};
+
+class Runtime {
+ public:
+  // Sets what the first use of get() will load. Has no effect once loaded.
+  static void configure(RuntimeConfig config);
+  // The runtime, loading the plugin on first call; throws pjrt::Error if it cannot.
+  static Runtime& get();
+  // Whether get() would succeed, without throwing.
+  static bool available();
+  static bool initialized();
+
+  const pjrt::Client& client() const { return *client_; }
+  int device_count() const { return static_cast<int>(client_->devices().size()); }
+  PJRT_Device* device(int index) const { return client_->devices().at(index); }
+  ExecutableCache& cache() { return cache_; }
+  const RuntimeConfig& config() const { return config_; }
+
+  std::unique_ptr<pjrt::Buffer> upload(const void* data, hlo::DType dtype,
+                                       const std::vector<int64_t>& dims, int device);
+  // A 0-d buffer holding `bits` (the value's bytes, little-endian) as `dtype`. Cached:
+  // loops over Python scalars reuse one buffer per distinct value.
+  std::shared_ptr<pjrt::Buffer> scalar(int device, hlo::DType dtype, uint64_t bits);
+
+  // Enqueues `program` on `device` and returns its outputs at once. With
+  // TORCH_TPU_LAUNCH_BLOCKING=1 it waits for them.
+  std::vector<std::shared_ptr<pjrt::Buffer>> execute(const CompiledProgram& program,
+                                                     const std::vector<PJRT_Buffer*>& args,
+                                                     int device);
+  // Waits for all work enqueued on `device` so far.
+  void synchronize(int device);
+
+  // Bytes a device may hold: the plugin's limit, or the host's memory for XLA:CPU.
+  int64_t memory_capacity(int device) const;
+
+ private:
+  explicit Runtime(RuntimeConfig config);
+  RuntimeConfig config_;
+  std::unique_ptr<pjrt::Client> client_;
+  ExecutableCache cache_;
+  std::string compile_options_;
+  struct ScalarCache;
+  std::unique_ptr<ScalarCache> scalars_;
+  struct Pending;
+  std::unique_ptr<Pending> pending_;
+  bool launch_blocking_ = false;
+  std::vector<int64_t> capacity_;
+};
+
+}  // namespace torch_tpu::runtime

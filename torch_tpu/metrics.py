@@ -1,0 +1,33 @@
+"""Counters of what the tpu runtime did: compiles, cache hits, executions, fallbacks, transfers."""
+
+from torch_tpu import _C
+
+
+def snapshot() -> dict:
+    """All counters as a dict (compiles, compile_seconds, cache_hits, cache_misses,
+    executions, host_to_device_bytes, device_to_host_bytes, fallbacks={op: count})."""
+    return _C._metrics()
+
+
+def reset() -> None:
+    _C._reset_metrics()
+
+
+def fallback_count() -> int:
+    return sum(_C._metrics()["fallbacks"].values())
+
+
+def report() -> str:
+    m = snapshot()
+    lines = [
+        "torch_tpu metrics",
+        f"  compiles:          {m['compiles']} ({m['compile_seconds']:.3f} s)",
+        f"  cache hits/misses: {m['cache_hits']} / {m['cache_misses']}",
+        f"  executions:        {m['executions']}",
+        f"  host->device:      {m['host_to_device_bytes']} bytes",
+        f"  device->host:      {m['device_to_host_bytes']} bytes",
+        f"  cpu fallbacks:     {sum(m['fallbacks'].values())}",
+    ]
+    for op, count in sorted(m["fallbacks"].items()):
+        lines.append(f"    {op}: {count}")
+    return "\n".join(lines)

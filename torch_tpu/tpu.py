@@ -1,0 +1,199 @@
+"""`torch.tpu`: the device module, following `torch.cuda`'s names and semantics."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Optional, Union
+
+import torch
+
+from torch_tpu import _C
+
+_DeviceLike = Union[torch.device, str, int, None]
+
+
+def _index(device: _DeviceLike = None) -> int:
+    if device is None:
+        return current_device()
+    if isinstance(device, int):
+        return device
+    device = torch.device(device)
+    if device.type != "tpu":
+        raise ValueError(f"Expected a tpu device, but got: {device}")
+    return current_device() if device.index is None else device.index
+
+
+def is_available() -> bool:
+    """True if a PJRT plugin loads and has at least one device."""
+    return _C._device_count() > 0
+
+
+def is_initialized() -> bool:
+    return _C._is_initialized()
+
+
+def init() -> None:
+    """Loads the PJRT plugin now; raises its error if it cannot."""
+    _C._init()
+
+
+def device_count() -> int:
+    return _C._device_count()
+
+
+def current_device() -> int:
+    return _C._current_device()
+
+
+def set_device(device: _DeviceLike) -> None:
+    _C._set_device(_index(device))
+
+
+class device:
+    """Context manager that changes the current tpu device."""
+
+    def __init__(self, device: _DeviceLike):
+        self.idx = -1 if device is None else _index(device)
+        self.prev_idx = -1
+
+    def __enter__(self):
+        self.prev_idx = current_device()
+        if self.idx >= 0 and self.idx != self.prev_idx:
+            set_device(self.idx)
+
+    def __exit__(self, *args: Any) -> None:
+        if self.idx >= 0 and self.idx != self.prev_idx:
+            set_device(self.prev_idx)
+
+
+def synchronize(device: _DeviceLike = None) -> None:
+    """Waits for all work enqueued on the device."""
+    _C._synchronize(_index(device))
+
+
+# --- random --------------------------------------------------------------------
+
+def _is_in_bad_fork() -> bool:
+    return False
+
+
+def manual_seed(seed: int) -> None:
+    seed = int(seed) & 0xFFFF_FFFF_FFFF_FFFF
+    if not is_initialized():
+        manual_seed_all(seed)  # generators are created seeded
+        return
+    _C._manual_seed(current_device(), seed)
+
+
+def manual_seed_all(seed: int) -> None:
+    _C._manual_seed_all(int(seed) & 0xFFFF_FFFF_FFFF_FFFF)
+
+
+def seed() -> None:
+    _C._seed(current_device())
+
+
+def seed_all() -> None:
+    for i in range(device_count()):
+        _C._seed(i)
+
+
+def initial_seed() -> int:
+    return _C._initial_seed(current_device())
+
+
+def get_rng_state(device: _DeviceLike = "tpu") -> torch.Tensor:
+    return _C._get_rng_state(_index(device))
+
+
+def get_rng_state_all() -> list:
+    return [get_rng_state(i) for i in range(device_count())]
+
+
+def set_rng_state(new_state: torch.Tensor, device: _DeviceLike = "tpu") -> None:
+    _C._set_rng_state(_index(device), new_state.contiguous())
+
+
+def set_rng_state_all(new_states) -> None:
+    for i, state in enumerate(new_states):
+        set_rng_state(state, i)
+
+
+# --- memory --------------------------------------------------------------------
+
+def memory_stats(device: _DeviceLike = None) -> dict:
+    if not is_initialized():
+        return {}
+    return dict(sorted(_C._memory_stats(_index(device)).items()))
+
+
+def memory_allocated(device: _DeviceLike = None) -> int:
+    return memory_stats(device).get("allocated_bytes.all.current", 0)
+
+
+def max_memory_allocated(device: _DeviceLike = None) -> int:
+    return memory_stats(device).get("allocated_bytes.all.peak", 0)
+
+
+def memory_reserved(device: _DeviceLike = None) -> int:
+    return memory_stats(device).get("reserved_bytes.all.current", 0)
+
+
+def max_memory_reserved(device: _DeviceLike = None) -> int:
+    return memory_stats(device).get("reserved_bytes.all.peak", 0)
+
+
+def reset_peak_memory_stats(device: _DeviceLike = None) -> None:
+    if is_initialized():
+        _C._reset_peak_memory_stats(_index(device))
+
+
+def empty_cache() -> None:
+    """Buffers are freed when their last tensor dies; there is no cache to empty."""
+
+
+# --- properties ----------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class _TpuDeviceProperties:
+    name: str
+    platform: str
+    platform_version: str
+    plugin: str
+    pjrt_api_version: str
+    total_memory: int
+    type: str = "tpu"
+
+
+def get_device_properties(device: _DeviceLike = None) -> _TpuDeviceProperties:
+    idx = _index(device)
+    init()
+    platform, version, plugin, major, minor = _C._platform()
+    return _TpuDeviceProperties(
+        name=get_device_name(idx), platform=platform, platform_version=version, plugin=plugin,
+        pjrt_api_version=f"{major}.{minor}", total_memory=_C._memory_capacity(idx))
+
+
+def get_device_name(device: _DeviceLike = None) -> str:
+    idx = _index(device)
+    init()
+    platform = _C._platform()[0]
+    return f"{_C._device_kind(idx)} ({platform} PJRT)"
+
+
+def get_device_capability(device: _DeviceLike = None) -> tuple:
+    return (0, 0)
+
+
+# --- amp -----------------------------------------------------------------------
+
+def get_amp_supported_dtype() -> list:
+    return [torch.bfloat16, torch.float16]
+
+
+def is_bf16_supported() -> bool:
+    return True
+
+
+def _lazy_init() -> None:
+    init()
