@@ -30,7 +30,7 @@ bool is_supported(c10::ScalarType dtype) {
 }
 
 void check_supported(c10::ScalarType dtype) {
-  TORCH_CHECK_TYPE(is_supported(dtype), "torch_tpu: dtype ", dtype,
+  TORCH_CHECK_TYPE(is_supported(dtype), "torch_tpu: dtype torch.", c10::getDtypeNames(dtype).first,
                    " is not supported on the tpu device (supported: bool, uint8, int8, int16, "
                    "int32, int64, float16, bfloat16, float32, float64)");
 }

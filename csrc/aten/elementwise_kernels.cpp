@@ -19,6 +19,7 @@ using BinaryLowering = std::function<hlo::Value(hlo::Builder&, const std::vector
 at::Tensor binary(const char* name, const BinaryLowering& lower, const at::Tensor& a,
                   const at::Tensor& b, const std::optional<c10::Scalar>& alpha,
                   c10::ScalarType compute, const at::Tensor* out, int64_t mode = 0) {
+  at::infer_size(a.sizes(), b.sizes());  // PyTorch's message for shapes that don't broadcast
   OpCall call(name);
   call.input(a).input(b);
   if (alpha) call.scalar(*alpha, compute);
@@ -182,6 +183,29 @@ at::Tensor& relu_(at::Tensor& self) {
   return self;
 }
 
+Lowering threshold_backward_lowering(c10::ScalarType dtype) {
+  return [dtype](hlo::Builder& b, const std::vector<hlo::Value>& in) {
+    return std::vector<hlo::Value>{
+        ops::lower_threshold_backward(b, in[0], in[1], in[2], to_hlo(dtype))};
+  };
+}
+
+at::Tensor threshold_backward(const at::Tensor& grad, const at::Tensor& self,
+                              const c10::Scalar& threshold) {
+  auto dtype = at::result_type(grad, self);
+  at::infer_size(grad.sizes(), self.sizes());
+  return OpCall("threshold_backward").input(grad).input(self).scalar(threshold, dtype)
+      .key(static_cast<int64_t>(dtype)).run(threshold_backward_lowering(dtype))[0];
+}
+at::Tensor& threshold_backward_out(const at::Tensor& grad, const at::Tensor& self,
+                                   const c10::Scalar& threshold, at::Tensor& out) {
+  auto dtype = at::result_type(grad, self);
+  prepare_out(out, at::infer_size(grad.sizes(), self.sizes()), dtype);
+  OpCall("threshold_backward").input(grad).input(self).scalar(threshold, dtype)
+      .key(static_cast<int64_t>(dtype)).write(threshold_backward_lowering(dtype), {out});
+  return out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -202,6 +226,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("div.out_mode", div_mode_out);
   m.impl("relu", relu);
   m.impl("relu_", relu_);
+  m.impl("threshold_backward", threshold_backward);
+  m.impl("threshold_backward.grad_input", threshold_backward_out);
 }
 
 }  // namespace torch_tpu::aten

@@ -88,4 +88,11 @@ hlo::Value lower_relu(hlo::Builder& b, const hlo::Value& x) {
   return b.binary("maximum", x, b.full(0, x.type));
 }
 
+hlo::Value lower_threshold_backward(hlo::Builder& b, const hlo::Value& grad, const hlo::Value& x,
+                                    const hlo::Value& threshold, hlo::DType dtype) {
+  auto [g, v] = promote(b, grad, x, dtype);
+  hlo::Value t = broadcast_to(b, b.convert(threshold, dtype), v.type.shape);
+  return b.select(b.compare(hlo::Compare::LE, v, t), b.full(0, g.type), g);
+}
+
 }  // namespace torch_tpu::ops

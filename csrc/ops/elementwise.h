@@ -22,5 +22,8 @@ hlo::Value lower_mul(hlo::Builder& b, const hlo::Value& x, const hlo::Value& y, 
 hlo::Value lower_div(hlo::Builder& b, const hlo::Value& x, const hlo::Value& y, hlo::DType dtype,
                      DivMode mode);
 hlo::Value lower_relu(hlo::Builder& b, const hlo::Value& x);
+// grad where x > threshold, else 0 (the backward of relu and threshold).
+hlo::Value lower_threshold_backward(hlo::Builder& b, const hlo::Value& grad, const hlo::Value& x,
+                                    const hlo::Value& threshold, hlo::DType dtype);
 
 }  // namespace torch_tpu::ops

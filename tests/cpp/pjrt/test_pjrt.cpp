@@ -1,0 +1,191 @@
+#include <cstring>
+
+#include "pjrt/error.h"
+#include "pjrt/event.h"
+#include "../test_support.h"
+
+namespace torch_tpu {
+namespace {
+
+using hlo::DType;
+using hlo::TensorType;
+using test::client;
+using test::download;
+using test::plugin;
+using test::upload;
+
+// x + 1 over f32[3].
+std::string add_one_module() {
+  hlo::Builder b;
+  hlo::Value x = b.parameter({DType::F32, {3}});
+  return b.module({b.binary("add", x, b.full(1, x.type))});
+}
+
+TEST(Plugin, LoadReportsApiZeroDotX) {
+  auto p = plugin();
+  EXPECT_EQ(p->major_version(), 0);
+  EXPECT_GT(p->minor_version(), 0);
+  EXPECT_EQ(p->path(), test::plugin_path());
+  EXPECT_NE(p->api(), nullptr);
+}
+
+TEST(Plugin, MissingFileNamesThePath) {
+  const std::string path = "/nonexistent/dir/libno_such_plugin.so";
+  try {
+    pjrt::Plugin::load(path);
+    FAIL() << "expected pjrt::Error";
+  } catch (const pjrt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+  }
+}
+
+TEST(Plugin, LibraryWithoutGetPjrtApiIsRejected) {
+  try {
+    pjrt::Plugin::load("libm.so.6");
+    FAIL() << "expected pjrt::Error";
+  } catch (const pjrt::Error& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find("libm.so.6"), std::string::npos) << what;
+    EXPECT_NE(what.find("GetPjrtApi"), std::string::npos) << what;
+  }
+}
+
+TEST(CompileOptions, HandEncodedBytes) {
+  // ExecutableBuildOptions {device_ordinal: -1 (10-byte varint), num_replicas: 1,
+  // num_partitions: 1} in field 3, then compile_portable_executable (field 4) = 1.
+  const unsigned char expected[] = {0x1A, 0x0F, 0x08, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
+                                    0xFF, 0xFF, 0xFF, 0x01, 0x20, 0x01, 0x28, 0x01, 0x20, 0x01};
+  EXPECT_EQ(pjrt::encode_compile_options(1, 1, true),
+            std::string(reinterpret_cast<const char*>(expected), sizeof(expected)));
+  // Without portability the trailing field is absent; 200 replicas is a 2-byte varint.
+  const unsigned char replicas[] = {0x1A, 0x10, 0x08, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
+                                    0xFF, 0xFF, 0xFF, 0x01, 0x20, 0xC8, 0x01, 0x28, 0x01};
+  EXPECT_EQ(pjrt::encode_compile_options(200, 1, false),
+            std::string(reinterpret_cast<const char*>(replicas), sizeof(replicas)));
+}
+
+TEST(Event, NullEventIsReady) {
+  pjrt::Event e(plugin().get(), nullptr);
+  EXPECT_TRUE(e.is_ready());
+  e.await();
+}
+
+TEST(Client, HasDevicesAndPlatform) {
+  const pjrt::Client& c = client();
+  ASSERT_GE(c.devices().size(), 1u);
+  EXPECT_EQ(c.platform_name(), "cpu");
+  EXPECT_FALSE(c.device_kind(0).empty());
+  EXPECT_THROW(c.device_kind(c.devices().size()), pjrt::Error);
+  int64_t in_use = -1, limit = -1;
+  c.memory_stats(0, &in_use, &limit);  // XLA:CPU may not implement it; must not throw
+}
+
+TEST(Client, TwoVirtualDevicesRunPortableExecutableOnDeviceOne) {
+  pjrt::Client c(plugin(), {{"cpu_device_count", int64_t{2}}});
+  ASSERT_EQ(c.devices().size(), 2u);
+  auto exe = c.compile(add_one_module(), test::compile_options());
+  auto x = upload<float>({1, 2, 3}, {3}, DType::F32, c, /*device=*/1);
+  PJRT_Buffer* args[] = {x->raw()};
+  auto out = exe->execute(args, 1, c.devices()[1]);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(download<float>(*out[0]), (std::vector<float>{2, 3, 4}));
+  EXPECT_THROW(upload<float>({1}, {1}, DType::F32, c, /*device=*/2), pjrt::Error);
+}
+
+TEST(Client, GarbageTextThrowsPluginMessage) {
+  try {
+    client().compile("this is not mlir", test::compile_options());
+    FAIL() << "expected pjrt::Error";
+  } catch (const pjrt::Error& e) {
+    std::string what = e.what();
+    const std::string prefix = "PJRT_Client_Compile failed: ";
+    ASSERT_EQ(what.rfind(prefix, 0), 0u) << what;
+    EXPECT_GT(what.size(), prefix.size()) << "the plugin's message is missing";
+    EXPECT_NE(e.code(), 0);
+  }
+}
+
+TEST(Client, EmptyCompileOptionsThrowInsteadOfAborting) {
+  EXPECT_THROW(client().compile(add_one_module(), ""), pjrt::Error);
+}
+
+TEST(Client, InvalidElementTypeThrows) {
+  float x = 0;
+  EXPECT_THROW(client().buffer_from_host(&x, PJRT_Buffer_Type_INVALID, {}, 0), pjrt::Error);
+  EXPECT_THROW(client().buffer_from_host(&x, PJRT_Buffer_Type_TOKEN, {}, 0), pjrt::Error);
+}
+
+TEST(Buffer, DimsTypeSizeAndRoundTrip) {
+  auto b = upload<int32_t>({1, -2, 3, -4, 5, -6}, {2, 3});
+  EXPECT_EQ(b->dims(), (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(b->element_type(), PJRT_Buffer_Type_S32);
+  EXPECT_EQ(b->on_device_size(), 24u);
+  b->await_ready();
+  EXPECT_EQ(download<int32_t>(*b), (std::vector<int32_t>{1, -2, 3, -4, 5, -6}));
+
+  int32_t small[2];
+  try {
+    b->to_host(small, sizeof(small));
+    FAIL() << "expected pjrt::Error";
+  } catch (const pjrt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("PJRT_Buffer_ToHostBuffer failed"), std::string::npos);
+  }
+
+  auto s = upload<double>({2.5}, {});
+  EXPECT_TRUE(s->dims().empty());
+  EXPECT_EQ(s->element_type(), PJRT_Buffer_Type_F64);
+  EXPECT_EQ(download<double>(*s), (std::vector<double>{2.5}));
+}
+
+TEST(Executable, TwoOutputs) {
+  hlo::Builder b;
+  hlo::Value x = b.parameter({DType::F32, {2}});
+  hlo::Value y = b.parameter({DType::F32, {2}});
+  auto exe = client().compile(b.module({b.binary("add", x, y), b.binary("multiply", x, y)}),
+                              test::compile_options());
+  EXPECT_EQ(exe->num_outputs(), 2u);
+  auto bx = upload<float>({2, 3}, {2});
+  auto by = upload<float>({5, -1}, {2});
+  PJRT_Buffer* args[] = {bx->raw(), by->raw()};
+  auto out = exe->execute(args, 2, client().devices()[0]);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(download<float>(*out[0]), (std::vector<float>{7, 2}));
+  EXPECT_EQ(download<float>(*out[1]), (std::vector<float>{10, -3}));
+}
+
+TEST(Executable, SerializeDeserializeGivesSameResults) {
+  auto exe = client().compile(add_one_module(), test::compile_options());
+  std::string bytes = exe->serialize();
+  ASSERT_FALSE(bytes.empty());
+  auto again = client().deserialize(bytes);
+  EXPECT_EQ(again->num_outputs(), 1u);
+  auto x = upload<float>({-1, 0, 41}, {3});
+  PJRT_Buffer* args[] = {x->raw()};
+  auto a = exe->execute(args, 1, client().devices()[0]);
+  auto b = again->execute(args, 1, client().devices()[0]);
+  EXPECT_EQ(download<float>(*a[0]), (std::vector<float>{0, 1, 42}));
+  EXPECT_EQ(download<float>(*b[0]), (std::vector<float>{0, 1, 42}));
+}
+
+TEST(Executable, NonPortableRunsOnItsDevice) {
+  auto exe = client().compile(add_one_module(), pjrt::encode_compile_options(1, 1, false));
+  auto x = upload<float>({5, 6, 7}, {3});
+  PJRT_Buffer* args[] = {x->raw()};
+  auto out = exe->execute(args, 1, client().devices()[0]);
+  EXPECT_EQ(download<float>(*out[0]), (std::vector<float>{6, 7, 8}));
+}
+
+TEST(Executable, WrongArgumentsThrow) {
+  auto exe = client().compile(add_one_module(), test::compile_options());
+  EXPECT_THROW(exe->execute(nullptr, 0, client().devices()[0]), pjrt::Error);
+  auto wrong = upload<float>({1, 2}, {2});
+  PJRT_Buffer* args[] = {wrong->raw()};
+  EXPECT_THROW(exe->execute(args, 1, client().devices()[0]), pjrt::Error);
+}
+
+TEST(Executable, DeserializeGarbageThrows) {
+  EXPECT_THROW(client().deserialize("not an executable"), pjrt::Error);
+}
+
+}  // namespace
+}  // namespace torch_tpu

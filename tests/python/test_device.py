@@ -1,0 +1,107 @@
+import pytest
+import torch
+
+import torch_tpu
+from conftest import run_python
+
+
+def test_device_module_basics():
+    assert torch.tpu.is_available()
+    assert torch.tpu.device_count() >= 1
+    assert torch.tpu.current_device() == 0
+    torch.tpu.set_device(0)
+    torch.tpu.synchronize()
+    assert "cpu" in torch.tpu.get_device_name(0).lower()
+    props = torch.tpu.get_device_properties(0)
+    assert props.total_memory > 0
+    assert props.pjrt_api_version.startswith("0.")
+    assert torch.tpu.is_initialized()
+
+
+def test_accelerator_api():
+    assert str(torch.accelerator.current_accelerator()) == "tpu"
+    assert torch.accelerator.is_available()
+    assert torch.accelerator.device_count() == torch.tpu.device_count()
+
+
+def test_tensor_and_module_helpers():
+    x = torch.arange(6.0).reshape(2, 3)
+    y = x.tpu()
+    assert y.device == torch.device("tpu:0")
+    assert y.is_tpu
+    m = torch.nn.Linear(3, 2).to("tpu")
+    assert all(p.device.type == "tpu" for p in m.parameters())
+    out = m(y)
+    ref = torch.nn.functional.linear(x, m.weight.detach().cpu(), m.bias.detach().cpu())
+    torch.testing.assert_close(out.detach().cpu(), ref)
+
+
+def test_device_index_out_of_range():
+    with pytest.raises(RuntimeError, match="Invalid device id"):
+        torch.zeros(2, device="tpu:7")
+    with pytest.raises(RuntimeError, match="Invalid device id"):
+        torch.tpu.set_device(7)
+
+
+def test_rng_state_round_trip():
+    torch.tpu.manual_seed(1234)
+    assert torch.tpu.initial_seed() == 1234
+    state = torch.tpu.get_rng_state()
+    assert state.dtype == torch.uint8 and state.numel() == 16
+    torch.tpu.manual_seed(99)
+    torch.tpu.set_rng_state(state)
+    assert torch.tpu.initial_seed() == 1234
+    torch.manual_seed(7)  # torch.manual_seed seeds the tpu generators too
+    assert torch.tpu.initial_seed() == 7
+    gen = torch.Generator(device="tpu")
+    gen.manual_seed(5)
+    assert gen.initial_seed() == 5 and gen.device.type == "tpu"
+
+
+def test_memory_stats_track_allocations():
+    torch.tpu.synchronize()
+    before = torch.tpu.memory_allocated()
+    x = torch.empty(1024, 1024, device="tpu")
+    assert torch.tpu.memory_allocated() - before == 4 * 1024 * 1024
+    assert torch.tpu.max_memory_allocated() >= torch.tpu.memory_allocated()
+    stats = torch.tpu.memory_stats()
+    assert stats["allocated_bytes.all.current"] == torch.tpu.memory_allocated()
+    del x
+    assert torch.tpu.memory_allocated() == before
+    torch.tpu.reset_peak_memory_stats()
+    assert torch.tpu.max_memory_allocated() == before
+
+
+def test_autoload_without_import():
+    r = run_python("import torch; x = torch.ones(3, device='tpu'); print((x + x).cpu().tolist(), "
+                   "torch.tpu.device_count(), torch.accelerator.current_accelerator())")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[2.0, 2.0, 2.0] 1 tpu"
+
+
+def test_multiple_virtual_devices():
+    code = """
+import torch
+assert torch.tpu.device_count() == 2
+a = torch.arange(4.0).to('tpu:1')
+assert a.device == torch.device('tpu:1')
+b = (a * 2).cpu()
+assert b.tolist() == [0.0, 2.0, 4.0, 6.0]
+with torch.tpu.device(1):
+    assert torch.tpu.current_device() == 1
+    c = torch.ones(2, device='tpu')
+    assert c.device.index == 1
+assert torch.tpu.current_device() == 0
+moved = a.to('tpu:0')
+assert moved.device.index == 0 and moved.cpu().tolist() == [0.0, 1.0, 2.0, 3.0]
+try:
+    a + torch.ones(4, device='tpu:0')
+except RuntimeError as e:
+    assert 'same device' in str(e), e
+else:
+    raise AssertionError('expected a device mismatch error')
+print('ok')
+"""
+    r = run_python(code, {"TORCH_TPU_NUM_DEVICES": "2"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "ok"

@@ -1,0 +1,86 @@
+import pytest
+import torch
+
+import torch_tpu
+from conftest import run_python
+
+
+def test_cpu_and_tpu_tensors_in_one_op():
+    a = torch.ones(3, device="tpu")
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        a + torch.ones(3)
+    # 0-dim CPU tensors are scalars, as with CUDA
+    torch.testing.assert_close((a + torch.tensor(2.0)).cpu(), torch.full((3,), 3.0))
+
+
+def test_unsupported_dtype():
+    with pytest.raises(TypeError, match="complex64 is not supported on the tpu device"):
+        torch.zeros(2, dtype=torch.complex64, device="tpu")
+    with pytest.raises(TypeError, match="not supported on the tpu device"):
+        torch.zeros(2, dtype=torch.complex64).to("tpu")
+
+
+def test_missing_op_raises_and_names_the_fallback_switch():
+    x = torch.randn(4).to("tpu")
+    with pytest.raises(NotImplementedError, match=r"aten::exp.*set_cpu_fallback"):
+        torch.exp(x)
+
+
+def test_cpu_fallback_runs_counts_and_warns_once():
+    torch_tpu.set_cpu_fallback(True)
+    torch_tpu.metrics.reset()
+    cpu = torch.randn(5)
+    x = cpu.to("tpu")
+    with pytest.warns(UserWarning, match="aten::exp"):
+        y = torch.exp(x)
+    assert y.device.type == "tpu"
+    torch.testing.assert_close(y.cpu(), torch.exp(cpu))
+    torch.exp(x)
+    fallbacks = torch_tpu.metrics.snapshot()["fallbacks"]
+    assert sum(n for op, n in fallbacks.items() if op.startswith("aten::exp")) == 2
+    assert torch_tpu.metrics.fallback_count() == 2
+    # in-place ops written back through the fallback
+    z = x.clone()
+    z.exp_()
+    torch.testing.assert_close(z.cpu(), torch.exp(cpu))
+
+
+def test_bad_plugin_path_is_a_clear_error_and_import_still_works():
+    code = """
+import torch
+print('imported')
+try:
+    torch.ones(2, device='tpu')
+except RuntimeError as e:
+    print('error:', e)
+print('available:', torch.tpu.is_available())
+"""
+    r = run_python(code, {"TORCH_TPU_PJRT_PLUGIN": "/nonexistent/plugin.so"})
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert "imported" in out
+    assert "cannot load PJRT plugin '/nonexistent/plugin.so'" in out
+    assert "available: False" in out
+
+
+def test_out_of_memory_is_a_python_error():
+    total = torch.tpu.get_device_properties(0).total_memory
+    with pytest.raises(torch.OutOfMemoryError, match="tpu out of memory"):
+        torch.empty(total + 1024, dtype=torch.uint8, device="tpu")
+    # the process survives and the device still works
+    assert (torch.ones(2, device="tpu") * 3).cpu().tolist() == [3.0, 3.0]
+
+
+def test_inplace_into_expanded_tensor_is_rejected():
+    x = torch.zeros(3, device="tpu").expand(2, 3)
+    with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+        x.add_(1)
+
+
+def test_shape_errors_match_cpu():
+    a = torch.ones(2, 3, device="tpu")
+    b = torch.ones(4, 5, device="tpu")
+    with pytest.raises(RuntimeError, match=r"mat1 and mat2 shapes cannot be multiplied \(2x3 and 4x5\)"):
+        a @ b
+    with pytest.raises(RuntimeError, match="must match the size"):
+        a + torch.ones(4, device="tpu")

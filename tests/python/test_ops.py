@@ -1,0 +1,171 @@
+import pytest
+import torch
+
+import torch_tpu
+from conftest import assert_same
+
+FLOATS = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
+BINARY = {
+    "add": lambda a, b: a + b,
+    "add_alpha": lambda a, b: torch.add(a, b, alpha=2),
+    "sub": lambda a, b: a - b,
+    "sub_alpha": lambda a, b: torch.sub(a, b, alpha=3),
+    "mul": lambda a, b: a * b,
+    "div": lambda a, b: a / b,
+    "div_trunc": lambda a, b: torch.div(a, b, rounding_mode="trunc"),
+    "div_floor": lambda a, b: torch.div(a, b, rounding_mode="floor"),
+}
+
+
+def tol(dtype):
+    if dtype in (torch.bfloat16, torch.float16):
+        return dict(rtol=1e-2, atol=1e-2)
+    return {}
+
+
+def rand(shape, dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    if dtype.is_floating_point:
+        return torch.randn(shape, generator=g).to(dtype)
+    return torch.randint(-20, 20, shape, generator=g).to(dtype)
+
+
+def nonzero(t):
+    return torch.where(t == 0, torch.ones_like(t), t)
+
+
+@pytest.mark.parametrize("op", list(BINARY))
+@pytest.mark.parametrize("dtype", FLOATS + [torch.int64, torch.int32])
+def test_binary_broadcasting(op, dtype):
+    a, b = rand((4, 1, 3), dtype, 1), nonzero(rand((5, 3), dtype, 2))
+    fn = BINARY[op]
+    assert_same(fn(a.to("tpu"), b.to("tpu")), fn(a, b), **tol(dtype))
+
+
+@pytest.mark.parametrize("op", list(BINARY))
+def test_binary_with_python_scalars_and_promotion(op):
+    fn = BINARY[op]
+    a = rand((3, 4), torch.int32)
+    f = rand((3, 4), torch.float32)
+    h = rand((3, 4), torch.float16)
+    for x, y in [(a, 3), (a, 2.5), (f, 2), (h, 1.5), (a, f), (h, f), (a, torch.tensor(4)),
+                 (torch.tensor(2.0), a)]:
+        tx = x.to("tpu") if isinstance(x, torch.Tensor) and x.dim() > 0 else x
+        ty = y.to("tpu") if isinstance(y, torch.Tensor) and y.dim() > 0 else y
+        expected = fn(x, y)
+        got = fn(tx, ty)
+        assert_same(got, expected, **tol(expected.dtype))
+
+
+def test_inplace_and_out_variants():
+    a, b = rand((3, 4), torch.float32, 1), rand((4,), torch.float32, 2)
+    ta, tb = a.to("tpu"), b.to("tpu")
+    for name in ("add_", "sub_", "mul_", "div_"):
+        getattr(ta, name)(tb)
+        getattr(a, name)(b)
+        assert_same(ta, a)
+    out = torch.empty(0, device="tpu")
+    torch.add(ta, tb, out=out)
+    assert_same(out, torch.add(a, b))
+    out_i = torch.empty(3, 4, dtype=torch.float64, device="tpu")
+    torch.mul(ta, tb, out=out_i)
+    assert_same(out_i, torch.mul(a, b).double())
+    ti = torch.arange(4).to("tpu")
+    with pytest.raises(RuntimeError, match="can't be cast to the desired output type"):
+        ti.add_(1.5)
+    with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
+        tb.add_(ta)
+
+
+def test_relu():
+    x = rand((6, 7), torch.float32)
+    assert_same(x.to("tpu").relu(), x.relu())
+    t = x.to("tpu")
+    t[2:].relu_()
+    c = x.clone()
+    c[2:].relu_()
+    assert_same(t, c)
+    assert_same(torch.nn.functional.relu(rand((5,), torch.int64).to("tpu")),
+                torch.nn.functional.relu(rand((5,), torch.int64)))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int64])
+def test_matmul_family(dtype):
+    a, b = rand((5, 7), dtype, 1), rand((7, 3), dtype, 2)
+    assert_same(a.to("tpu") @ b.to("tpu"), a @ b, **tol(dtype))
+    assert_same(torch.mm(a.t().contiguous().to("tpu").t(), b.to("tpu")), torch.mm(a, b),
+                **tol(dtype))
+    ba, bb = rand((2, 5, 7), dtype, 3), rand((2, 7, 3), dtype, 4)
+    assert_same(torch.bmm(ba.to("tpu"), bb.to("tpu")), torch.bmm(ba, bb), **tol(dtype))
+    assert_same(torch.matmul(ba.to("tpu"), b.to("tpu")), torch.matmul(ba, b), **tol(dtype))
+    if dtype.is_floating_point:
+        bias = rand((3,), dtype, 5)
+        assert_same(torch.addmm(bias.to("tpu"), a.to("tpu"), b.to("tpu"), beta=0.5, alpha=2.0),
+                    torch.addmm(bias, a, b, beta=0.5, alpha=2.0), **tol(dtype))
+        nan_bias = torch.full((3,), float("nan"), dtype=dtype)
+        assert_same(torch.addmm(nan_bias.to("tpu"), a.to("tpu"), b.to("tpu"), beta=0),
+                    torch.addmm(nan_bias, a, b, beta=0), **tol(dtype))
+
+
+def test_linear_forward_backward():
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(8, 4)
+    x = torch.randn(3, 8, requires_grad=True)
+    lin_t = torch.nn.Linear(8, 4).to("tpu")
+    lin_t.load_state_dict(lin.state_dict())
+    xt = x.detach().to("tpu").requires_grad_()
+    lin(x).relu().sum().backward()
+    lin_t(xt).relu().sum().backward()
+    assert_same(xt.grad, x.grad)
+    assert_same(lin_t.weight.grad, lin.weight.grad)
+    assert_same(lin_t.bias.grad, lin.bias.grad)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int32,
+                                   torch.bool])
+def test_sum_and_mean(dtype):
+    x = rand((3, 4, 5), dtype) if dtype != torch.bool else rand((3, 4, 5), torch.float32) > 0
+    t = x.to("tpu")
+    for dims, keepdim in [(None, False), ((1,), False), ((0, 2), True), ((-1,), True), ((), False)]:
+        ref = x.sum() if dims is None else x.sum(dims, keepdim=keepdim)
+        got = t.sum() if dims is None else t.sum(dims, keepdim=keepdim)
+        assert_same(got, ref, **tol(dtype))
+        if dtype.is_floating_point:
+            ref = x.mean() if dims is None else x.mean(dims, keepdim=keepdim)
+            got = t.mean() if dims is None else t.mean(dims, keepdim=keepdim)
+            assert_same(got, ref, **tol(dtype))
+    assert_same(t.sum(1, dtype=torch.float64), x.sum(1, dtype=torch.float64), **tol(dtype))
+    if not dtype.is_floating_point:
+        with pytest.raises(RuntimeError, match="mean\\(\\): could not infer output dtype"):
+            t.mean()
+
+
+def test_reductions_of_views_and_empty():
+    x = torch.randn(6, 8)
+    t = x.to("tpu")
+    assert_same(t[::2, 1:].sum(0), x[::2, 1:].sum(0))
+    assert_same(t.t().mean(1, keepdim=True), x.t().mean(1, keepdim=True))
+    e = torch.empty(0, 3)
+    assert_same(e.to("tpu").sum(0), e.sum(0))
+    assert torch.isnan(e.to("tpu").mean().cpu())
+
+
+def test_scalars_and_offsets_do_not_recompile():
+    x = torch.randn(10, 16).to("tpu")
+    (x[0] + 1).cpu()  # one program per scalar kind: Python int and Python float
+    (x[1] + 1.5).cpu()
+    torch_tpu.metrics.reset()
+    results = [x[i] + k for i, k in zip(range(2, 10), [0.5, 1, 2.5, -3, 7, 11, 0.25, 99])]
+    assert torch_tpu.metrics.snapshot()["compiles"] == 0
+    assert torch_tpu.metrics.snapshot()["cache_hits"] >= 8
+    host = x.cpu()
+    for (i, k), r in zip(zip(range(2, 10), [0.5, 1, 2.5, -3, 7, 11, 0.25, 99]), results):
+        torch.testing.assert_close(r.cpu(), host[i] + k)
+
+
+def test_acceptance_expression():
+    x = torch.randn(64, 64)
+    y = x.to("tpu")
+    got = ((y @ y + 1).relu().sum(0)).cpu()
+    assert torch.allclose(got, (x @ x + 1).relu().sum(0), rtol=1e-4, atol=1e-4)
+    assert torch_tpu.metrics.snapshot()["fallbacks"] == {}
