@@ -34,7 +34,8 @@ Executable::~Executable() {
 
 std::vector<std::unique_ptr<Buffer>> Executable::execute(PJRT_Buffer* const* args,
                                                          size_t num_args,
-                                                         PJRT_Device* device) const {
+                                                         PJRT_Device* device,
+                                                         std::unique_ptr<Event>* done) const {
   auto options = TORCH_TPU_PJRT_ARGS(PJRT_ExecuteOptions);
   std::vector<PJRT_Buffer*> outputs(num_outputs_, nullptr);
   PJRT_Buffer** output_list = outputs.data();
@@ -47,11 +48,13 @@ std::vector<std::unique_ptr<Buffer>> Executable::execute(PJRT_Buffer* const* arg
   exec.num_devices = 1;
   exec.num_args = num_args;
   exec.output_lists = &output_list;
-  exec.device_complete_events = nullptr;
+  PJRT_Event* complete = nullptr;
+  exec.device_complete_events = done != nullptr ? &complete : nullptr;
   exec.execute_device = device;
   plugin_->check(plugin_->api()->PJRT_LoadedExecutable_Execute(&exec),
                  "PJRT_LoadedExecutable_Execute");
 
+  if (done != nullptr) *done = std::make_unique<Event>(plugin_, complete);
   std::vector<std::unique_ptr<Buffer>> result;
   result.reserve(num_outputs_);
   for (PJRT_Buffer* b : outputs) result.push_back(std::make_unique<Buffer>(plugin_, b));

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <iterator>
 #include <list>
 #include <mutex>
 #include <unordered_map>
@@ -50,12 +51,12 @@ struct Runtime::ScalarCache {
   std::unordered_map<Key, std::list<Entry>::iterator, KeyHash> index;
 };
 
-// Outputs of work not yet known to be finished, per device; synchronize() waits on
-// them. Weak references: a buffer nobody holds any more needs no waiting.
+// Completion events of runs not yet known to be finished, per device; synchronize()
+// waits on them. Events, not output buffers: they hold no device memory.
 struct Runtime::Pending {
-  static constexpr size_t kMaxTracked = 4096;
+  static constexpr size_t kMaxTracked = 1024;
   std::mutex mutex;
-  std::vector<std::vector<std::weak_ptr<pjrt::Buffer>>> per_device;
+  std::vector<std::vector<std::unique_ptr<pjrt::Event>>> per_device;
 };
 
 void Runtime::configure(RuntimeConfig config) {
@@ -153,38 +154,37 @@ std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::execute(const CompiledProgra
                                                             const std::vector<PJRT_Buffer*>& args,
                                                             int device) {
   metrics().executions++;
-  auto raw = program.executable->execute(args.data(), args.size(), this->device(device));
+  std::unique_ptr<pjrt::Event> done;
+  auto raw = program.executable->execute(args.data(), args.size(), this->device(device), &done);
   std::vector<std::shared_ptr<pjrt::Buffer>> outputs(std::make_move_iterator(raw.begin()),
                                                      std::make_move_iterator(raw.end()));
   if (launch_blocking_) {
-    for (const auto& b : outputs) b->await_ready();
+    done->await();
     return outputs;
   }
-  std::vector<std::shared_ptr<pjrt::Buffer>> to_wait;
+  std::vector<std::unique_ptr<pjrt::Event>> to_wait;
   {
     std::lock_guard<std::mutex> lock(pending_->mutex);
     auto& list = pending_->per_device[device];
-    for (const auto& b : outputs) list.push_back(b);
+    list.push_back(std::move(done));
     if (list.size() > Pending::kMaxTracked) {
       // Bound the queue of in-flight work: wait for the older half.
       size_t half = list.size() / 2;
-      for (size_t i = 0; i < half; ++i)
-        if (auto b = list[i].lock()) to_wait.push_back(std::move(b));
+      std::move(list.begin(), list.begin() + half, std::back_inserter(to_wait));
       list.erase(list.begin(), list.begin() + half);
     }
   }
-  for (const auto& b : to_wait) b->await_ready();
+  for (const auto& event : to_wait) event->await();
   return outputs;
 }
 
 void Runtime::synchronize(int device) {
-  std::vector<std::weak_ptr<pjrt::Buffer>> list;
+  std::vector<std::unique_ptr<pjrt::Event>> list;
   {
     std::lock_guard<std::mutex> lock(pending_->mutex);
     list.swap(pending_->per_device.at(device));
   }
-  for (const auto& weak : list)
-    if (auto b = weak.lock()) b->await_ready();
+  for (const auto& event : list) event->await();
 }
 
 int64_t Runtime::memory_capacity(int device) const { return capacity_.at(device); }

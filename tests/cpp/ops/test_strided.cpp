@@ -130,6 +130,12 @@ TEST(StridedRead, OverlappingGather) {
   EXPECT_EQ(read({{3, 3}, {1, 1}, 0}), (std::vector<float>{0, 1, 2, 1, 2, 3, 2, 3, 4}));
 }
 
+TEST(StridedRead, SizeOneDimsAnyStride) {
+  // x.t()[:, 1:2] and x[1][None, :, None] with arbitrary strides on the size-1 dims.
+  EXPECT_EQ(read({{5, 1}, {1, 5}, 5}), (std::vector<float>{5, 6, 7, 8, 9}));
+  EXPECT_EQ(read({{1, 5, 1}, {99, 1, 7}, 5}), (std::vector<float>{5, 6, 7, 8, 9}));
+}
+
 TEST(StridedRead, ScalarElement) {
   EXPECT_EQ(read({{}, {}, 13}), (std::vector<float>{13}));
 }

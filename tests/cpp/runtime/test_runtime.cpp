@@ -1,5 +1,7 @@
 #include <atomic>
+#include <chrono>
 #include <cstring>
+#include <map>
 #include <thread>
 
 #include "pjrt/error.h"
