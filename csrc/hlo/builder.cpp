@@ -1,5 +1,6 @@
 #include "hlo/builder.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <stdexcept>
@@ -71,7 +72,9 @@ Value Builder::constant(double value, DType dtype) {
   if (dtype == DType::Pred) {
     literal = value != 0 ? "true" : "false";
   } else if (!is_float(dtype)) {
-    return constant_int(static_cast<int64_t>(value), dtype);
+    // Out-of-range and non-finite values saturate instead of invoking undefined behaviour.
+    double clamped = std::isnan(value) ? 0.0 : std::max(-9.2e18, std::min(9.2e18, value));
+    return constant_int(static_cast<int64_t>(clamped), dtype);
   } else if (std::isfinite(value)) {
     char buf[64];
     std::snprintf(buf, sizeof(buf), "%.17e", value);
@@ -89,8 +92,21 @@ Value Builder::constant(double value, DType dtype) {
 Value Builder::constant_int(int64_t value, DType dtype) {
   if (is_float(dtype) || dtype == DType::Pred) return constant(static_cast<double>(value), dtype);
   TensorType type{dtype, {}};
-  std::string literal = is_unsigned_int(dtype) ? std::to_string(static_cast<uint64_t>(value))
-                                               : std::to_string(value);
+  // Wrap to the type's width, as a C++ cast to that type would.
+  const int bits = 8 * byte_width(dtype);
+  std::string literal;
+  if (is_unsigned_int(dtype)) {
+    uint64_t u = static_cast<uint64_t>(value);
+    if (bits < 64) u &= (1ULL << bits) - 1;
+    literal = std::to_string(u);
+  } else {
+    int64_t v = value;
+    if (bits < 64) {
+      uint64_t u = static_cast<uint64_t>(value) & ((1ULL << bits) - 1);
+      v = (u >> (bits - 1)) ? static_cast<int64_t>(u) - (int64_t{1} << bits) : static_cast<int64_t>(u);
+    }
+    literal = std::to_string(v);
+  }
   return emit("stablehlo.constant", {}, "value = dense<" + literal + "> : " + type.str(), type);
 }
 
@@ -290,7 +306,6 @@ Value Builder::scatter_flat(const Value& flat, const Value& indices, const Value
   std::vector<int64_t> idx_shape = indices.type.shape;
   idx_shape.push_back(1);
   Value idx = reshape(indices, idx_shape);
-  std::vector<int64_t> update_dims;
   std::string s = TensorType{flat.type.dtype, {}}.str();
   // The update computation returns the new value: plain overwrite.
   std::string region = "{\n    ^bb0(%a: " + s + ", %b: " + s + "):\n      \"stablehlo.return\"(%b) : (" +
@@ -319,7 +334,7 @@ std::string Builder::module(const std::vector<Value>& outputs) const {
 std::string fingerprint(const std::string& text) {
   // Two independent FNV-1a style 64-bit hashes; collisions across both are negligible
   // for a cache key, and the function is stable across runs and builds.
-  uint64_t h1 = 1469598103934665603ULL;
+  uint64_t h1 = 14695981039346656037ULL;
   uint64_t h2 = 0x9E3779B97F4A7C15ULL;
   for (unsigned char c : text) {
     h1 = (h1 ^ c) * 1099511628211ULL;

@@ -19,6 +19,24 @@ hlo::Value scaled(hlo::Builder& b, const hlo::Value& y, const hlo::Value& alpha)
   return b.binary("multiply", y, broadcast_to(b, b.convert(alpha, y.type.dtype), y.type.shape));
 }
 
+// PyTorch's floor division of floats: derived from the remainder so that inexact
+// quotients (1 / 0.1) round like Python's //, and plain a / b when b == 0.
+hlo::Value floor_divide_float(hlo::Builder& b, const hlo::Value& x, const hlo::Value& y,
+                              const hlo::Value& quotient) {
+  hlo::Value zero = b.full(0, x.type);
+  hlo::Value mod = b.binary("remainder", x, y);
+  hlo::Value div = b.binary("divide", b.binary("subtract", x, mod), y);
+  hlo::Value adjust = b.binary("and", b.compare(hlo::Compare::NE, mod, zero),
+                               b.compare(hlo::Compare::NE, b.compare(hlo::Compare::LT, y, zero),
+                                         b.compare(hlo::Compare::LT, mod, zero)));
+  div = b.select(adjust, b.binary("subtract", div, b.full(1, x.type)), div);
+  hlo::Value floored = b.unary("floor", div);
+  hlo::Value round_up = b.compare(hlo::Compare::GT, b.binary("subtract", div, floored),
+                                  b.full(0.5, x.type));
+  floored = b.select(round_up, b.binary("add", floored, b.full(1, x.type)), floored);
+  return b.select(b.compare(hlo::Compare::EQ, y, zero), quotient, floored);
+}
+
 }  // namespace
 
 std::vector<int64_t> broadcast_shapes(const std::vector<int64_t>& a,
@@ -69,7 +87,7 @@ hlo::Value lower_div(hlo::Builder& b, const hlo::Value& x, const hlo::Value& y, 
   hlo::Value q = b.binary("divide", l, r);
   if (mode == DivMode::True) return q;
   if (hlo::is_float(dtype)) {
-    if (mode == DivMode::Floor) return b.unary("floor", q);
+    if (mode == DivMode::Floor) return floor_divide_float(b, l, r, q);
     hlo::Value negative = b.compare(hlo::Compare::LT, q, b.full(0, q.type));
     return b.select(negative, b.unary("ceil", q), b.unary("floor", q));
   }

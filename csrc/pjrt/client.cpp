@@ -1,5 +1,7 @@
 #include "pjrt/client.h"
 
+#include <cstddef>
+
 #include "pjrt/error.h"
 
 namespace torch_tpu::pjrt {
@@ -79,7 +81,11 @@ std::string Client::device_kind(size_t index) const {
 
 bool Client::memory_stats(size_t index, int64_t* in_use, int64_t* limit) const {
   const PJRT_Api* api = plugin_->api();
-  if (api->PJRT_Device_MemoryStats == nullptr) return false;
+  // An older plugin's table may end before this entry.
+  if (api->struct_size <= offsetof(PJRT_Api, PJRT_Device_MemoryStats) ||
+      api->PJRT_Device_MemoryStats == nullptr) {
+    return false;
+  }
   auto args = TORCH_TPU_PJRT_ARGS(PJRT_Device_MemoryStats_Args);
   args.device = device(index);
   if (PJRT_Error* e = api->PJRT_Device_MemoryStats(&args)) {

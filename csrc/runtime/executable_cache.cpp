@@ -10,7 +10,7 @@
 namespace torch_tpu::runtime {
 
 void ProgramKey::add(const char* text) {
-  uint64_t h = 1469598103934665603ULL;
+  uint64_t h = 14695981039346656037ULL;
   for (const char* p = text; *p; ++p) h = (h ^ static_cast<unsigned char>(*p)) * 1099511628211ULL;
   add(static_cast<int64_t>(h));
 }

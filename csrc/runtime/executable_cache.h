@@ -35,7 +35,7 @@ class ProgramKey {
 
  private:
   std::vector<int64_t> words_;
-  uint64_t hash_ = 1469598103934665603ULL;
+  uint64_t hash_ = 14695981039346656037ULL;
 };
 
 struct ProgramKeyHash {

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <iterator>
 #include <list>
@@ -25,7 +26,7 @@ RuntimeConfig& pending_config() {
   static RuntimeConfig c;
   return c;
 }
-Runtime* instance = nullptr;
+std::atomic<Runtime*> instance{nullptr};
 std::string* init_error = nullptr;
 
 }  // namespace
@@ -69,18 +70,18 @@ void Runtime::configure(RuntimeConfig config) {
 }
 
 Runtime& Runtime::get() {
-  if (instance != nullptr) return *instance;
+  if (Runtime* r = instance.load(std::memory_order_acquire)) return *r;
   std::lock_guard<std::mutex> lock(init_mutex());
-  if (instance != nullptr) return *instance;
+  if (Runtime* r = instance.load(std::memory_order_acquire)) return *r;
   // A failed load is remembered: every later use reports the same clear error.
   if (init_error != nullptr) throw pjrt::Error(9, *init_error);
   try {
-    instance = new Runtime(pending_config());
+    instance.store(new Runtime(pending_config()), std::memory_order_release);
   } catch (const std::exception& e) {
     init_error = new std::string(e.what());
     throw pjrt::Error(9, *init_error);
   }
-  return *instance;
+  return *instance.load(std::memory_order_acquire);
 }
 
 bool Runtime::available() {
@@ -91,7 +92,7 @@ bool Runtime::available() {
   }
 }
 
-bool Runtime::initialized() { return instance != nullptr; }
+bool Runtime::initialized() { return instance.load(std::memory_order_acquire) != nullptr; }
 
 Runtime::Runtime(RuntimeConfig config)
     : config_(std::move(config)),
@@ -108,7 +109,8 @@ Runtime::Runtime(RuntimeConfig config)
   auto plugin = pjrt::Plugin::load(config_.plugin_path);
   std::vector<pjrt::CreateOption> options;
   // Only XLA:CPU understands cpu_device_count; other plugins reject unknown options.
-  if (config_.plugin_path.find("cpu") != std::string::npos) {
+  const std::string file = config_.plugin_path.substr(config_.plugin_path.rfind('/') + 1);
+  if (file.find("cpu") != std::string::npos) {
     options.push_back({"cpu_device_count", config_.num_devices});
   }
   client_ = std::make_unique<pjrt::Client>(std::move(plugin), options);

@@ -102,7 +102,7 @@ TEST(Elementwise, DivModesOnFloats) {
 
 // Disabled until lower_div's float floor mode follows PyTorch's div_floor (fmod based):
 // 1 // 0.1f is 9 in PyTorch, but floor(1 / 0.1f) rounds to floor(10.0f) = 10.
-TEST(Elementwise, DISABLED_FloorDivFollowsPyTorchForInexactQuotients) {
+TEST(Elementwise, FloorDivFollowsPyTorchForInexactQuotients) {
   Builder b;
   Value x = b.parameter({DType::F32, {2}});
   Value y = b.parameter({DType::F32, {2}});

@@ -167,6 +167,18 @@ TEST(Executable, SerializeDeserializeGivesSameResults) {
   EXPECT_EQ(download<float>(*b[0]), (std::vector<float>{0, 1, 42}));
 }
 
+TEST(Executable, CompletionEventFires) {
+  auto exe = client().compile(add_one_module(), test::compile_options());
+  auto x = upload<float>({0, 1, 2}, {3});
+  PJRT_Buffer* args[] = {x->raw()};
+  std::unique_ptr<pjrt::Event> done;
+  auto out = exe->execute(args, 1, client().devices()[0], &done);
+  ASSERT_NE(done, nullptr);
+  done->await();
+  EXPECT_TRUE(done->is_ready());
+  EXPECT_EQ(download<float>(*out[0]), (std::vector<float>{1, 2, 3}));
+}
+
 TEST(Executable, NonPortableRunsOnItsDevice) {
   auto exe = client().compile(add_one_module(), pjrt::encode_compile_options(1, 1, false));
   auto x = upload<float>({5, 6, 7}, {3});
