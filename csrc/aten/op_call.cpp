@@ -7,6 +7,7 @@
 #include "aten/allocator.h"
 #include "aten/device.h"
 #include "aten/dtype.h"
+#include "ops/elementwise.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
 
@@ -39,18 +40,16 @@ void materialize(runtime::DeviceBuffer& db, hlo::DType dtype, int64_t numel) {
   db.assign(rt.execute(*program, {}, db.device).at(0), dtype, numel);
 }
 
-hlo::Value broadcast_to(hlo::Builder& b, const hlo::Value& v, const std::vector<int64_t>& sizes) {
+// A result written into a target must broadcast to the target's shape, not beyond it.
+hlo::Value broadcast_to_target(hlo::Builder& b, const hlo::Value& v,
+                               const std::vector<int64_t>& sizes) {
   int64_t lead = static_cast<int64_t>(sizes.size()) - v.type.rank();
-  TORCH_CHECK(lead >= 0, "output with shape ", c10::IntArrayRef(sizes),
+  bool fits = lead >= 0;
+  for (int64_t i = 0; fits && i < v.type.rank(); ++i)
+    fits = v.type.shape[i] == 1 || v.type.shape[i] == sizes[lead + i];
+  TORCH_CHECK(fits, "output with shape ", c10::IntArrayRef(sizes),
               " doesn't match the broadcast shape ", c10::IntArrayRef(v.type.shape));
-  std::vector<int64_t> dims;
-  for (int64_t i = 0; i < v.type.rank(); ++i) {
-    TORCH_CHECK(v.type.shape[i] == 1 || v.type.shape[i] == sizes[lead + i], "output with shape ",
-                c10::IntArrayRef(sizes), " doesn't match the broadcast shape ",
-                c10::IntArrayRef(v.type.shape));
-    dims.push_back(lead + i);
-  }
-  return b.broadcast_in_dim(v, sizes, dims);
+  return ops::broadcast_to(b, v, sizes);
 }
 
 }  // namespace
@@ -224,7 +223,7 @@ std::vector<at::Tensor> OpCall::execute(const Lowering& lower,
       for (size_t i = 0; i < outs.size(); ++i) {
         const Operand& op = outs[i];
         if (op.layout.kind == ops::StridedLayout::Kind::Empty) continue;
-        hlo::Value v = broadcast_to(b, b.convert(results[i], op.dtype), op.sizes);
+        hlo::Value v = broadcast_to_target(b, b.convert(results[i], op.dtype), op.sizes);
         if (op.base < 0) {
           outputs.push_back(b.reshape(v, {v.type.numel()}));
           continue;
