@@ -183,26 +183,29 @@ at::Tensor& relu_(at::Tensor& self) {
   return self;
 }
 
-Lowering threshold_backward_lowering(c10::ScalarType dtype) {
-  return [dtype](hlo::Builder& b, const std::vector<hlo::Value>& in) {
+at::Tensor threshold_backward_impl(const at::Tensor& grad, const at::Tensor& self,
+                                   const c10::Scalar& threshold, const at::Tensor* out) {
+  auto dtype = at::result_type(grad, self);
+  auto shape = at::infer_size(grad.sizes(), self.sizes());
+  OpCall call("threshold_backward");
+  call.input(grad).input(self).scalar(threshold, dtype).key(static_cast<int64_t>(dtype));
+  Lowering lower = [dtype](hlo::Builder& b, const std::vector<hlo::Value>& in) {
     return std::vector<hlo::Value>{
         ops::lower_threshold_backward(b, in[0], in[1], in[2], to_hlo(dtype))};
   };
+  if (out == nullptr) return call.run(lower)[0];
+  prepare_out(*out, shape, dtype);
+  call.write(lower, {*out});
+  return *out;
 }
 
 at::Tensor threshold_backward(const at::Tensor& grad, const at::Tensor& self,
                               const c10::Scalar& threshold) {
-  auto dtype = at::result_type(grad, self);
-  at::infer_size(grad.sizes(), self.sizes());
-  return OpCall("threshold_backward").input(grad).input(self).scalar(threshold, dtype)
-      .key(static_cast<int64_t>(dtype)).run(threshold_backward_lowering(dtype))[0];
+  return threshold_backward_impl(grad, self, threshold, nullptr);
 }
 at::Tensor& threshold_backward_out(const at::Tensor& grad, const at::Tensor& self,
                                    const c10::Scalar& threshold, at::Tensor& out) {
-  auto dtype = at::result_type(grad, self);
-  prepare_out(out, at::infer_size(grad.sizes(), self.sizes()), dtype);
-  OpCall("threshold_backward").input(grad).input(self).scalar(threshold, dtype)
-      .key(static_cast<int64_t>(dtype)).write(threshold_backward_lowering(dtype), {out});
+  threshold_backward_impl(grad, self, threshold, &out);
   return out;
 }
 

@@ -12,8 +12,7 @@ std::pair<hlo::Value, hlo::Value> promote(hlo::Builder& b, const hlo::Value& x,
   return {broadcast_to(b, b.convert(x, dtype), shape), broadcast_to(b, b.convert(y, dtype), shape)};
 }
 
-// alpha * y, skipping the multiply when alpha is the constant-free identity is not
-// knowable here (alpha is a runtime operand), so it is always emitted; XLA fuses it.
+// alpha * y. alpha is a runtime operand, so the multiply is always emitted; XLA fuses it.
 hlo::Value scaled(hlo::Builder& b, const hlo::Value& y, const hlo::Value& alpha) {
   if (y.type.dtype == hlo::DType::Pred) return b.binary("and", y, broadcast_to(b, alpha, y.type.shape));
   return b.binary("multiply", y, broadcast_to(b, b.convert(alpha, y.type.dtype), y.type.shape));
