@@ -142,13 +142,20 @@ OpCall::Operand OpCall::view_operand(const at::Tensor& tensor, bool needs_base) 
   return op;
 }
 
-std::vector<at::Tensor> OpCall::run(const Lowering& lower) { return execute(lower, {}); }
-
-void OpCall::write(const Lowering& lower, const std::vector<at::Tensor>& targets) {
-  execute(lower, targets);
+std::vector<at::Tensor> OpCall::run(const Lowering& lower) {
+  return execute(lower, static_cast<size_t>(-1), {});
 }
 
-std::vector<at::Tensor> OpCall::execute(const Lowering& lower,
+void OpCall::write(const Lowering& lower, const std::vector<at::Tensor>& targets) {
+  execute(lower, 0, targets);
+}
+
+std::vector<at::Tensor> OpCall::run_and_write(const Lowering& lower, size_t fresh,
+                                              const std::vector<at::Tensor>& targets) {
+  return execute(lower, fresh, targets);
+}
+
+std::vector<at::Tensor> OpCall::execute(const Lowering& lower, size_t fresh,
                                         const std::vector<at::Tensor>& targets) {
   std::vector<Operand> outs;
   for (const at::Tensor& t : targets) {
@@ -209,34 +216,34 @@ std::vector<at::Tensor> OpCall::execute(const Lowering& lower,
     std::vector<hlo::Value> values;
     for (const Operand& op : inputs_) values.push_back(read(op));
     std::vector<hlo::Value> results = lower(b, values);
+    if (fresh == static_cast<size_t>(-1)) fresh = results.size();
+    TORCH_CHECK(results.size() == fresh + targets.size(), name_, ": lowering gave ",
+                results.size(), " results for ", fresh + targets.size(), " outputs");
 
     runtime::Program program;
     std::vector<hlo::Value> outputs;
-    if (targets.empty()) {
-      for (const hlo::Value& r : results) {
-        program.outputs.push_back(r.type);
-        outputs.push_back(b.reshape(r, {r.type.numel()}));
-      }
-    } else {
-      TORCH_CHECK(results.size() == targets.size(), name_, ": lowering gave ", results.size(),
-                  " results for ", targets.size(), " outputs");
-      for (size_t i = 0; i < outs.size(); ++i) {
-        const Operand& op = outs[i];
-        if (op.layout.kind == ops::StridedLayout::Kind::Empty) continue;
-        hlo::Value v = broadcast_to_target(b, b.convert(results[i], op.dtype), op.sizes);
-        if (op.base < 0) {
-          outputs.push_back(b.reshape(v, {v.type.numel()}));
-          continue;
-        }
-        hlo::Value offset = op.param >= 0 ? params[op.param] : hlo::Value{};
-        hlo::Value flat = ops::reinterpret_flat(b, current[op.base], op.dtype);
-        current[op.base] = ops::lower_strided_write(b, flat, offset, op.sizes, op.strides,
-                                                    op.layout, v);
-      }
-      for (size_t base = 0; base < bases_.size(); ++base)
-        if (base_writer[base] >= 0) outputs.push_back(current[base]);
-      for (const hlo::Value& v : outputs) program.outputs.push_back(v.type);
+    for (size_t i = 0; i < fresh; ++i) {
+      const hlo::Value& r = results[i];
+      program.outputs.push_back(r.type);
+      outputs.push_back(b.reshape(r, {r.type.numel()}));
     }
+    for (size_t i = 0; i < outs.size(); ++i) {
+      const Operand& op = outs[i];
+      if (op.layout.kind == ops::StridedLayout::Kind::Empty) continue;
+      hlo::Value v = broadcast_to_target(b, b.convert(results[fresh + i], op.dtype), op.sizes);
+      if (op.base < 0) {
+        outputs.push_back(b.reshape(v, {v.type.numel()}));
+        continue;
+      }
+      hlo::Value offset = op.param >= 0 ? params[op.param] : hlo::Value{};
+      hlo::Value flat = ops::reinterpret_flat(b, current[op.base], op.dtype);
+      current[op.base] = ops::lower_strided_write(b, flat, offset, op.sizes, op.strides,
+                                                  op.layout, v);
+    }
+    for (size_t base = 0; base < bases_.size(); ++base)
+      if (base_writer[base] >= 0) outputs.push_back(current[base]);
+    for (size_t i = program.outputs.size(); i < outputs.size(); ++i)
+      program.outputs.push_back(outputs[i].type);
     program.mlir = b.module(outputs);
     return program;
   };
@@ -259,18 +266,19 @@ std::vector<at::Tensor> OpCall::execute(const Lowering& lower,
     TORCH_CHECK(false, "torch_tpu: running ", name_, " failed: ", e.what());
   }
 
-  std::vector<at::Tensor> fresh;
-  if (targets.empty()) {
-    for (size_t i = 0; i < results.size(); ++i) {
-      const hlo::TensorType& type = program->outputs[i];
-      fresh.push_back(wrap_buffer(results[i], type.dtype, type.shape, device_));
-    }
-    return fresh;
+  // The program's own record of how many results are fresh: a cache hit skips the
+  // lowering, so `fresh` may still be the "all results" marker here.
+  size_t n_fresh = results.size() - assignments.size();
+  std::vector<at::Tensor> out;
+  for (size_t i = 0; i < n_fresh; ++i) {
+    const hlo::TensorType& type = program->outputs[i];
+    out.push_back(wrap_buffer(results[i], type.dtype, type.shape, device_));
   }
   for (size_t i = 0; i < assignments.size(); ++i)
-    assignments[i].buffer->assign(results[i], assignments[i].dtype, assignments[i].numel);
+    assignments[i].buffer->assign(results[n_fresh + i], assignments[i].dtype,
+                                  assignments[i].numel);
   for (const at::Tensor& t : targets) t.unsafeGetTensorImpl()->bump_version();
-  return fresh;
+  return out;
 }
 
 at::Tensor wrap_buffer(std::shared_ptr<pjrt::Buffer> buffer, hlo::DType dtype,

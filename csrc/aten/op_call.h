@@ -43,6 +43,14 @@ class OpCall {
   // Runs and writes result i into targets[i] (converted to its dtype and broadcast to
   // its shape), in place: every alias of a target sees the new values.
   void write(const Lowering& lower, const std::vector<at::Tensor>& targets);
+  // Both in one program: the first `fresh` results become new tensors, the rest are
+  // written into `targets`.
+  std::vector<at::Tensor> run_and_write(const Lowering& lower, size_t fresh,
+                                        const std::vector<at::Tensor>& targets);
+  // The key so far: inputs, scalars and parameters added before the call.
+  const runtime::ProgramKey& program_key() const { return key_; }
+  // How many lowering inputs have been added (tensors and scalars).
+  size_t num_inputs() const { return inputs_.size(); }
 
  private:
   struct Base {
@@ -67,7 +75,8 @@ class OpCall {
   int add_param(hlo::DType dtype, std::vector<int64_t> shape, std::shared_ptr<pjrt::Buffer> buffer,
                 uint64_t bits = 0);
   void use_device(const at::Tensor& tensor);
-  std::vector<at::Tensor> execute(const Lowering& lower, const std::vector<at::Tensor>& targets);
+  std::vector<at::Tensor> execute(const Lowering& lower, size_t fresh,
+                                  const std::vector<at::Tensor>& targets);
 
   const char* name_;
   int device_ = -1;

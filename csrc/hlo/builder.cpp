@@ -9,13 +9,7 @@ namespace torch_tpu::hlo {
 
 namespace {
 
-std::string name(const Value& v) { return "%v" + std::to_string(v.id); }
-
-std::string i64_array(const std::vector<int64_t>& values) {
-  std::string s = "array<i64";
-  for (size_t i = 0; i < values.size(); ++i) s += (i == 0 ? ": " : ", ") + std::to_string(values[i]);
-  return s + ">";
-}
+std::string name(const Value& v) { return value_name(v); }
 
 std::string i64_list(const std::vector<int64_t>& values) {
   std::string s = "[";
@@ -41,6 +35,18 @@ void require(bool ok, const std::string& what) {
 
 }  // namespace
 
+std::string value_name(const Value& v) {
+  std::string s = "%v" + std::to_string(v.id);
+  if (v.result >= 0) s += "#" + std::to_string(v.result);
+  return s;
+}
+
+std::string i64_array(const std::vector<int64_t>& values) {
+  std::string s = "array<i64";
+  for (size_t i = 0; i < values.size(); ++i) s += (i == 0 ? ": " : ", ") + std::to_string(values[i]);
+  return s + ">";
+}
+
 Value Builder::parameter(const TensorType& type) {
   Value v{next_id_++, type};
   if (!param_signature_.empty()) param_signature_ += ", ";
@@ -48,22 +54,76 @@ Value Builder::parameter(const TensorType& type) {
   return v;
 }
 
-Value Builder::emit(const std::string& op, const std::vector<Value>& operands,
-                    const std::string& attributes, const TensorType& result,
-                    const std::string& region) {
-  Value out{next_id_++, result};
-  std::string line = "    " + name(out) + " = \"" + op + "\"(";
+std::string Builder::line(const std::string& lhs, const std::string& op,
+                          const std::vector<Value>& operands, const std::string& attributes,
+                          const std::string& result_types,
+                          const std::vector<std::string>& regions) {
+  std::string text = "    " + lhs + " = \"" + op + "\"(";
   std::string types = "(";
   for (size_t i = 0; i < operands.size(); ++i) {
-    line += (i ? ", " : "") + name(operands[i]);
+    text += (i ? ", " : "") + name(operands[i]);
     types += (i ? ", " : "") + operands[i].type.str();
   }
-  line += ")";
-  if (!region.empty()) line += " (" + region + ")";
-  if (!attributes.empty()) line += " {" + attributes + "}";
-  line += " : " + types + ") -> " + result.str() + "\n";
-  body_ += line;
+  text += ")";
+  if (!regions.empty()) {
+    text += " (";
+    for (size_t i = 0; i < regions.size(); ++i) text += (i ? ", " : "") + regions[i];
+    text += ")";
+  }
+  if (!attributes.empty()) text += " {" + attributes + "}";
+  return text + " : " + types + ") -> " + result_types + "\n";
+}
+
+Value Builder::emit(const std::string& op, const std::vector<Value>& operands,
+                    const std::string& attributes, const TensorType& result,
+                    const std::vector<std::string>& regions) {
+  Value out{next_id_++, result};
+  body_ += line(name(out), op, operands, attributes, result.str(), regions);
   return out;
+}
+
+std::vector<Value> Builder::emit_multi(const std::string& op, const std::vector<Value>& operands,
+                                       const std::string& attributes,
+                                       const std::vector<TensorType>& results,
+                                       const std::vector<std::string>& regions) {
+  require(!results.empty(), op + " with no results");
+  int id = next_id_++;
+  std::string types = "(";
+  std::vector<Value> out;
+  for (size_t i = 0; i < results.size(); ++i) {
+    types += (i ? ", " : "") + results[i].str();
+    out.push_back(Value{id, results[i], static_cast<int>(i)});
+  }
+  body_ += line("%v" + std::to_string(id) + ":" + std::to_string(results.size()), op, operands,
+                attributes, types + ")", regions);
+  return out;
+}
+
+std::string Builder::region(const std::vector<TensorType>& arg_types, const RegionBody& body) {
+  Builder inner;
+  inner.next_id_ = next_id_;
+  std::vector<Value> args;
+  std::string header = "{\n    ^bb0(";
+  for (size_t i = 0; i < arg_types.size(); ++i) {
+    args.push_back(Value{inner.next_id_++, arg_types[i]});
+    header += (i ? ", " : "") + name(args.back()) + ": " + arg_types[i].str();
+  }
+  std::vector<Value> results = body(inner, args);
+  next_id_ = inner.next_id_;
+  std::string names, types;
+  for (size_t i = 0; i < results.size(); ++i) {
+    names += (i ? ", " : "") + name(results[i]);
+    types += (i ? ", " : "") + results[i].type.str();
+  }
+  return header + "):\n" + inner.body_ + "    \"stablehlo.return\"(" + names + ") : (" + types +
+         ") -> ()\n    }";
+}
+
+std::string Builder::binary_region(const char* op, DType dtype) {
+  TensorType s{dtype, {}};
+  return region({s, s}, [op](Builder& b, const std::vector<Value>& a) {
+    return std::vector<Value>{b.emit(op, {a[0], a[1]}, "", a[0].type)};
+  });
 }
 
 Value Builder::constant(double value, DType dtype) {
@@ -275,10 +335,6 @@ Value Builder::reduce(const Value& x, const Value& init, const std::vector<int64
     case Reducer::And: op = "stablehlo.and"; break;
     case Reducer::Or: op = "stablehlo.or"; break;
   }
-  std::string s = TensorType{x.type.dtype, {}}.str();
-  std::string region = "{\n    ^bb0(%a: " + s + ", %b: " + s + "):\n      %r = \"" + op +
-                       "\"(%a, %b) : (" + s + ", " + s + ") -> " + s +
-                       "\n      \"stablehlo.return\"(%r) : (" + s + ") -> ()\n    }";
   std::vector<int64_t> shape;
   for (int64_t d = 0; d < x.type.rank(); ++d) {
     bool reduced = false;
@@ -286,7 +342,7 @@ Value Builder::reduce(const Value& x, const Value& init, const std::vector<int64
     if (!reduced) shape.push_back(x.type.shape[d]);
   }
   return emit("stablehlo.reduce", {x, init}, "dimensions = " + i64_array(dims),
-              TensorType{x.type.dtype, shape}, region);
+              TensorType{x.type.dtype, shape}, {binary_region(op, x.type.dtype)});
 }
 
 Value Builder::gather_flat(const Value& flat, const Value& indices) {
@@ -306,15 +362,16 @@ Value Builder::scatter_flat(const Value& flat, const Value& indices, const Value
   std::vector<int64_t> idx_shape = indices.type.shape;
   idx_shape.push_back(1);
   Value idx = reshape(indices, idx_shape);
-  std::string s = TensorType{flat.type.dtype, {}}.str();
   // The update computation returns the new value: plain overwrite.
-  std::string region = "{\n    ^bb0(%a: " + s + ", %b: " + s + "):\n      \"stablehlo.return\"(%b) : (" +
-                       s + ") -> ()\n    }";
+  std::string overwrite = region({TensorType{flat.type.dtype, {}}, TensorType{flat.type.dtype, {}}},
+                                 [](Builder&, const std::vector<Value>& a) {
+                                   return std::vector<Value>{a[1]};
+                                 });
   std::string attrs =
       "scatter_dimension_numbers = #stablehlo.scatter<inserted_window_dims = [0], "
       "scatter_dims_to_operand_dims = [0], index_vector_dim = " +
       std::to_string(indices.type.rank()) + ">, indices_are_sorted = false, unique_indices = false";
-  return emit("stablehlo.scatter", {flat, idx, updates}, attrs, flat.type, region);
+  return emit("stablehlo.scatter", {flat, idx, updates}, attrs, flat.type, {overwrite});
 }
 
 std::string Builder::module(const std::vector<Value>& outputs) const {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@ namespace torch_tpu::hlo {
 struct Value {
   int id = -1;
   TensorType type;
+  int result = -1;  // which result of a multi-result op, or -1
 };
 
 enum class Compare { EQ, NE, LT, LE, GT, GE };
@@ -63,13 +65,30 @@ class Builder {
   // `flat` with the elements at `indices` replaced by `updates` (same shape as indices).
   Value scatter_flat(const Value& flat, const Value& indices, const Value& updates);
 
+  // Any StableHLO op in generic form, for lowerings that need ops without a helper:
+  //   b.emit("stablehlo.cosine", {x}, "", x.type)
+  // `attributes` is the text inside {...}; `regions` come from region().
+  Value emit(const std::string& op, const std::vector<Value>& operands,
+             const std::string& attributes, const TensorType& result,
+             const std::vector<std::string>& regions = {});
+  std::vector<Value> emit_multi(const std::string& op, const std::vector<Value>& operands,
+                                const std::string& attributes,
+                                const std::vector<TensorType>& results,
+                                const std::vector<std::string>& regions = {});
+  // A region with block arguments of `arg_types`, whose body returns what `body` gives.
+  // The body may use only its arguments (StableHLO regions are isolated from above).
+  using RegionBody = std::function<std::vector<Value>(Builder&, const std::vector<Value>&)>;
+  std::string region(const std::vector<TensorType>& arg_types, const RegionBody& body);
+  // A region of two scalar arguments of `dtype` combining them with a binary op.
+  std::string binary_region(const char* op, DType dtype);
+
   // The module text, returning `outputs` from `main`.
   std::string module(const std::vector<Value>& outputs) const;
 
  private:
-  Value emit(const std::string& op, const std::vector<Value>& operands,
-             const std::string& attributes, const TensorType& result,
-             const std::string& region = "");
+  std::string line(const std::string& lhs, const std::string& op,
+                   const std::vector<Value>& operands, const std::string& attributes,
+                   const std::string& result_types, const std::vector<std::string>& regions);
   std::string body_;
   std::string param_signature_;
   int next_id_ = 0;
@@ -77,5 +96,10 @@ class Builder {
 
 // Stable 128-bit fingerprint of a module's text, as 32 hex digits.
 std::string fingerprint(const std::string& text);
+
+// "%v3" or "%v3#1": how a value is named in module text.
+std::string value_name(const Value& v);
+// "array<i64: 1, 2>", for attributes.
+std::string i64_array(const std::vector<int64_t>& values);
 
 }  // namespace torch_tpu::hlo

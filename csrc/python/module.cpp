@@ -4,7 +4,9 @@
 #include "aten/allocator.h"
 #include "aten/device.h"
 #include "aten/generator.h"
+#include "aten/lowered_kernel.h"
 #include "aten/registration.h"
+#include "ops/registry.h"
 #include "pjrt/error.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
@@ -39,11 +41,13 @@ py::dict metrics_dict() {
 
 PYBIND11_MODULE(_C, m) {
   aten::register_hooks();
+  aten::register_lowered_ops();
 
   m.def("_configure", [](const std::string& plugin_path, int64_t num_devices) {
     runtime::Runtime::configure({plugin_path, num_devices});
   });
   m.def("_is_initialized", &runtime::Runtime::initialized);
+  m.def("_lowerings", &ops::lowering_names);
   m.def("_init", [] { runtime::Runtime::get(); });
   m.def("_device_count", [] { return static_cast<int>(aten::device_count()); });
   m.def("_current_device", [] { return static_cast<int>(aten::current_device()); });

@@ -1,0 +1,435 @@
+// The dispatcher kernel behind every op in the lowering table (ops/registry.h).
+//
+// One boxed kernel serves all of them. It reads the op's schema once, then on each call
+// feeds tensors and scalars to an OpCall, hashes every other argument into the program
+// key, asks PyTorch's meta kernel for the output shapes and dtypes (once per key, or on
+// every call for out= forms, whose result shape may depend on scalar values), and runs
+// the lowering. Results are fresh tensors, or are written into self / out.
+#include "aten/lowered_kernel.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+#include <ATen/native/Resize.h>
+#include <ATen/native/TypeProperties.h>
+#include <ATen/ops/empty_strided.h>
+#include <torch/library.h>
+
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "aten/device.h"
+#include "aten/dtype.h"
+#include "aten/generator.h"
+#include "aten/op_call.h"
+#include "ops/registry.h"
+#include "runtime/runtime.h"
+
+namespace torch_tpu::aten {
+
+namespace {
+
+enum class ArgKind { Tensor, TensorList, Scalar, ScalarList, Generator, Static };
+
+struct ArgInfo {
+  ArgKind kind = ArgKind::Static;
+  bool mutated = false;  // written by the op (self of an in-place op, out=, running stats)
+  bool out = false;      // an out= argument: its old contents are not read
+  std::optional<std::unordered_set<c10::Symbol>> alias;
+};
+
+ArgKind classify(const c10::TypePtr& type) {
+  c10::TypePtr t = type;
+  if (auto opt = t->cast<c10::OptionalType>()) t = opt->getElementType();
+  if (t->kind() == c10::TypeKind::TensorType) return ArgKind::Tensor;
+  if (t->kind() == c10::TypeKind::NumberType) return ArgKind::Scalar;
+  if (t->kind() == c10::TypeKind::GeneratorType) return ArgKind::Generator;
+  if (auto list = t->cast<c10::ListType>()) {
+    c10::TypePtr e = list->getElementType();
+    if (auto opt = e->cast<c10::OptionalType>()) e = opt->getElementType();
+    if (e->kind() == c10::TypeKind::TensorType) return ArgKind::TensorList;
+    if (e->kind() == c10::TypeKind::NumberType) return ArgKind::ScalarList;
+  }
+  return ArgKind::Static;
+}
+
+// Static arguments: what goes into the program key and what the lowering sees.
+ops::Attr to_attr(const c10::IValue& v) {
+  if (v.isNone()) return std::monostate{};
+  if (v.isBool()) return v.toBool();
+  if (v.isInt()) return v.toInt();
+  if (v.isDouble()) return v.toDouble();
+  if (v.isString()) return std::string(v.toStringRef());
+  if (v.isIntList()) return v.toIntVector();
+  if (v.isDoubleList()) return v.toDoubleVector();
+  if (v.isBoolList()) {
+    std::vector<int64_t> out;
+    for (bool b : v.toBoolList()) out.push_back(b);
+    return out;
+  }
+  // Devices, layouts and memory formats do not change the program.
+  if (v.isDevice() || v.isGenerator()) return std::monostate{};
+  TORCH_CHECK(false, "torch_tpu: unsupported argument kind ", v.tagKind());
+}
+
+void add_attr_key(OpCall& call, const ops::Attr& attr) {
+  call.key(static_cast<int64_t>(attr.index()));
+  std::visit(
+      [&](const auto& x) {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, int64_t>) {
+          call.key(static_cast<int64_t>(x));
+        } else if constexpr (std::is_same_v<T, double>) {
+          int64_t bits;
+          std::memcpy(&bits, &x, sizeof bits);
+          call.key(bits);
+        } else if constexpr (std::is_same_v<T, std::string>) {
+          call.key(static_cast<int64_t>(std::hash<std::string>{}(x)));
+        } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+          call.key(x);
+        } else if constexpr (std::is_same_v<T, std::vector<double>>) {
+          call.key(static_cast<int64_t>(x.size()));
+          for (double d : x) {
+            int64_t bits;
+            std::memcpy(&bits, &d, sizeof bits);
+            call.key(bits);
+          }
+        }
+      },
+      attr);
+}
+
+bool is_tpu(const at::Tensor& t) { return t.defined() && t.device().is_privateuseone(); }
+
+at::Tensor meta_like(const at::Tensor& t) {
+  if (!is_tpu(t)) return t;
+  return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
+}
+
+c10::IValue meta_value(const c10::IValue& v) {
+  if (v.isTensor()) return meta_like(v.toTensor());
+  if (v.isTensorList()) {
+    c10::List<at::Tensor> out;
+    for (const at::Tensor& t : v.toTensorList()) out.push_back(meta_like(t));
+    return out;
+  }
+  if (v.isOptionalTensorList()) {
+    c10::List<std::optional<at::Tensor>> out;
+    for (const std::optional<at::Tensor>& t : v.toOptionalTensorList())
+      out.push_back(t ? std::optional<at::Tensor>(meta_like(*t)) : std::nullopt);
+    return out;
+  }
+  if (v.isGenerator()) return c10::IValue();
+  return v;
+}
+
+std::vector<at::Tensor> tensors_of(const c10::IValue& v) {
+  std::vector<at::Tensor> out;
+  if (v.isTensor()) out.push_back(v.toTensor());
+  else if (v.isTensorList()) for (const at::Tensor& t : v.toTensorList()) out.push_back(t);
+  else if (v.isOptionalTensorList())
+    for (const std::optional<at::Tensor>& t : v.toOptionalTensorList())
+      out.push_back(t ? *t : at::Tensor());
+  return out;
+}
+
+c10::ScalarType scalar_operand_type(c10::ScalarType compute) {
+  return compute == at::kBFloat16 || compute == at::kHalf ? at::kFloat : compute;
+}
+
+struct MetaResult {
+  std::vector<hlo::TensorType> outputs;      // fresh results, then mutated arguments
+  std::vector<std::vector<int64_t>> sizes;   // of each output, for out= resizing
+  std::vector<size_t> fresh_list_lengths;    // per fresh return: -1 for a plain tensor
+};
+
+class LoweredKernel final : public c10::OperatorKernel {
+ public:
+  LoweredKernel(const ops::OpDef* def, std::string name) : def_(def), name_(std::move(name)) {}
+
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+    std::call_once(schema_once_, [&] { read_schema(op.schema()); });
+    const size_t n = infos_.size();
+    std::vector<c10::IValue> args(stack->end() - n, stack->end());
+
+    // PyTorch's type promotion over the inputs; scalars enter the program in it.
+    at::native::ResultTypeState state;
+    for (size_t i = 0; i < n; ++i) {
+      const ArgInfo& info = infos_[i];
+      if (info.out) continue;
+      if (info.kind == ArgKind::Tensor || info.kind == ArgKind::TensorList) {
+        for (const at::Tensor& t : tensors_of(args[i]))
+          if (t.defined()) state = at::native::update_result_type_state(t, state);
+      } else if (info.kind == ArgKind::Scalar && !args[i].isNone()) {
+        state = at::native::update_result_type_state(args[i].toScalar(), state);
+      } else if (info.kind == ArgKind::ScalarList) {
+        for (const c10::IValue& s : args[i].toListRef())
+          state = at::native::update_result_type_state(s.toScalar(), state);
+      }
+    }
+    c10::ScalarType compute = at::native::result_type(state);
+    if (compute == c10::ScalarType::Undefined) compute = at::kFloat;
+    c10::ScalarType scalar_type = scalar_operand_type(compute);
+
+    OpCall call(name_.c_str());
+    call.key(static_cast<int64_t>(compute));
+    // For each argument, where its values sit among the lowering's inputs.
+    std::vector<std::vector<int>> slots(n);
+    std::vector<ops::Attr> attrs(n);
+    std::vector<at::Tensor> targets;
+    std::vector<bool> target_out;
+    std::vector<size_t> generators;
+    int next = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const ArgInfo& info = infos_[i];
+      const c10::IValue& v = args[i];
+      switch (info.kind) {
+        case ArgKind::Tensor:
+        case ArgKind::TensorList: {
+          std::vector<at::Tensor> ts = tensors_of(v);
+          call.key(static_cast<int64_t>(ts.size()));
+          for (const at::Tensor& t : ts) {
+            if (info.mutated && t.defined()) {
+              targets.push_back(t);
+              target_out.push_back(info.out);
+            }
+            if (!t.defined() || info.out) {
+              call.key(-1);
+              slots[i].push_back(-1);
+              continue;
+            }
+            call.input(t);
+            slots[i].push_back(next++);
+          }
+          if (v.isNone()) call.key(-2);
+          break;
+        }
+        case ArgKind::Scalar:
+          if (v.isNone()) {
+            call.key(-1);
+            break;
+          }
+          call.scalar(v.toScalar(), scalar_type);
+          slots[i].push_back(next++);
+          break;
+        case ArgKind::ScalarList:
+          call.key(static_cast<int64_t>(v.toListRef().size()));
+          for (const c10::IValue& s : v.toListRef()) {
+            call.scalar(s.toScalar(), scalar_type);
+            slots[i].push_back(next++);
+          }
+          break;
+        case ArgKind::Generator:
+          generators.push_back(i);
+          break;
+        case ArgKind::Static:
+          attrs[i] = to_attr(v);
+          add_attr_key(call, attrs[i]);
+          break;
+      }
+    }
+
+    MetaResult meta = infer(op, args, call.program_key());
+    const size_t n_fresh = fresh_count(meta);
+    for (size_t t = 0; t < targets.size(); ++t) {
+      TORCH_CHECK(is_tpu(targets[t]), name_, ": expected a tpu output tensor, got ",
+                  targets[t].device());
+      if (target_out[t]) at::native::resize_output(targets[t], meta.sizes.at(n_fresh + t));
+    }
+
+    int rng_slot = -1;
+    if (def_->random || !generators.empty()) {
+      int64_t numel = 0;
+      for (const hlo::TensorType& type : meta.outputs) numel += type.numel();
+      std::optional<at::Generator> gen;
+      if (!generators.empty() && !args[generators[0]].isNone())
+        gen = args[generators[0]].toGenerator();
+      c10::DeviceIndex device = current_device();
+      for (size_t i = 0; i < n; ++i)
+        for (const at::Tensor& t : tensors_of(args[i]))
+          if (is_tpu(t)) device = t.device().index();
+      at::Generator g = gen ? *gen : default_generator(device);
+      uint64_t seed, offset;
+      {
+        std::lock_guard<std::mutex> lock(g.mutex());
+        seed = g.current_seed();
+        offset = g.get_offset();
+        // Counters used by this draw; rounded so consecutive draws never share one.
+        g.set_offset(offset + ((static_cast<uint64_t>(numel) + 3) / 4) * 4);
+      }
+      call.scalar(c10::Scalar(static_cast<int64_t>(seed)), at::kLong);
+      call.scalar(c10::Scalar(static_cast<int64_t>(offset)), at::kLong);
+      rng_slot = next;
+      next += 2;
+    }
+
+    Lowering lowering = [&](hlo::Builder& b, const std::vector<hlo::Value>& in) {
+      ops::Node node{b};
+      node.outputs = meta.outputs;
+      node.compute = to_hlo(compute);
+      node.args.resize(n);
+      for (size_t i = 0; i < n; ++i) {
+        ops::Operand& operand = node.args[i];
+        const ArgInfo& info = infos_[i];
+        operand.attr = attrs[i];
+        bool single = info.kind == ArgKind::Tensor || info.kind == ArgKind::Scalar;
+        if (info.kind == ArgKind::Generator) {
+          hlo::Value seed = b.reshape(in[rng_slot], {1});
+          hlo::Value offset = b.reshape(in[rng_slot + 1], {1});
+          hlo::Value state = b.concatenate({seed, offset}, 0);
+          operand.value = b.bitcast_convert(state, {hlo::DType::U64, {2}});
+          continue;
+        }
+        for (int slot : slots[i]) {
+          std::optional<hlo::Value> v;
+          if (slot >= 0) v = in[slot];
+          if (single) operand.value = v;
+          else operand.values.push_back(v);
+        }
+      }
+      std::vector<hlo::Value> results = def_->lower(node);
+      TORCH_CHECK(results.size() == meta.outputs.size(), name_, ": the lowering gave ",
+                  results.size(), " results, the op has ", meta.outputs.size());
+      for (size_t i = 0; i < results.size(); ++i) {
+        const hlo::TensorType& want = meta.outputs[i];
+        TORCH_CHECK(results[i].type.shape == want.shape, name_, ": the lowering's result ", i,
+                    " has shape ", results[i].type.str(), ", expected ", want.str());
+        results[i] = b.convert(results[i], want.dtype);
+      }
+      return results;
+    };
+
+    std::vector<at::Tensor> fresh = targets.empty() ? call.run(lowering)
+                                                    : call.run_and_write(lowering, n_fresh, targets);
+    push_results(args, meta, fresh, stack);
+  }
+
+ private:
+  void read_schema(const c10::FunctionSchema& schema) {
+    for (const c10::Argument& a : schema.arguments()) {
+      ArgInfo info;
+      info.kind = classify(a.type());
+      if (a.alias_info() && a.alias_info()->isWrite()) {
+        info.mutated = true;
+        info.out = a.kwarg_only();
+        info.alias = a.alias_info()->beforeSets();
+      }
+      infos_.push_back(std::move(info));
+    }
+    for (const c10::Argument& r : schema.returns()) {
+      ReturnInfo ret;
+      ret.list = classify(r.type()) == ArgKind::TensorList;
+      if (r.alias_info()) {
+        for (size_t i = 0; i < infos_.size(); ++i)
+          if (infos_[i].alias && *infos_[i].alias == r.alias_info()->beforeSets()) ret.alias = i;
+        TORCH_CHECK(ret.alias >= 0, name_, ": cannot match the returned alias to an argument");
+      }
+      returns_.push_back(ret);
+    }
+  }
+
+  size_t fresh_count(const MetaResult& meta) const {
+    size_t count = 0;
+    for (size_t r = 0; r < returns_.size(); ++r)
+      if (returns_[r].alias < 0)
+        count += meta.fresh_list_lengths[r] < 0 ? 1 : static_cast<size_t>(meta.fresh_list_lengths[r]);
+    return count;
+  }
+
+  // Output shapes and dtypes from the meta kernel, cached by program key except for out=
+  // forms (their result shape may depend on scalar values, as arange's does).
+  MetaResult infer(const c10::OperatorHandle& op, const std::vector<c10::IValue>& args,
+                   const runtime::ProgramKey& key) {
+    bool has_out = false;
+    for (const ArgInfo& info : infos_) has_out |= info.out;
+    if (!has_out) {
+      std::lock_guard<std::mutex> lock(meta_mutex_);
+      auto it = meta_cache_.find(key);
+      if (it != meta_cache_.end()) return it->second;
+    }
+    torch::jit::Stack meta_stack;
+    std::vector<c10::IValue> meta_args;
+    for (const c10::IValue& v : args) meta_args.push_back(meta_value(v));
+    meta_stack = meta_args;
+    {
+      at::AutoDispatchBelowADInplaceOrView guard;
+      op.callBoxed(meta_stack);
+    }
+    MetaResult result;
+    result.fresh_list_lengths.assign(returns_.size(), -1);
+    auto add = [&](const at::Tensor& t) {
+      result.outputs.push_back({to_hlo(t.scalar_type()), t.sizes().vec()});
+      result.sizes.push_back(t.sizes().vec());
+    };
+    for (size_t r = 0; r < returns_.size(); ++r) {
+      if (returns_[r].alias >= 0) continue;
+      const c10::IValue& v = meta_stack.at(r);
+      if (returns_[r].list) {
+        auto list = v.toTensorList();
+        result.fresh_list_lengths[r] = static_cast<int64_t>(list.size());
+        for (const at::Tensor& t : list) add(t);
+      } else {
+        add(v.toTensor());
+      }
+    }
+    for (size_t i = 0; i < infos_.size(); ++i) {
+      if (!infos_[i].mutated) continue;
+      for (const at::Tensor& t : tensors_of(meta_args[i]))
+        if (t.defined()) add(t);  // an absent optional target (None) gets no result
+    }
+    if (!has_out) {
+      std::lock_guard<std::mutex> lock(meta_mutex_);
+      meta_cache_.emplace(key, result);
+    }
+    return result;
+  }
+
+  void push_results(const std::vector<c10::IValue>& args, const MetaResult& meta,
+                    const std::vector<at::Tensor>& fresh, torch::jit::Stack* stack) const {
+    torch::jit::drop(*stack, infos_.size());
+    size_t next = 0;
+    for (size_t r = 0; r < returns_.size(); ++r) {
+      const ReturnInfo& ret = returns_[r];
+      if (ret.alias >= 0) {
+        stack->push_back(args[ret.alias]);
+      } else if (ret.list) {
+        c10::List<at::Tensor> list;
+        for (int64_t k = 0; k < meta.fresh_list_lengths[r]; ++k) list.push_back(fresh.at(next++));
+        stack->push_back(std::move(list));
+      } else {
+        stack->push_back(fresh.at(next++));
+      }
+    }
+  }
+
+  struct ReturnInfo {
+    bool list = false;
+    int64_t alias = -1;  // the argument this return is, or -1 for a fresh result
+  };
+
+  const ops::OpDef* def_;
+  std::string name_;
+  std::once_flag schema_once_;
+  std::vector<ArgInfo> infos_;
+  std::vector<ReturnInfo> returns_;
+  std::mutex meta_mutex_;
+  std::unordered_map<runtime::ProgramKey, MetaResult, runtime::ProgramKeyHash> meta_cache_;
+};
+
+}  // namespace
+
+void register_lowered_ops() {
+  static torch::Library* library = [] {
+    auto* lib = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1,
+                                   __FILE__, __LINE__);
+    for (const std::string& name : ops::lowering_names()) {
+      lib->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunctor(
+                                  std::make_unique<LoweredKernel>(ops::find_lowering(name), name)));
+    }
+    return lib;
+  }();
+  (void)library;
+}
+
+}  // namespace torch_tpu::aten

@@ -1,0 +1,98 @@
+// The table of lowerings by ATen schema name ("exp", "exp_", "exp.out", ...). One entry
+// serves eager mode (a generic dispatcher kernel in csrc/aten) and compiled graphs.
+//
+// A lowering sees one op application as a Node: every schema argument in order, with
+// tensors and Python scalars as StableHLO values (scalars are runtime operands, so new
+// values never recompile) and everything else as a static attribute. It returns, in
+// order, one value per fresh result of the op, then one per mutated argument. In-place
+// and out= forms share the functional form's lowering: their results are written into
+// `self` / `out`. Output shapes and dtypes come from PyTorch's meta kernels, so shape
+// checks and error messages are PyTorch's own.
+//
+//   std::vector<hlo::Value> lower_exp(Node& n) {
+//     return {n.b.unary("exponential", float_input(n, 0))};
+//   }
+//   TORCH_TPU_LOWERING(exp, {"exp", "exp_", "exp.out"}, lower_exp);
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "hlo/builder.h"
+
+namespace torch_tpu::ops {
+
+// A static argument: part of the program key. None is monostate.
+using Attr = std::variant<std::monostate, bool, int64_t, double, std::string,
+                          std::vector<int64_t>, std::vector<double>>;
+
+struct Operand {
+  std::optional<hlo::Value> value;                // Tensor, Tensor?, Scalar, Generator
+  std::vector<std::optional<hlo::Value>> values;  // Tensor[], Tensor?[], Scalar[]
+  Attr attr;                                      // every other argument
+};
+
+struct Node {
+  hlo::Builder& b;
+  std::vector<Operand> args;             // in schema order
+  std::vector<hlo::TensorType> outputs;  // what to return, in order (from the meta kernel)
+  // PyTorch's promoted dtype of the tensor and scalar inputs. Scalars arrive in this
+  // dtype, except that bf16/f16 promote them to f32 to keep them exact.
+  hlo::DType compute = hlo::DType::F32;
+
+  // A present tensor or scalar argument.
+  const hlo::Value& in(size_t i) const;
+  bool has(size_t i) const;  // a tensor/scalar argument that is not None
+  const std::vector<std::optional<hlo::Value>>& list(size_t i) const;
+  bool is_none(size_t i) const;
+  int64_t i64(size_t i) const;
+  double f64(size_t i) const;  // double attribute (ints are widened)
+  bool flag(size_t i) const;
+  const std::string& str(size_t i) const;
+  const std::vector<int64_t>& ints(size_t i) const;
+  std::optional<int64_t> opt_i64(size_t i) const;
+  const hlo::TensorType& out(size_t i = 0) const { return outputs.at(i); }
+  // A Generator argument: a u64[2] (seed, offset) state for stablehlo.rng_bit_generator.
+  // The caller advances the generator by the element count of the outputs.
+  const hlo::Value& rng_state(size_t i) const { return in(i); }
+};
+
+using LowerFn = std::function<std::vector<hlo::Value>(Node&)>;
+
+struct OpDef {
+  LowerFn lower = nullptr;
+  bool random = false;  // draws from a generator (the Generator? argument, or the default)
+};
+
+// Registers `fn` under every schema name in `names`; a name registered twice throws.
+void register_lowering(std::initializer_list<const char*> names, LowerFn fn, bool random = false);
+const OpDef* find_lowering(std::string_view name);
+std::vector<std::string> lowering_names();
+
+struct Registrar {
+  Registrar(std::initializer_list<const char*> names, LowerFn fn, bool random = false) {
+    register_lowering(names, std::move(fn), random);
+  }
+};
+
+#define TORCH_TPU_LOWERING(id, ...) \
+  static const ::torch_tpu::ops::Registrar torch_tpu_lowering_##id(__VA_ARGS__)
+
+// Helpers most lowerings share.
+
+// The float dtype math on `dtype` runs in: f32 for bf16/f16 (as PyTorch's CPU kernels
+// compute them), else `dtype` itself.
+hlo::DType math_dtype(hlo::DType dtype);
+// `x` converted to `dtype` and broadcast to `shape` (NumPy rules).
+hlo::Value cast_to(hlo::Builder& b, const hlo::Value& x, hlo::DType dtype,
+                   const std::vector<int64_t>& shape);
+// A 0-d constant broadcast to `like`'s type.
+hlo::Value splat(hlo::Builder& b, double value, const hlo::TensorType& like);
+
+}  // namespace torch_tpu::ops

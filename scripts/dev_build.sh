@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Developer build into a private directory, for working on the extension without
+# reinstalling: builds _C into build/dev-<name> and lays out an importable package
+# under build/dev-<name>/pkg. Use it as:
+#   bash scripts/dev_build.sh me && PYTHONPATH=build/dev-me/pkg pytest -q tests/python
+# Several developers (or agents) can each use their own name side by side.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+name=${1:-dev}
+dir=build/dev-$name
+if [ ! -f "$dir/build.ninja" ]; then
+  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release > /dev/null
+fi
+cmake --build "$dir" -j "${JOBS:-2}" --target _C
+mkdir -p "$dir/pkg/torch_tpu"
+for f in torch_tpu/*.py; do ln -sf "$PWD/$f" "$dir/pkg/torch_tpu/"; done
+cp -f "$dir"/_C*.so "$dir/pkg/torch_tpu/"
