@@ -272,16 +272,18 @@ class LoweredKernel final : public c10::OperatorKernel {
       node.outputs = meta.outputs;
       node.compute = to_hlo(compute);
       node.args.resize(n);
+      if (rng_slot >= 0) {
+        hlo::Value seed = b.reshape(in[rng_slot], {1});
+        hlo::Value offset = b.reshape(in[rng_slot + 1], {1});
+        node.rng = b.bitcast_convert(b.concatenate({seed, offset}, 0), {hlo::DType::U64, {2}});
+      }
       for (size_t i = 0; i < n; ++i) {
         ops::Operand& operand = node.args[i];
         const ArgInfo& info = infos_[i];
         operand.attr = attrs[i];
         bool single = info.kind == ArgKind::Tensor || info.kind == ArgKind::Scalar;
         if (info.kind == ArgKind::Generator) {
-          hlo::Value seed = b.reshape(in[rng_slot], {1});
-          hlo::Value offset = b.reshape(in[rng_slot + 1], {1});
-          hlo::Value state = b.concatenate({seed, offset}, 0);
-          operand.value = b.bitcast_convert(state, {hlo::DType::U64, {2}});
+          operand.value = node.rng;
           continue;
         }
         for (int slot : slots[i]) {
