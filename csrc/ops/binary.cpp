@@ -269,6 +269,12 @@ TORCH_TPU_LOWERING(xlog1py, {"special_xlog1py", "special_xlog1py.out"},
                    xlog([](const Math& m, const Value& y) { return m.log1p(y); }));
 TORCH_TPU_LOWERING(logaddexp, {"logaddexp", "logaddexp.out"}, lower_logaddexp(false));
 TORCH_TPU_LOWERING(logaddexp2, {"logaddexp2", "logaddexp2.out"}, lower_logaddexp(true));
+// nextafter steps in the operands' own dtype (bf16 steps for bf16).
+TORCH_TPU_LOWERING(nextafter, {"nextafter", "nextafter_", "nextafter.out"}, [](Node& n) {
+  if (!hlo::is_float(n.compute)) not_implemented("nextafter_cpu", n.compute);
+  Value x = arg_as(n, 0, n.compute), y = arg_as(n, 1, n.compute);
+  return V{n.b.emit("chlo.next_after", {x, y}, "", x.type)};
+});
 TORCH_TPU_LOWERING(heaviside, {"heaviside", "heaviside_", "heaviside.out"}, lower_heaviside);
 
 TORCH_TPU_LOWERING(bitwise_and, {"bitwise_and.Tensor", "bitwise_and_.Tensor", "bitwise_and.Tensor_out"},

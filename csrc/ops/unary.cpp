@@ -153,6 +153,24 @@ V lower_bitwise_not(Node& n) {
   return {n.b.unary("not", arg_as(n, 0, n.compute))};
 }
 
+Value bessel_i1e(const Math& m, const Value& x) { return m.b.emit("chlo.bessel_i1e", {x}, "", x.type); }
+
+// -x log x, 0 at 0, -inf below.
+Value entr(const Math& m, const Value& x) {
+  Value zero = m.k(0, x);
+  Value r = m.sel(m.eq(x, zero), zero, m.neg(m.mul(x, m.log(x))));
+  return m.sel(m.lt(x, zero), m.k(-INFINITY, x), r);
+}
+
+// The inverse of the normal CDF: sqrt(2) erfinv(2p - 1).
+V lower_ndtri(Node& n) {
+  if (n.compute == DType::BF16 || n.compute == DType::F16) not_implemented("ndtri_cpu", n.compute);
+  Math m{n.b};
+  Value p = arg_math(n, 0);
+  Value t = m.sub(m.mul(m.k(2, p), p), m.k(1, p));
+  return {m.mul(m.k(std::sqrt(2.0), p), n.b.emit("chlo.erf_inv", {t}, "", p.type))};
+}
+
 const double kLn2 = 0.693147180559945309417;
 const double kLn10 = 2.302585092994045684018;
 const double kPi = 3.14159265358979323846;
@@ -197,6 +215,18 @@ TORCH_TPU_LOWERING(polygamma, {"polygamma", "polygamma.out"}, lower_polygamma);
 TORCH_TPU_LOWERING(sinc, {"sinc", "sinc_", "sinc.out"}, float_fn([](const Math& m, const Value& x) {
                      Value px = m.mul(x, m.k(kPi, x));
                      return m.sel(m.eq(x, m.k(0, x)), m.k(1, x), m.div(m.b.unary("sine", px), px));
+                   }));
+TORCH_TPU_LOWERING(special_i1e, {"special_i1e", "special_i1e.out"}, float_fn(bessel_i1e));
+TORCH_TPU_LOWERING(special_i1, {"special_i1", "special_i1.out"},
+                   float_fn([](const Math& m, const Value& x) {
+                     return m.mul(bessel_i1e(m, x), m.exp(m.abs(x)));
+                   }));
+TORCH_TPU_LOWERING(special_ndtri, {"special_ndtri", "special_ndtri.out"}, lower_ndtri);
+TORCH_TPU_LOWERING(special_entr, {"special_entr", "special_entr.out"}, float_fn(entr));
+// The argument of a real number: pi for negatives, NaN for NaN.
+TORCH_TPU_LOWERING(angle, {"angle", "angle.out"}, float_fn([](const Math& m, const Value& x) {
+                     Value r = m.sel(m.lt(x, m.k(0, x)), m.k(kPi, x), m.k(0, x));
+                     return m.sel(m.is_nan(x), x, r);
                    }));
 TORCH_TPU_LOWERING(logit, {"logit", "logit_", "logit.out"}, lower_logit);
 TORCH_TPU_LOWERING(logit_backward, {"logit_backward", "logit_backward.grad_input"},

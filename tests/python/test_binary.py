@@ -59,7 +59,7 @@ BINARY = {
     "ne": torch.ne, "lt": torch.lt, "le": torch.le, "gt": torch.gt, "ge": torch.ge,
     "floor_divide": torch.floor_divide, "logaddexp": torch.logaddexp,
     "logaddexp2": torch.logaddexp2, "heaviside": torch.heaviside, "rsub": torch.rsub,
-    "xlog1py": torch.special.xlog1py, "clamp_min": torch.clamp_min, "clamp_max": torch.clamp_max,
+    "xlog1py": torch.special.xlog1py, "nextafter": torch.nextafter, "clamp_min": torch.clamp_min, "clamp_max": torch.clamp_max,
 }
 # Integer division by zero raises on CPU; the device need not match it.
 NONZERO_DIVISOR = {"remainder", "fmod", "floor_divide"}
@@ -129,7 +129,7 @@ def test_binary_inplace_out_views(name):
         assert_same(out, fn(cpu_x, cpu_y), **t)
     assert_same(fn(torch.empty(0, 4, device="tpu"), y), fn(torch.empty(0, 4), cpu_y))
     assert_same(fn(x[1, 2], y[3]), fn(cpu_x[1, 2], cpu_y[3]), **t)
-    method = getattr(torch.Tensor, (name if name != "xlog1py" else "") + "_", None)
+    method = getattr(torch.Tensor, name + "_", None)
     if method is not None and fn(cpu_x, cpu_y).dtype == cpu_x.dtype:
         a, ref = x.clone(), cpu_x.clone()
         method(a[::2], y)

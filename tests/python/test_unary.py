@@ -77,6 +77,31 @@ def test_float_unary(name, dtype):
     same_or_same_error(getattr(torch, name), x, **tol(dtype))
 
 
+SPECIAL_OPS = {"i1": "any", "i1e": "any", "ndtri": "open01", "entr": "any", "expit": "any",
+               "psi": "pos", "gammaln": "pos"}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64, torch.int64])
+@pytest.mark.parametrize("name", sorted(SPECIAL_OPS))
+def test_special_unary(name, dtype):
+    same_or_same_error(getattr(torch.special, name), sample(SPECIAL_OPS[name], dtype), **tol(dtype))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64])
+def test_angle_of_reals(dtype):
+    same_or_same_error(torch.angle, sample("any", dtype), **tol(dtype))
+
+
+@pytest.mark.parametrize("name", ["ndtri", "entr"])
+def test_special_grad(name):
+    fn = getattr(torch.special, name)
+    cpu = sample("open01", torch.float32, (7,), specials=False).requires_grad_()
+    x = cpu.detach().to("tpu").requires_grad_()
+    fn(cpu).sum().backward()
+    fn(x).sum().backward()
+    assert_same(x.grad, cpu.grad, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("name", sorted(EXACT_OPS))
 def test_exact_unary(name, dtype):
