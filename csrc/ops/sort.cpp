@@ -95,8 +95,9 @@ std::pair<Value, Value> median_along(hlo::Builder& b, const Value& x, int64_t di
   Value n = b.full(static_cast<double>(len), nans.type);
   Value one = b.full(1, nans.type), two = b.full(2, nans.type);
   Value numbers = b.binary("subtract", n, nans);
-  // (numbers - 1) / 2 truncates towards zero, so a row of NaNs picks position 0.
-  Value pos = b.binary("divide", b.binary("subtract", numbers, one), two);
+  // A row of NaNs has its (NaN) median where a row of numbers would, as in PyTorch.
+  Value counted = b.select(b.compare(Compare::EQ, numbers, b.full(0, nans.type)), n, numbers);
+  Value pos = b.binary("divide", b.binary("subtract", skip_nan ? counted : n, one), two);
   if (!skip_nan) {
     Value any_nan = b.compare(Compare::GT, nans, b.full(0, nans.type));
     pos = b.select(any_nan, numbers, pos);
