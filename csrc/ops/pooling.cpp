@@ -187,8 +187,6 @@ V max_pool(Node& n, size_t spatial) {
   return {slice_to(b, r[0], n.out(0).shape), slice_to(b, r[1], n.out(1).shape)};
 }
 
-V lower_max_pool2d(Node& n) { return max_pool(n, 2); }
-V lower_max_pool3d(Node& n) { return max_pool(n, 3); }
 
 // The gradient of a max pooling: g added into the input plane at `indices`.
 Value scatter_by_indices(hlo::Builder& b, const Value& g, const Value& indices,
@@ -207,12 +205,6 @@ Value scatter_by_indices(hlo::Builder& b, const Value& g, const Value& indices,
   return b.reshape(sum, input.shape);
 }
 
-V lower_max_pool2d_backward(Node& n) {
-  return {scatter_by_indices(n.b, n.in(0), n.in(7), n.in(1).type, 2)};
-}
-V lower_max_pool3d_backward(Node& n) {
-  return {scatter_by_indices(n.b, n.in(0), n.in(7), n.in(1).type, 3)};
-}
 
 // ---- average pooling ----
 
@@ -274,10 +266,6 @@ V avg_pool_backward(Node& n, size_t spatial) {
   return {reduce_window(b, {padded}, {b.constant(0, acc)}, w, b.binary_region("stablehlo.add", acc))[0]};
 }
 
-V lower_avg_pool2d(Node& n) { return avg_pool_forward(n, 2); }
-V lower_avg_pool3d(Node& n) { return avg_pool_forward(n, 3); }
-V lower_avg_pool2d_backward(Node& n) { return avg_pool_backward(n, 2); }
-V lower_avg_pool3d_backward(Node& n) { return avg_pool_backward(n, 3); }
 
 // ---- adaptive pooling ----
 
@@ -336,10 +324,6 @@ V adaptive_avg_pool_backward(Node& n, size_t spatial) {
   return {per_dim_matrices(b, g, lead, spatial_of(n.out(), spatial), spatial_of(g.type, spatial), true)};
 }
 
-V lower_adaptive_avg_pool2d(Node& n) { return adaptive_avg_pool(n, 2); }
-V lower_adaptive_avg_pool3d(Node& n) { return adaptive_avg_pool(n, 3); }
-V lower_adaptive_avg_pool2d_backward(Node& n) { return adaptive_avg_pool_backward(n, 2); }
-V lower_adaptive_avg_pool3d_backward(Node& n) { return adaptive_avg_pool_backward(n, 3); }
 
 V adaptive_max_pool(Node& n, size_t spatial) {
   hlo::Builder& b = n.b;
@@ -384,13 +368,17 @@ V adaptive_max_pool(Node& n, size_t spatial) {
   return r;
 }
 
-V lower_adaptive_max_pool2d(Node& n) { return adaptive_max_pool(n, 2); }
-V lower_adaptive_max_pool3d(Node& n) { return adaptive_max_pool(n, 3); }
-V lower_adaptive_max_pool2d_backward(Node& n) {
-  return {scatter_by_indices(n.b, n.in(0), n.in(2), n.in(1).type, 2)};
+
+// The lowering of `f` over `spatial` trailing dims.
+LowerFn over(V (*f)(Node&, size_t), size_t spatial) {
+  return [f, spatial](Node& n) { return f(n, spatial); };
 }
-V lower_adaptive_max_pool3d_backward(Node& n) {
-  return {scatter_by_indices(n.b, n.in(0), n.in(2), n.in(1).type, 3)};
+
+// The gradient of a max pooling whose indices are argument `indices`.
+LowerFn max_pool_backward(size_t indices, size_t spatial) {
+  return [indices, spatial](Node& n) {
+    return V{scatter_by_indices(n.b, n.in(0), n.in(indices), n.in(1).type, spatial)};
+  };
 }
 
 }  // namespace
@@ -425,40 +413,40 @@ Value scatter_add_along(hlo::Builder& b, const Value& g, int64_t dim, const Ints
 }
 
 TORCH_TPU_LOWERING(max_pool2d, {"max_pool2d_with_indices", "max_pool2d_with_indices.out"},
-                   lower_max_pool2d);
+                   over(max_pool, 2));
 TORCH_TPU_LOWERING(max_pool3d, {"max_pool3d_with_indices", "max_pool3d_with_indices.out"},
-                   lower_max_pool3d);
+                   over(max_pool, 3));
 TORCH_TPU_LOWERING(max_pool2d_backward,
                    {"max_pool2d_with_indices_backward", "max_pool2d_with_indices_backward.grad_input"},
-                   lower_max_pool2d_backward);
+                   max_pool_backward(7, 2));
 TORCH_TPU_LOWERING(max_pool3d_backward,
                    {"max_pool3d_with_indices_backward", "max_pool3d_with_indices_backward.grad_input"},
-                   lower_max_pool3d_backward);
-TORCH_TPU_LOWERING(avg_pool2d, {"avg_pool2d", "avg_pool2d.out"}, lower_avg_pool2d);
-TORCH_TPU_LOWERING(avg_pool3d, {"avg_pool3d", "avg_pool3d.out"}, lower_avg_pool3d);
+                   max_pool_backward(7, 3));
+TORCH_TPU_LOWERING(avg_pool2d, {"avg_pool2d", "avg_pool2d.out"}, over(avg_pool_forward, 2));
+TORCH_TPU_LOWERING(avg_pool3d, {"avg_pool3d", "avg_pool3d.out"}, over(avg_pool_forward, 3));
 TORCH_TPU_LOWERING(avg_pool2d_backward, {"avg_pool2d_backward", "avg_pool2d_backward.grad_input"},
-                   lower_avg_pool2d_backward);
+                   over(avg_pool_backward, 2));
 TORCH_TPU_LOWERING(avg_pool3d_backward, {"avg_pool3d_backward", "avg_pool3d_backward.grad_input"},
-                   lower_avg_pool3d_backward);
+                   over(avg_pool_backward, 3));
 TORCH_TPU_LOWERING(adaptive_avg_pool2d, {"_adaptive_avg_pool2d", "_adaptive_avg_pool2d.out"},
-                   lower_adaptive_avg_pool2d);
+                   over(adaptive_avg_pool, 2));
 TORCH_TPU_LOWERING(adaptive_avg_pool3d, {"_adaptive_avg_pool3d", "_adaptive_avg_pool3d.out"},
-                   lower_adaptive_avg_pool3d);
+                   over(adaptive_avg_pool, 3));
 TORCH_TPU_LOWERING(adaptive_avg_pool2d_backward,
                    {"_adaptive_avg_pool2d_backward", "_adaptive_avg_pool2d_backward.out"},
-                   lower_adaptive_avg_pool2d_backward);
+                   over(adaptive_avg_pool_backward, 2));
 TORCH_TPU_LOWERING(adaptive_avg_pool3d_backward,
                    {"_adaptive_avg_pool3d_backward", "_adaptive_avg_pool3d_backward.out"},
-                   lower_adaptive_avg_pool3d_backward);
+                   over(adaptive_avg_pool_backward, 3));
 TORCH_TPU_LOWERING(adaptive_max_pool2d, {"adaptive_max_pool2d", "adaptive_max_pool2d.out"},
-                   lower_adaptive_max_pool2d);
+                   over(adaptive_max_pool, 2));
 TORCH_TPU_LOWERING(adaptive_max_pool3d, {"adaptive_max_pool3d", "adaptive_max_pool3d.out"},
-                   lower_adaptive_max_pool3d);
+                   over(adaptive_max_pool, 3));
 TORCH_TPU_LOWERING(adaptive_max_pool2d_backward,
                    {"adaptive_max_pool2d_backward", "adaptive_max_pool2d_backward.grad_input"},
-                   lower_adaptive_max_pool2d_backward);
+                   max_pool_backward(2, 2));
 TORCH_TPU_LOWERING(adaptive_max_pool3d_backward,
                    {"adaptive_max_pool3d_backward", "adaptive_max_pool3d_backward.grad_input"},
-                   lower_adaptive_max_pool3d_backward);
+                   max_pool_backward(2, 3));
 
 }  // namespace torch_tpu::ops
