@@ -1,9 +1,9 @@
 // Max, average and adaptive pooling over the trailing 1-3 dims, with gradients.
 //
 // Max pooling returns PyTorch's indices: the first maximum of a window in row-major
-// order, or its last NaN. Their gradients scatter into the input at those indices. Average pooling sums with reduce_window and divides
-// by PyTorch's per-window divisor, known from the shapes alone; its gradient is the
-// transposed window sum. Adaptive windows vary in size: average pooling applies a
+// order, or its last NaN. Their gradients scatter into the input at those indices.
+// Average pooling sums with reduce_window and divides by PyTorch's per-window divisor,
+// known from the shapes alone; its gradient is the transposed window sum. Adaptive windows vary in size: average pooling applies a
 // per-dim averaging matrix, max pooling gathers each window (padded by repeating its
 // last element, which changes neither the maximum nor its index) and reduces.
 #include "ops/pooling.h"
