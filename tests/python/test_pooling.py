@@ -68,7 +68,7 @@ def test_avg_pool(fn, shape, kw):
 
 @pytest.mark.parametrize("shape,out", [((2, 3, 8, 9), (3, 5)), ((1, 2, 7, 7), (7, 7)),
                                        ((2, 5, 6), (4, 4)), ((1, 2, 10, 3), (3, 2)),
-                                       ((2, 3, 6, 6), (1, 1))])
+                                       ((2, 3, 6, 6), (1, 1)), ((1, 2, 3, 2), (5, 4))])
 def test_adaptive_pool_2d(shape, out):
     check(lambda x: F.adaptive_avg_pool2d(x, out), r(*shape), tol=TOL)
     check(lambda x: F.adaptive_max_pool2d(x, out, return_indices=True), r(*shape), tol=TOL)
