@@ -202,7 +202,8 @@ Value scatter_op(Node& n, const std::string& reduce, bool include_self) {
                         out.dtype);
   }
   Value coords = dim_coords(b, index, dim, self.type.shape[dim]);
-  if (reduce.empty()) return b.reshape(point_scatter(b, self, coords, updates, Combine::Replace), out.shape);
+  if (reduce.empty())
+    return b.reshape(point_scatter(b, self, coords, updates, Combine::Replace), out.shape);
   Combine c = reduce_kind(reduce);
   const bool mean = reduce == "mean";
   // Low-precision sums and means accumulate in f32.
@@ -533,7 +534,8 @@ Value embedding_bag_backward(Node& n, const BagBackwardArgs& a) {
     rows = b.binary("divide", rows, b.broadcast_in_dim(size, {m, dim}, {0}));
   }
   if (n.has(a.psw))
-    rows = b.binary("multiply", rows, b.broadcast_in_dim(b.convert(n.in(a.psw), acc), {m, dim}, {0}));
+    rows = b.binary("multiply", rows,
+                    b.broadcast_in_dim(b.convert(n.in(a.psw), acc), {m, dim}, {0}));
   if (n.flag(a.scale))
     rows = b.binary("divide", rows,
                     b.broadcast_in_dim(index_counts(b, idx, num_weights, acc), {m, dim}, {0}));
@@ -610,7 +612,8 @@ std::vector<Value> lower_nonzero_flat(hlo::Builder& b, const Value& x) {
   Value count = b.reduce(b.convert(mask, DType::S64), b.constant(0, DType::S64), {0},
                          hlo::Reducer::Add);
   // True elements go to their rank; the others to n, which the scatter drops.
-  Value target = b.select(mask, mask_rank(b, mask), b.full(static_cast<double>(n), {DType::S64, {n}}));
+  Value target = b.select(mask, mask_rank(b, mask),
+                          b.full(static_cast<double>(n), {DType::S64, {n}}));
   Value positions = scatter(b, b.full(0, {DType::S64, {n}}), b.reshape(target, {n, 1}),
                             b.iota({DType::S64, {n}}, 0), {}, {0}, {0}, Combine::Replace);
   return {count, positions};

@@ -77,11 +77,13 @@ def test_eye(dtype):
     assert_same(torch.eye(0, dtype=dtype, device="tpu"), torch.eye(0, dtype=dtype))
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int32, torch.int64, torch.bool])
+@pytest.mark.parametrize("dtype",
+                         [torch.float32, torch.float16, torch.int32, torch.int64, torch.bool])
 def test_constant_fills(dtype):
     ref = torch.ones(2, 3, dtype=dtype)
     t = ref.to("tpu")
-    assert_same(torch.full((2, 3), 1, dtype=dtype, device="tpu"), torch.full((2, 3), 1, dtype=dtype))
+    assert_same(torch.full((2, 3), 1, dtype=dtype, device="tpu"),
+                torch.full((2, 3), 1, dtype=dtype))
     assert_same(torch.zeros(2, 3, dtype=dtype, device="tpu"), torch.zeros(2, 3, dtype=dtype))
     assert_same(torch.ones(4, dtype=dtype, device="tpu"), torch.ones(4, dtype=dtype))
     assert_same(torch.zeros_like(t), torch.zeros_like(ref))
