@@ -306,6 +306,16 @@ def test_nonzero_and_masked_select(dtype):
     assert_same(tpu(x)[0, 0, 0:1].t().nonzero(), x[0, 0, 0:1].t().nonzero())
 
 
+def test_masked_ops_span_several_scan_blocks():
+    # Long enough for the blocked prefix sum behind them to recurse twice.
+    x = make((70, 50), seed=1)
+    mask = make((70, 50), torch.bool, seed=2)
+    assert_same(tpu(x).nonzero(), x.nonzero())
+    assert_same(tpu(x)[tpu(mask)], x[mask])
+    src = make((3500,), seed=3)
+    assert_same(tpu(x).masked_scatter(tpu(mask), tpu(src)), x.masked_scatter(mask, src))
+
+
 def test_masked_select_and_scatter_backward():
     x = make((3, 4))
     mask = make((3, 4), torch.bool, seed=5)
