@@ -6,32 +6,12 @@ import torch.nn.functional as F
 
 from conftest import assert_same
 
-DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.int64, torch.int32, torch.bool]
-
-
-def make(shape, dtype=torch.float32, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    if dtype == torch.bool:
-        return torch.rand(shape, generator=g) > 0.5
-    if dtype.is_floating_point:
-        return torch.randn(shape, generator=g).to(dtype)
-    return torch.randint(-50, 50, shape, generator=g).to(dtype)
-
-
-def tpu(t):
-    return t.to("tpu")
+from test_indexing import DTYPES, make, tpu
+from test_indexing import grad_check as grad_check_tol
 
 
 def grad_check(fn, *inputs):
-    cpu_in = [x.clone().requires_grad_() for x in inputs]
-    tpu_in = [tpu(x.detach()).requires_grad_() for x in inputs]
-    out_cpu, out_tpu = fn(*cpu_in), fn(*tpu_in)
-    assert_same(out_tpu, out_cpu)
-    w = make(out_cpu.shape, seed=7)
-    (out_cpu * w).sum().backward()
-    (out_tpu * tpu(w)).sum().backward()
-    for c, t in zip(cpu_in, tpu_in):
-        assert_same(t.grad, c.grad, rtol=1e-5, atol=1e-5)
+    grad_check_tol(fn, *inputs, tol=dict(rtol=1e-5, atol=1e-5))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
