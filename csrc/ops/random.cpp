@@ -25,12 +25,6 @@ void check(bool ok, const std::string& message) {
   if (!ok) throw std::invalid_argument(message);
 }
 
-int64_t numel_of(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
-
 Value random_bits(hlo::Builder& b, const Value& state, const TensorType& type) {
   if (type.numel() == 0) return b.full(0, type);
   return b.emit_multi("stablehlo.rng_bit_generator", {state},
@@ -78,7 +72,7 @@ Value affine(hlo::Builder& b, const Value& x, const Value& scale, const Value& s
 Value standard_normal(hlo::Builder& b, const Value& state, const std::vector<int64_t>& shape,
                       DType dtype) {
   const DType m = math_dtype(dtype);
-  const int64_t n = numel_of(shape);
+  const int64_t n = TensorType{m, shape}.numel();
   if (n == 0) return b.full(0, {m, shape});
   const int64_t half = (n + 1) / 2;
   Value u = uniform01(b, state, {2, half}, m);
