@@ -141,7 +141,7 @@ c10::ScalarType scalar_operand_type(c10::ScalarType compute) {
 struct MetaResult {
   std::vector<hlo::TensorType> outputs;      // fresh results, then mutated arguments
   std::vector<std::vector<int64_t>> sizes;   // of each output, for out= resizing
-  std::vector<size_t> fresh_list_lengths;    // per fresh return: -1 for a plain tensor
+  std::vector<int64_t> fresh_list_lengths;   // per fresh return: -1 for a plain tensor
   // Results the meta kernel leaves undefined (a backward's output_mask entry that is
   // false): the lowering sees an empty f32 type for them and its value is dropped.
   std::vector<bool> undefined;
@@ -341,8 +341,7 @@ class LoweredKernel final : public c10::OperatorKernel {
     size_t count = 0, next = 0;
     for (size_t r = 0; r < returns_.size(); ++r) {
       if (returns_[r].alias >= 0) continue;
-      // A plain tensor's length is stored as -1 in the size_t field.
-      int64_t list_len = static_cast<int64_t>(meta.fresh_list_lengths[r]);
+      int64_t list_len = meta.fresh_list_lengths[r];
       size_t len = list_len < 0 ? 1 : static_cast<size_t>(list_len);
       for (size_t k = 0; k < len; ++k) count += !meta.undefined[next++];
     }
