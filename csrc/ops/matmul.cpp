@@ -1,6 +1,7 @@
 #include "ops/matmul.h"
 
 #include "ops/elementwise.h"
+#include "ops/registry.h"
 
 namespace torch_tpu::ops {
 
@@ -36,5 +37,60 @@ hlo::Value lower_addmm(hlo::Builder& b, const hlo::Value& bias, const hlo::Value
   base = b.binary("multiply", base, broadcast_to(b, b.convert(beta, dtype), product.type.shape));
   return b.binary("add", base, scaled);
 }
+
+}  // namespace torch_tpu::ops
+
+// The table entries for the rest of the family: linear, matmul and einsum decompose
+// into these (and mm/bmm/addmm) before they reach the backend.
+namespace torch_tpu::ops {
+
+namespace {
+
+using hlo::Value;
+using V = std::vector<Value>;
+
+// dot_general in `dtype`, accumulating bf16/f16 in f32.
+Value contract(hlo::Builder& b, const Value& x, const Value& y, const std::vector<int64_t>& batch,
+               const std::vector<int64_t>& lhs_contract, const std::vector<int64_t>& rhs_contract,
+               hlo::DType dtype) {
+  Value l = b.convert(x, dtype), r = b.convert(y, dtype);
+  return b.convert(b.dot_general(l, r, batch, batch, lhs_contract, rhs_contract, math_dtype(dtype)),
+                   dtype);
+}
+
+// beta * self + alpha * product for the (self, a, b, *, beta, alpha) schemas. beta == 0
+// ignores self, so NaN and inf in it do not propagate (as on CPU).
+Value add_scaled(Node& n, const Value& product) {
+  hlo::Builder& b = n.b;
+  const hlo::TensorType& t = product.type;
+  Value beta = cast_to(b, n.in(3), t.dtype, t.shape);
+  Value alpha = cast_to(b, n.in(4), t.dtype, t.shape);
+  Value self = cast_to(b, n.in(0), t.dtype, t.shape);
+  Value zero = b.full(0, t);
+  Value base = b.select(b.compare(hlo::Compare::EQ, beta, zero), zero,
+                        b.binary("multiply", beta, self));
+  return b.binary("add", base, b.binary("multiply", alpha, product));
+}
+
+V lower_baddbmm(Node& n) {
+  return {add_scaled(n, contract(n.b, n.in(1), n.in(2), {0}, {2}, {1}, n.out().dtype))};
+}
+V lower_addbmm(Node& n) {
+  return {add_scaled(n, contract(n.b, n.in(1), n.in(2), {}, {0, 2}, {0, 1}, n.out().dtype))};
+}
+V lower_addmv(Node& n) {
+  return {add_scaled(n, contract(n.b, n.in(1), n.in(2), {}, {1}, {0}, n.out().dtype))};
+}
+V lower_mv(Node& n) { return {contract(n.b, n.in(0), n.in(1), {}, {1}, {0}, n.out().dtype)}; }
+V lower_dot(Node& n) { return {contract(n.b, n.in(0), n.in(1), {}, {0}, {0}, n.out().dtype)}; }
+
+}  // namespace
+
+TORCH_TPU_LOWERING(baddbmm, {"baddbmm", "baddbmm_", "baddbmm.out"}, lower_baddbmm);
+TORCH_TPU_LOWERING(addbmm, {"addbmm", "addbmm_", "addbmm.out"}, lower_addbmm);
+TORCH_TPU_LOWERING(addmv, {"addmv", "addmv_", "addmv.out"}, lower_addmv);
+TORCH_TPU_LOWERING(mv, {"mv", "mv.out"}, lower_mv);
+// vdot conjugates its first argument: the same as dot for the real dtypes a tpu holds.
+TORCH_TPU_LOWERING(dot, {"dot", "dot.out", "vdot", "vdot.out"}, lower_dot);
 
 }  // namespace torch_tpu::ops
