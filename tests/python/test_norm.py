@@ -116,3 +116,19 @@ def test_backward_output_masks():
         for g, c, m in zip(got, want, mask):
             if m:
                 assert_same(g, c, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("shape,normalized", [((3, 5), (5,)), ((2, 3, 4, 6), (4, 6))])
+def test_rms_norm(shape, normalized):
+    # F.rms_norm decomposes (_fused_rms_norm is CompositeImplicitAutograd) into
+    # elementwise ops and a mean before it reaches the backend.
+    check(lambda x, w: F.rms_norm(x, normalized, w, eps=1e-5), r(*shape), r(*normalized),
+          tol=tolerance(torch.float32))
+    check(lambda x: F.rms_norm(x, normalized), r(*shape), tol=tolerance(torch.float32))
+
+
+def test_instance_norm():
+    rm, rv = torch.zeros(3), torch.ones(3)
+    check(lambda x, w, b: F.instance_norm(x, rm.to(x.device), rv.to(x.device), w, b,
+                                          use_input_stats=True),
+          r(2, 3, 4, 5), r(3), r(3), tol=tolerance(torch.float32))
