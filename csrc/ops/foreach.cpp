@@ -4,6 +4,8 @@
 #include <cmath>
 #include <string>
 
+#include "ops/elementwise.h"
+#include "ops/reduction.h"
 #include "ops/registry.h"
 
 namespace torch_tpu::ops {
@@ -121,14 +123,7 @@ V lower_norm(Node& n) {  // _foreach_norm.Scalar(self[], ord, dtype?)
 
 V lower_max(Node& n) {  // _foreach_max(self[])
   V results;
-  for (size_t i = 0; i < n.outputs.size(); ++i) {
-    const Value& x = n.list(0).at(i).value();
-    const DType d = x.type.dtype;
-    Value init = hlo::is_float(d) ? n.b.constant(-INFINITY, d)
-                 : d == DType::Pred ? n.b.constant(0, d)
-                                    : n.b.constant(-9.2e18, d);
-    results.push_back(n.b.reduce(flat(n.b, x), init, {0}, hlo::Reducer::Max));
-  }
+  for (const auto& x : n.list(0)) results.push_back(reduce_extreme(n.b, flat(n.b, *x), {0}, true));
   return results;
 }
 
@@ -169,7 +164,7 @@ TORCH_TPU_LOWERING(foreach_maximum,
                     "_foreach_clamp_min_.List", "_foreach_clamp_min.Scalar",
                     "_foreach_clamp_min_.Scalar", "_foreach_clamp_min.ScalarList",
                     "_foreach_clamp_min_.ScalarList"},
-                   each({0, 1}, binary("maximum")));
+                   each({0, 1}, [](hlo::Builder& b, const V& x) { return nan_max(b, x[0], x[1]); }));
 TORCH_TPU_LOWERING(foreach_minimum,
                    {"_foreach_minimum.List", "_foreach_minimum_.List", "_foreach_minimum.Scalar",
                     "_foreach_minimum_.Scalar", "_foreach_minimum.ScalarList",
@@ -177,7 +172,7 @@ TORCH_TPU_LOWERING(foreach_minimum,
                     "_foreach_clamp_max_.List", "_foreach_clamp_max.Scalar",
                     "_foreach_clamp_max_.Scalar", "_foreach_clamp_max.ScalarList",
                     "_foreach_clamp_max_.ScalarList"},
-                   each({0, 1}, binary("minimum")));
+                   each({0, 1}, [](hlo::Builder& b, const V& x) { return nan_min(b, x[0], x[1]); }));
 TORCH_TPU_LOWERING(foreach_pow, {"_foreach_pow.List", "_foreach_pow_.List", "_foreach_pow.Scalar",
                                  "_foreach_pow_.Scalar", "_foreach_pow.ScalarList",
                                  "_foreach_pow_.ScalarList", "_foreach_pow.ScalarAndTensor"},

@@ -187,6 +187,16 @@ def test_max():
     check_lists(torch._foreach_max(tpu), torch._foreach_max(cpu))
 
 
+def test_nan_propagates_like_cpu():
+    cpu = [torch.tensor([math.nan, 1.0, 2.0]), torch.tensor([0.0, math.nan])]
+    other = [torch.tensor([0.0, math.nan, 1.0]), torch.tensor([1.0, 1.0])]
+    tpu, tpu_o = [c.to("tpu") for c in cpu], [o.to("tpu") for o in other]
+    for op in ("maximum", "minimum", "clamp_min", "clamp_max"):
+        fn = getattr(torch, f"_foreach_{op}")
+        check_lists(fn(tpu, tpu_o), fn(cpu, other), equal_nan=True)
+    check_lists(torch._foreach_max(tpu), torch._foreach_max(cpu), equal_nan=True)
+
+
 def test_scalar_values_do_not_recompile():
     cpu, tpu = make_lists(torch.float32)
     torch._foreach_mul_(tpu, [0.5, 0.25, 2.0])
