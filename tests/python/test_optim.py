@@ -258,6 +258,53 @@ def test_capturable_adam_keeps_steps_on_tpu_and_matches_cpu(opt_cls):
     run_steps(opt_cls, dict(lr=0.01, amsgrad=True, weight_decay=0.1), dict(capturable=True))
 
 
+@pytest.mark.parametrize("opt_cls, kwargs", [
+    (torch.optim.Adam, dict(lr=0.01)),
+    (torch.optim.Adam, dict(lr=0.01, amsgrad=True, weight_decay=0.1, maximize=True)),
+    (torch.optim.AdamW, dict(lr=0.01, weight_decay=0.05, amsgrad=True)),
+])
+def test_fused_adam_is_one_program_and_matches_cpu(opt_cls, kwargs):
+    cpu_model = small_model()
+    tpu_model = copy.deepcopy(cpu_model).to("tpu")
+    cpu_opt = opt_cls(cpu_model.parameters(), fused=True, **kwargs)
+    tpu_opt = opt_cls(tpu_model.parameters(), fused=True, **kwargs)
+    g = torch.Generator().manual_seed(1)
+    for _ in range(3):
+        x = torch.randn(8, 6, generator=g)
+        for model, opt, inp in ((cpu_model, cpu_opt, x), (tpu_model, tpu_opt, x.to("tpu"))):
+            opt.zero_grad()
+            out = model(inp)
+            (out * out).sum().backward()
+            torch_tpu.metrics.reset()
+            opt.step()
+    assert torch_tpu.metrics.snapshot()["executions"] == 2  # the step count, then the update
+    for p_cpu, p_tpu in zip(cpu_model.parameters(), tpu_model.parameters()):
+        assert_same(p_tpu.detach(), p_cpu.detach(), rtol=1e-4, atol=1e-5)
+
+
+def test_fused_adam_with_grad_scaler_skips_overflows_like_cpu():
+    runs = []
+    for device in ("cpu", "tpu"):
+        model = small_model().to(device)
+        opt = torch.optim.AdamW(model.parameters(), lr=0.01, fused=True)
+        scaler = torch.amp.GradScaler(device, init_scale=2.0 ** 8, growth_interval=2)
+        g = torch.Generator().manual_seed(2)
+        for step in range(4):
+            x = torch.randn(8, 6, generator=g).to(device)
+            opt.zero_grad()
+            out = model(x)
+            scaler.scale((out * out).mean()).backward()
+            if step == 2:
+                next(model.parameters()).grad[0, 0] = math.nan
+            scaler.step(opt)
+            scaler.update()
+        runs.append(([p.detach().cpu() for p in model.parameters()], scaler.get_scale()))
+    (cpu_params, cpu_scale), (params, scale) = runs
+    assert scale == cpu_scale
+    for p, p_c in zip(params, cpu_params):
+        torch.testing.assert_close(p, p_c, rtol=1e-4, atol=1e-5)
+
+
 def test_clip_grad_norm_matches_cpu():
     cpu_model = small_model()
     tpu_model = copy.deepcopy(cpu_model).to("tpu")
