@@ -225,11 +225,12 @@ OPTIMIZERS = [
 ]
 
 
-def run_steps(opt_cls, kwargs, tpu_kwargs):
+def run_steps(opt_cls, kwargs, tpu_kwargs, mode=dict(foreach=True)):
+    """Four steps on CPU and on tpu; returns the tpu programs of the last step."""
     cpu_model = small_model()
     tpu_model = copy.deepcopy(cpu_model).to("tpu")
-    cpu_opt = opt_cls(cpu_model.parameters(), foreach=True, **kwargs)
-    tpu_opt = opt_cls(tpu_model.parameters(), foreach=True, **kwargs, **tpu_kwargs)
+    cpu_opt = opt_cls(cpu_model.parameters(), **mode, **kwargs)
+    tpu_opt = opt_cls(tpu_model.parameters(), **mode, **kwargs, **tpu_kwargs)
     g = torch.Generator().manual_seed(1)
     for _ in range(4):
         x = torch.randn(8, 6, generator=g)
@@ -237,6 +238,7 @@ def run_steps(opt_cls, kwargs, tpu_kwargs):
             opt.zero_grad()
             out = model(inp)
             (out * out).sum().backward()
+            torch_tpu.metrics.reset()
             opt.step()
     for p_cpu, p_tpu in zip(cpu_model.parameters(), tpu_model.parameters()):
         assert_same(p_tpu.detach(), p_cpu.detach(), rtol=1e-4, atol=1e-5)
@@ -244,6 +246,7 @@ def run_steps(opt_cls, kwargs, tpu_kwargs):
         for key, value in s_cpu.items():
             if torch.is_tensor(value) and value.dim() > 0:
                 assert_same(s_tpu[key], value, rtol=1e-4, atol=1e-5)
+    return torch_tpu.metrics.snapshot()["executions"]
 
 
 @pytest.mark.parametrize("opt_cls, kwargs", OPTIMIZERS,
@@ -264,22 +267,8 @@ def test_capturable_adam_keeps_steps_on_tpu_and_matches_cpu(opt_cls):
     (torch.optim.AdamW, dict(lr=0.01, weight_decay=0.05, amsgrad=True)),
 ])
 def test_fused_adam_is_one_program_and_matches_cpu(opt_cls, kwargs):
-    cpu_model = small_model()
-    tpu_model = copy.deepcopy(cpu_model).to("tpu")
-    cpu_opt = opt_cls(cpu_model.parameters(), fused=True, **kwargs)
-    tpu_opt = opt_cls(tpu_model.parameters(), fused=True, **kwargs)
-    g = torch.Generator().manual_seed(1)
-    for _ in range(3):
-        x = torch.randn(8, 6, generator=g)
-        for model, opt, inp in ((cpu_model, cpu_opt, x), (tpu_model, tpu_opt, x.to("tpu"))):
-            opt.zero_grad()
-            out = model(inp)
-            (out * out).sum().backward()
-            torch_tpu.metrics.reset()
-            opt.step()
-    assert torch_tpu.metrics.snapshot()["executions"] == 2  # the step count, then the update
-    for p_cpu, p_tpu in zip(cpu_model.parameters(), tpu_model.parameters()):
-        assert_same(p_tpu.detach(), p_cpu.detach(), rtol=1e-4, atol=1e-5)
+    # two programs a step: the step count, then the whole update
+    assert run_steps(opt_cls, kwargs, {}, mode=dict(fused=True)) == 2
 
 
 def test_fused_adam_with_grad_scaler_skips_overflows_like_cpu():
