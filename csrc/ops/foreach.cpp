@@ -2,8 +2,11 @@
 // step costs one launch per op instead of one per parameter. Each tensor is computed in
 // its own result dtype (lists may mix dtypes), bf16/f16 in f32 as PyTorch's kernels do.
 #include <cmath>
+#include <optional>
 #include <string>
 
+#include "ops/elementwise.h"
+#include "ops/reduction.h"
 #include "ops/registry.h"
 
 namespace torch_tpu::ops {
@@ -121,15 +124,76 @@ V lower_norm(Node& n) {  // _foreach_norm.Scalar(self[], ord, dtype?)
 
 V lower_max(Node& n) {  // _foreach_max(self[])
   V results;
-  for (size_t i = 0; i < n.outputs.size(); ++i) {
-    const Value& x = n.list(0).at(i).value();
-    const DType d = x.type.dtype;
-    Value init = hlo::is_float(d) ? n.b.constant(-INFINITY, d)
-                 : d == DType::Pred ? n.b.constant(0, d)
-                                    : n.b.constant(-9.2e18, d);
-    results.push_back(n.b.reduce(flat(n.b, x), init, {0}, hlo::Reducer::Max));
-  }
+  for (const auto& x : n.list(0)) results.push_back(reduce_extreme(n.b, flat(n.b, *x), {0}, true));
   return results;
+}
+
+// _fused_adam_ / _fused_adamw_(self[], grads[], exp_avgs[], exp_avg_sqs[], max_exp_avg_sqs[],
+// state_steps[], *, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale?,
+// found_inf?): a whole Adam step in one program, with PyTorch's fused kernel's formulas.
+// A nonzero found_inf leaves everything as it was (the step GradScaler skips).
+LowerFn fused_adam(bool decoupled) {
+  return [decoupled](Node& n) {
+    hlo::Builder& b = n.b;
+    const size_t k = n.list(0).size();
+    const bool amsgrad = n.flag(11), maximize = n.flag(12);
+    const double beta1 = n.f64(7), beta2 = n.f64(8), weight_decay = n.f64(9), eps = n.f64(10);
+    Value lr = b.constant(n.f64(6), DType::F64);
+    std::optional<Value> skip;
+    if (n.has(14)) skip = b.compare(Compare::NE, b.convert(n.in(14), DType::F32), b.constant(0, DType::F32));
+    V params, grads, avgs, sqs, maxes;
+    for (size_t i = 0; i < k; ++i) {
+      const Value& p0 = n.list(0)[i].value();
+      const DType m = math_dtype(p0.type.dtype);
+      const std::vector<int64_t>& shape = p0.type.shape;
+      auto scalar = [&](const Value& x) { return b.broadcast_in_dim(b.convert(x, m), shape, {}); };
+      auto constant = [&](double x) { return b.full(x, {m, shape}); };
+      // Bias corrections from the step count, in f64 as PyTorch computes them.
+      Value step = b.convert(n.list(5)[i].value(), DType::F64);
+      Value bc1 = b.binary("subtract", b.constant(1, DType::F64),
+                           b.binary("power", b.constant(beta1, DType::F64), step));
+      Value bc2 = b.binary("subtract", b.constant(1, DType::F64),
+                           b.binary("power", b.constant(beta2, DType::F64), step));
+      Value step_size = scalar(b.binary("divide", lr, bc1));
+      Value bc2_sqrt = scalar(b.unary("sqrt", bc2));
+      Value param = b.convert(p0, m);
+      Value grad = b.convert(n.list(1)[i].value(), m);
+      if (n.has(13)) grad = b.binary("divide", grad, scalar(n.in(13)));
+      Value g = maximize ? b.unary("negate", grad) : grad;
+      if (weight_decay != 0) {
+        if (decoupled)
+          param = b.binary("subtract", param, b.binary("multiply", b.binary("multiply", scalar(lr), constant(weight_decay)), param));
+        else
+          g = b.binary("add", g, b.binary("multiply", param, constant(weight_decay)));
+      }
+      Value avg = lerp(b, {b.convert(n.list(2)[i].value(), m), g, constant(1 - beta1)});
+      Value sq = b.binary("add", b.binary("multiply", b.convert(n.list(3)[i].value(), m), constant(beta2)),
+                          b.binary("multiply", b.binary("multiply", constant(1 - beta2), g), g));
+      Value second = sq;
+      if (amsgrad) {
+        second = nan_max(b, b.convert(n.list(4)[i].value(), m), sq);
+        maxes.push_back(second);
+      }
+      Value denom = b.binary("add", b.binary("divide", b.unary("sqrt", second), bc2_sqrt), constant(eps));
+      params.push_back(b.binary("subtract", param, b.binary("divide", b.binary("multiply", step_size, avg), denom)));
+      grads.push_back(grad);
+      avgs.push_back(avg);
+      sqs.push_back(sq);
+    }
+    V results;
+    for (const V* list : {&params, &grads, &avgs, &sqs, &maxes}) results.insert(results.end(), list->begin(), list->end());
+    if (skip) {
+      // The old values, in the same order as the results.
+      V old;
+      for (size_t a = 0; a < 5; ++a)
+        for (const auto& x : n.list(a)) old.push_back(*x);
+      for (size_t r = 0; r < results.size(); ++r) {
+        Value fresh = b.convert(results[r], old[r].type.dtype);
+        results[r] = b.select(b.broadcast_in_dim(*skip, fresh.type.shape, {}), old[r], fresh);
+      }
+    }
+    return results;
+  };
 }
 
 V lower_zero(Node& n) {
@@ -169,7 +233,7 @@ TORCH_TPU_LOWERING(foreach_maximum,
                     "_foreach_clamp_min_.List", "_foreach_clamp_min.Scalar",
                     "_foreach_clamp_min_.Scalar", "_foreach_clamp_min.ScalarList",
                     "_foreach_clamp_min_.ScalarList"},
-                   each({0, 1}, binary("maximum")));
+                   each({0, 1}, [](hlo::Builder& b, const V& x) { return nan_max(b, x[0], x[1]); }));
 TORCH_TPU_LOWERING(foreach_minimum,
                    {"_foreach_minimum.List", "_foreach_minimum_.List", "_foreach_minimum.Scalar",
                     "_foreach_minimum_.Scalar", "_foreach_minimum.ScalarList",
@@ -177,7 +241,7 @@ TORCH_TPU_LOWERING(foreach_minimum,
                     "_foreach_clamp_max_.List", "_foreach_clamp_max.Scalar",
                     "_foreach_clamp_max_.Scalar", "_foreach_clamp_max.ScalarList",
                     "_foreach_clamp_max_.ScalarList"},
-                   each({0, 1}, binary("minimum")));
+                   each({0, 1}, [](hlo::Builder& b, const V& x) { return nan_min(b, x[0], x[1]); }));
 TORCH_TPU_LOWERING(foreach_pow, {"_foreach_pow.List", "_foreach_pow_.List", "_foreach_pow.Scalar",
                                  "_foreach_pow_.Scalar", "_foreach_pow.ScalarList",
                                  "_foreach_pow_.ScalarList", "_foreach_pow.ScalarAndTensor"},
@@ -194,6 +258,9 @@ TORCH_TPU_LOWERING(foreach_lerp, {"_foreach_lerp.List", "_foreach_lerp_.List",
                                   "_foreach_lerp.ScalarList", "_foreach_lerp_.ScalarList"},
                    each({0, 1, 2}, lerp));
 
+// The .tensor_lr overloads have no meta kernel, so the table cannot serve them.
+TORCH_TPU_LOWERING(fused_adam, {"_fused_adam_"}, fused_adam(false));
+TORCH_TPU_LOWERING(fused_adamw, {"_fused_adamw_"}, fused_adam(true));
 TORCH_TPU_LOWERING(foreach_norm, {"_foreach_norm.Scalar"}, lower_norm);
 TORCH_TPU_LOWERING(foreach_max, {"_foreach_max"}, lower_max);
 TORCH_TPU_LOWERING(foreach_zero, {"_foreach_zero", "_foreach_zero_"}, lower_zero);

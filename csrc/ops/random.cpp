@@ -67,26 +67,22 @@ Value affine(hlo::Builder& b, const Value& x, const Value& scale, const Value& s
   return b.binary("add", b.binary("multiply", x, scale), shift);
 }
 
-// Standard normals by Box-Muller; both values of each pair are used, so k normals take
-// k uniforms.
+// Standard normals by inversion, sqrt(2) * erfinv(v) for v uniform on (-1, 1): one draw
+// per value and one polynomial, where Box-Muller needs a log, a sqrt, a sine and a cosine.
+// v is (2k + 1 - 2^d) / 2^d for a d-bit k: symmetric, exact, never +-1.
 Value standard_normal(hlo::Builder& b, const Value& state, const std::vector<int64_t>& shape,
                       DType dtype) {
-  const DType m = math_dtype(dtype);
-  const int64_t n = TensorType{m, shape}.numel();
-  if (n == 0) return b.full(0, {m, shape});
-  const int64_t half = (n + 1) / 2;
-  Value u = uniform01(b, state, {2, half}, m);
-  const TensorType row{m, {half}};
-  Value u1 = b.reshape(b.slice(u, {0, 0}, {1, half}, {1, 1}), {half});
-  Value u2 = b.reshape(b.slice(u, {1, 0}, {2, half}, {1, 1}), {half});
-  // 1 - u1 lies in (0, 1], so the logarithm is finite.
-  Value log = b.unary("log", b.binary("subtract", b.full(1, row), u1));
-  Value radius = b.unary("sqrt", b.binary("multiply", b.full(-2, row), log));
-  Value theta = b.binary("multiply", b.full(2 * M_PI, row), u2);
-  Value z = b.concatenate({b.binary("multiply", radius, b.unary("cosine", theta)),
-                           b.binary("multiply", radius, b.unary("sine", theta))},
-                          0);
-  return b.reshape(b.slice(z, {0}, {n}, {1}), shape);
+  const DType m = math_dtype(dtype) == DType::F64 ? DType::F64 : DType::F32;
+  const TensorType out{m, shape};
+  const TensorType bits_type{m == DType::F64 ? DType::U64 : DType::U32, shape};
+  const int width = m == DType::F64 ? 64 : 32;
+  const int d = digits(m) - 1;
+  Value bits = random_bits(b, state, bits_type);
+  bits = b.binary("shift_right_logical", bits, b.full(width - d, bits_type));
+  Value odd = b.binary("add", b.binary("multiply", b.convert(bits, m), b.full(2, out)),
+                       b.full(1 - std::ldexp(1.0, d), out));
+  Value v = b.binary("multiply", odd, b.full(std::ldexp(1.0, -d), out));
+  return b.binary("multiply", b.emit("chlo.erf_inv", {v}, "", out), b.full(M_SQRT2, out));
 }
 
 // ---- uniform, normal, exponential -------------------------------------------------------

@@ -187,6 +187,16 @@ def test_max():
     check_lists(torch._foreach_max(tpu), torch._foreach_max(cpu))
 
 
+def test_nan_propagates_like_cpu():
+    cpu = [torch.tensor([math.nan, 1.0, 2.0]), torch.tensor([0.0, math.nan])]
+    other = [torch.tensor([0.0, math.nan, 1.0]), torch.tensor([1.0, 1.0])]
+    tpu, tpu_o = [c.to("tpu") for c in cpu], [o.to("tpu") for o in other]
+    for op in ("maximum", "minimum", "clamp_min", "clamp_max"):
+        fn = getattr(torch, f"_foreach_{op}")
+        check_lists(fn(tpu, tpu_o), fn(cpu, other), equal_nan=True)
+    check_lists(torch._foreach_max(tpu), torch._foreach_max(cpu), equal_nan=True)
+
+
 def test_scalar_values_do_not_recompile():
     cpu, tpu = make_lists(torch.float32)
     torch._foreach_mul_(tpu, [0.5, 0.25, 2.0])
@@ -215,13 +225,12 @@ OPTIMIZERS = [
 ]
 
 
-@pytest.mark.parametrize("opt_cls, kwargs", OPTIMIZERS,
-                         ids=[f"{c.__name__}-{'-'.join(k)}" for c, k in OPTIMIZERS])
-def test_foreach_optimizer_steps_match_cpu(opt_cls, kwargs):
+def run_steps(opt_cls, kwargs, tpu_kwargs, mode=dict(foreach=True)):
+    """Four steps on CPU and on tpu; returns the tpu programs of the last step."""
     cpu_model = small_model()
     tpu_model = copy.deepcopy(cpu_model).to("tpu")
-    cpu_opt = opt_cls(cpu_model.parameters(), foreach=True, **kwargs)
-    tpu_opt = opt_cls(tpu_model.parameters(), foreach=True, **kwargs)
+    cpu_opt = opt_cls(cpu_model.parameters(), **mode, **kwargs)
+    tpu_opt = opt_cls(tpu_model.parameters(), **mode, **kwargs, **tpu_kwargs)
     g = torch.Generator().manual_seed(1)
     for _ in range(4):
         x = torch.randn(8, 6, generator=g)
@@ -229,13 +238,60 @@ def test_foreach_optimizer_steps_match_cpu(opt_cls, kwargs):
             opt.zero_grad()
             out = model(inp)
             (out * out).sum().backward()
+            torch_tpu.metrics.reset()
             opt.step()
     for p_cpu, p_tpu in zip(cpu_model.parameters(), tpu_model.parameters()):
         assert_same(p_tpu.detach(), p_cpu.detach(), rtol=1e-4, atol=1e-5)
     for s_cpu, s_tpu in zip(cpu_opt.state.values(), tpu_opt.state.values()):
         for key, value in s_cpu.items():
-            if torch.is_tensor(value) and value.device.type == "cpu" and value.dim() > 0:
+            if torch.is_tensor(value) and value.dim() > 0:
                 assert_same(s_tpu[key], value, rtol=1e-4, atol=1e-5)
+    return torch_tpu.metrics.snapshot()["executions"]
+
+
+@pytest.mark.parametrize("opt_cls, kwargs", OPTIMIZERS,
+                         ids=[f"{c.__name__}-{'-'.join(k)}" for c, k in OPTIMIZERS])
+def test_foreach_optimizer_steps_match_cpu(opt_cls, kwargs):
+    run_steps(opt_cls, kwargs, {})
+
+
+@pytest.mark.parametrize("opt_cls", [torch.optim.Adam, torch.optim.AdamW])
+def test_capturable_adam_keeps_steps_on_tpu_and_matches_cpu(opt_cls):
+    # capturable keeps the step counts on the device: bias corrections are _foreach ops
+    run_steps(opt_cls, dict(lr=0.01, amsgrad=True, weight_decay=0.1), dict(capturable=True))
+
+
+@pytest.mark.parametrize("opt_cls, kwargs", [
+    (torch.optim.Adam, dict(lr=0.01)),
+    (torch.optim.Adam, dict(lr=0.01, amsgrad=True, weight_decay=0.1, maximize=True)),
+    (torch.optim.AdamW, dict(lr=0.01, weight_decay=0.05, amsgrad=True)),
+])
+def test_fused_adam_is_one_program_and_matches_cpu(opt_cls, kwargs):
+    # two programs a step: the step count, then the whole update
+    assert run_steps(opt_cls, kwargs, {}, mode=dict(fused=True)) == 2
+
+
+def test_fused_adam_with_grad_scaler_skips_overflows_like_cpu():
+    runs = []
+    for device in ("cpu", "tpu"):
+        model = small_model().to(device)
+        opt = torch.optim.AdamW(model.parameters(), lr=0.01, fused=True)
+        scaler = torch.amp.GradScaler(device, init_scale=2.0 ** 8, growth_interval=2)
+        g = torch.Generator().manual_seed(2)
+        for step in range(4):
+            x = torch.randn(8, 6, generator=g).to(device)
+            opt.zero_grad()
+            out = model(x)
+            scaler.scale((out * out).mean()).backward()
+            if step == 2:
+                next(model.parameters()).grad[0, 0] = math.nan
+            scaler.step(opt)
+            scaler.update()
+        runs.append(([p.detach().cpu() for p in model.parameters()], scaler.get_scale()))
+    (cpu_params, cpu_scale), (params, scale) = runs
+    assert scale == cpu_scale
+    for p, p_c in zip(params, cpu_params):
+        torch.testing.assert_close(p, p_c, rtol=1e-4, atol=1e-5)
 
 
 def test_clip_grad_norm_matches_cpu():
