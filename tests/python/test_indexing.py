@@ -197,6 +197,8 @@ def test_advanced_indexing(dtype):
         lambda t, d: t[..., d(i)],
         lambda t, d: t[d(torch.tensor(1)), d(i)],
         lambda t, d: t[d(i)[:0]],
+        lambda t, d: t[d(i.int())],                  # int32 indices
+        lambda t, d: t.transpose(0, 2)[d(j), 1:, d(i)],  # a non-contiguous self
     ]
     for case in cases:
         assert_same(case(tpu(x), tpu), case(x, lambda t: t))
@@ -227,8 +229,6 @@ def test_index_backward():
 @pytest.mark.parametrize("dtype", SOME)
 @pytest.mark.parametrize("accumulate", [False, True])
 def test_index_put(dtype, accumulate):
-    if accumulate and dtype == torch.bool:
-        pytest.skip("CPU has no bool accumulate")
     x = make((5, 4), dtype)
     v = make((3, 4), dtype, seed=2)
     i = torch.tensor([0, -1, 2])
@@ -261,6 +261,11 @@ def test_index_put_masks_and_setitem(accumulate):
     y = tpu(x)
     y.index_put_((tpu(mask),), tpu(vals), accumulate=accumulate)
     assert_same(y, x.clone().index_put_((mask,), vals, accumulate=accumulate))
+    y = tpu(x)
+    y.t()[tpu(torch.tensor([4, 0]))] = tpu(torch.arange(4.0))
+    want = x.clone()
+    want.t()[torch.tensor([4, 0])] = torch.arange(4.0)
+    assert_same(y, want)
     y = tpu(x)
     y[1:, tpu(torch.tensor([0, 2]))] = tpu(torch.tensor(-1.0))
     want = x.clone()
@@ -373,6 +378,16 @@ def test_take_and_put():
     assert_same(tpu(x).put(tpu(dup), tpu(src.flatten()[:3]), accumulate=True),
                 x.put(dup, src.flatten()[:3], accumulate=True))
     grad_check(lambda x: torch.take(x, tpu(idx) if x.device.type == "tpu" else idx), x)
+
+
+def test_out_of_range_host_indices_raise_like_cpu():
+    x = tpu(make((4, 3)))
+    with pytest.raises(IndexError, match="index 4 is out of bounds for dimension 0 with size 4"):
+        x[torch.tensor([0, 4])]
+    with pytest.raises(IndexError, match="index -5 is out of bounds for dimension 0"):
+        x[torch.tensor([-5])] = 1.0
+    with pytest.raises(IndexError, match="out of bounds for dimension 1 with size 3"):
+        x[:, torch.tensor([3])]
 
 
 def test_out_of_range_index_is_clamped_not_checked():
