@@ -80,6 +80,25 @@ def test_embedding_bag(mode, last):
     grad_check(fn, w)
 
 
+@pytest.mark.parametrize("mode", ["sum", "mean"])
+def test_embedding_bag_scale_grad_by_freq(mode):
+    # CPU's embedding_bag scales some rows by another index's count (torch 2.13); the
+    # reference is the documented rule, built from F.embedding, which CPU gets right.
+    w = make((10, 3))
+    idx = torch.tensor([1, 2, 4, 5, 4, 3, 2, 9, 9])
+    bags = torch.tensor([0, 0, 0, 2, 2, 2, 2, 3, 3])
+    ref = w.clone().requires_grad_()
+    rows = F.embedding(idx, ref, scale_grad_by_freq=True)
+    out = torch.zeros(4, 3).index_add(0, bags, rows)
+    if mode == "mean":
+        out = out / torch.tensor([3.0, 1.0, 4.0, 2.0]).unsqueeze(1)
+    out.sum().backward()
+    got = tpu(w).requires_grad_()
+    F.embedding_bag(tpu(idx), got, tpu(torch.tensor([0, 3, 3, 7])), mode=mode,
+                    scale_grad_by_freq=True).sum().backward()
+    assert_same(got.grad, ref.grad)
+
+
 @pytest.mark.parametrize("padding_idx", [None, 4])
 def test_embedding_bag_per_sample_weights_and_padding(padding_idx):
     w = make((10, 3))
@@ -122,6 +141,18 @@ def test_gather(dtype):
     # Negative indices are PyTorch errors on CPU; an empty index gives an empty result.
     empty = torch.zeros(0, 5, 3, dtype=torch.long)
     assert_same(torch.gather(tpu(x), 0, tpu(empty)), torch.gather(x, 0, empty))
+
+
+def test_zero_dim_self_and_index():
+    x, v = torch.tensor(1.5), torch.tensor(-2.0)
+    i = torch.tensor(0)
+    assert_same(torch.gather(tpu(x), 0, tpu(i)), torch.gather(x, 0, i))
+    assert_same(tpu(x).index_select(0, tpu(i)), x.index_select(0, i))
+    assert_same(tpu(x).scatter(0, tpu(i), tpu(v)), x.scatter(0, i, v))
+    assert_same(tpu(x).scatter_add(0, tpu(i), tpu(v)), x.scatter_add(0, i, v))
+    assert_same(tpu(x).index_add(0, tpu(i), tpu(v)), x.index_add(0, i, v))
+    assert_same(tpu(x).index_fill(0, tpu(i), 3.0), x.index_fill(0, i, 3.0))
+    assert_same(tpu(torch.arange(5.0))[tpu(torch.tensor(-2))], torch.arange(5.0)[torch.tensor(-2)])
 
 
 def test_gather_backward_and_noncontiguous():
