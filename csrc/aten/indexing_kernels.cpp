@@ -8,8 +8,6 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <ATen/ops/index.h>
-#include <ATen/ops/linspace.h>
-#include <ATen/ops/logspace.h>
 #include <ATen/ops/unfold_native.h>
 #include <torch/library.h>
 

@@ -1,11 +1,10 @@
 // Indexing: gathers and scatters along a dim or at points, advanced indexing, masks,
-// embeddings. Negative indices wrap as on CPU; indices still out of range are clamped by
-// gather and dropped by scatter (XLA's semantics, as undefined as CUDA's): checking them
-// would need a device sync per op.
+// embeddings. Negative indices wrap as on CPU. Indices still out of range are clamped by
+// gather and dropped by scatter (XLA's semantics; CUDA's result is undefined too):
+// checking device-resident indices would need a sync per op.
 #include "ops/indexing.h"
 
 #include <cmath>
-#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -360,7 +359,7 @@ V lower_masked_scatter(Node& n) {
 
 // ---- embeddings -------------------------------------------------------------------------
 
-// A 1-d s64 [m] of `indices`' count among all of `indices` (num_weights possible values).
+// For each of the 1-d indices `idx`, how often its value occurs in `idx`, as `dtype`.
 Value index_counts(hlo::Builder& b, const Value& idx, int64_t num_weights, DType dtype) {
   const int64_t m = idx.type.numel();
   Value counts = scatter(b, b.full(0, {dtype, {num_weights}}), b.reshape(idx, {m, 1}),
