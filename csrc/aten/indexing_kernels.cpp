@@ -8,8 +8,6 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <ATen/ops/index.h>
-#include <ATen/ops/linspace.h>
-#include <ATen/ops/logspace.h>
 #include <ATen/ops/unfold_native.h>
 #include <torch/library.h>
 
@@ -73,8 +71,30 @@ at::Tensor& masked_select_out(const at::Tensor& self, const at::Tensor& mask, at
 
 // Masks become integer indices (one sync each) and indices move to the device, as
 // CUDA's kernels prepare them.
+// Indices still on the host are checked there, as CPU does; device indices would need
+// a sync, so out-of-range ones are clamped (gather) or dropped (scatter), as on XLA.
+void check_host_indices(const at::Tensor& self,
+                        const c10::List<std::optional<at::Tensor>>& indices) {
+  int64_t dim = 0;
+  for (const std::optional<at::Tensor>& opt : indices) {
+    if (opt && opt->defined() && (opt->scalar_type() == at::kBool ||
+                                  opt->scalar_type() == at::kByte)) {
+      dim += opt->dim();
+      continue;
+    }
+    if (opt && opt->defined() && opt->is_cpu() && opt->numel() > 0 && dim < self.dim()) {
+      const int64_t size = self.size(dim);
+      const int64_t lo = opt->min().item<int64_t>(), hi = opt->max().item<int64_t>();
+      TORCH_CHECK_INDEX(lo >= -size && hi < size, "index ", hi >= size ? hi : lo,
+                        " is out of bounds for dimension ", dim, " with size ", size);
+    }
+    ++dim;
+  }
+}
+
 std::vector<at::Tensor> prepare_indices(const at::Tensor& self,
                                         const c10::List<std::optional<at::Tensor>>& indices) {
+  check_host_indices(self, indices);
   std::vector<at::Tensor> expanded = at::native::expandTensors(self, indices, true);
   TORCH_CHECK_INDEX(expanded.size() <= static_cast<size_t>(self.dim()),
                     "too many indices for tensor of dimension ", self.dim(), " (got ",

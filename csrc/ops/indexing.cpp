@@ -1,11 +1,10 @@
 // Indexing: gathers and scatters along a dim or at points, advanced indexing, masks,
-// embeddings. Negative indices wrap as on CPU; indices still out of range are clamped by
-// gather and dropped by scatter (XLA's semantics, as undefined as CUDA's): checking them
-// would need a device sync per op.
+// embeddings. Negative indices wrap as on CPU. Indices still out of range are clamped by
+// gather and dropped by scatter (XLA's semantics; CUDA's result is undefined too):
+// checking device-resident indices would need a sync per op.
 #include "ops/indexing.h"
 
 #include <cmath>
-#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -22,11 +21,6 @@ using hlo::DType;
 using hlo::TensorType;
 using hlo::Value;
 using V = std::vector<Value>;
-
-int64_t wrap_dim(int64_t dim, int64_t rank) {
-  int64_t r = rank == 0 ? 1 : rank;
-  return dim < 0 ? dim + r : dim;
-}
 
 std::string field(const char* name, const std::vector<int64_t>& dims) {
   if (dims.empty()) return "";
@@ -139,17 +133,6 @@ Value scatter_along(hlo::Builder& b, const Value& x, int64_t dim, const Value& i
   return scatter(b, x, idx, updates, window, {dim}, {dim}, c);
 }
 
-Value extreme(hlo::Builder& b, DType dtype, bool highest) {
-  if (hlo::is_float(dtype))
-    return b.constant(highest ? INFINITY : -INFINITY, dtype);
-  if (dtype == DType::Pred) return b.constant(highest ? 1 : 0, dtype);
-  const int bits = 8 * hlo::byte_width(dtype);
-  if (hlo::is_unsigned_int(dtype))
-    return b.constant_int(highest ? static_cast<int64_t>(~0ULL >> (64 - bits)) : 0, dtype);
-  int64_t max = static_cast<int64_t>(~0ULL >> (65 - bits));
-  return b.constant_int(highest ? max : -max - 1, dtype);
-}
-
 Value splat_like(hlo::Builder& b, const Value& scalar, const TensorType& like) {
   return broadcast_to(b, b.convert(scalar, like.dtype), like.shape);
 }
@@ -210,8 +193,8 @@ Value scatter_op(Node& n, const std::string& reduce, bool include_self) {
   DType acc = (c == Combine::Add || c == Combine::Mul) ? math_dtype(out.dtype) : out.dtype;
   Value x = b.convert(self, acc);
   if (!include_self) {
-    Value identity = c == Combine::Max   ? extreme(b, acc, false)
-                     : c == Combine::Min ? extreme(b, acc, true)
+    Value identity = c == Combine::Max   ? lowest(b, acc)
+                     : c == Combine::Min ? highest(b, acc)
                                          : b.constant(c == Combine::Mul ? 1 : 0, acc);
     x = point_scatter(b, x, coords, b.broadcast_in_dim(identity, utype.shape, {}),
                       Combine::Replace);
@@ -376,7 +359,7 @@ V lower_masked_scatter(Node& n) {
 
 // ---- embeddings -------------------------------------------------------------------------
 
-// A 1-d s64 [m] of `indices`' count among all of `indices` (num_weights possible values).
+// For each of the 1-d indices `idx`, how often its value occurs in `idx`, as `dtype`.
 Value index_counts(hlo::Builder& b, const Value& idx, int64_t num_weights, DType dtype) {
   const int64_t m = idx.type.numel();
   Value counts = scatter(b, b.full(0, {dtype, {num_weights}}), b.reshape(idx, {m, 1}),

@@ -80,6 +80,25 @@ def test_embedding_bag(mode, last):
     grad_check(fn, w)
 
 
+@pytest.mark.parametrize("mode", ["sum", "mean"])
+def test_embedding_bag_scale_grad_by_freq(mode):
+    # CPU's embedding_bag scales some rows by another index's count (torch 2.13); the
+    # reference is the documented rule, built from F.embedding, which CPU gets right.
+    w = make((10, 3))
+    idx = torch.tensor([1, 2, 4, 5, 4, 3, 2, 9, 9])
+    bags = torch.tensor([0, 0, 0, 2, 2, 2, 2, 3, 3])
+    ref = w.clone().requires_grad_()
+    rows = F.embedding(idx, ref, scale_grad_by_freq=True)
+    out = torch.zeros(4, 3).index_add(0, bags, rows)
+    if mode == "mean":
+        out = out / torch.tensor([3.0, 1.0, 4.0, 2.0]).unsqueeze(1)
+    out.sum().backward()
+    got = tpu(w).requires_grad_()
+    F.embedding_bag(tpu(idx), got, tpu(torch.tensor([0, 3, 3, 7])), mode=mode,
+                    scale_grad_by_freq=True).sum().backward()
+    assert_same(got.grad, ref.grad)
+
+
 @pytest.mark.parametrize("padding_idx", [None, 4])
 def test_embedding_bag_per_sample_weights_and_padding(padding_idx):
     w = make((10, 3))
@@ -122,6 +141,18 @@ def test_gather(dtype):
     # Negative indices are PyTorch errors on CPU; an empty index gives an empty result.
     empty = torch.zeros(0, 5, 3, dtype=torch.long)
     assert_same(torch.gather(tpu(x), 0, tpu(empty)), torch.gather(x, 0, empty))
+
+
+def test_zero_dim_self_and_index():
+    x, v = torch.tensor(1.5), torch.tensor(-2.0)
+    i = torch.tensor(0)
+    assert_same(torch.gather(tpu(x), 0, tpu(i)), torch.gather(x, 0, i))
+    assert_same(tpu(x).index_select(0, tpu(i)), x.index_select(0, i))
+    assert_same(tpu(x).scatter(0, tpu(i), tpu(v)), x.scatter(0, i, v))
+    assert_same(tpu(x).scatter_add(0, tpu(i), tpu(v)), x.scatter_add(0, i, v))
+    assert_same(tpu(x).index_add(0, tpu(i), tpu(v)), x.index_add(0, i, v))
+    assert_same(tpu(x).index_fill(0, tpu(i), 3.0), x.index_fill(0, i, 3.0))
+    assert_same(tpu(torch.arange(5.0))[tpu(torch.tensor(-2))], torch.arange(5.0)[torch.tensor(-2)])
 
 
 def test_gather_backward_and_noncontiguous():
@@ -197,6 +228,8 @@ def test_advanced_indexing(dtype):
         lambda t, d: t[..., d(i)],
         lambda t, d: t[d(torch.tensor(1)), d(i)],
         lambda t, d: t[d(i)[:0]],
+        lambda t, d: t[d(i.int())],                  # int32 indices
+        lambda t, d: t.transpose(0, 2)[d(j), 1:, d(i)],  # a non-contiguous self
     ]
     for case in cases:
         assert_same(case(tpu(x), tpu), case(x, lambda t: t))
@@ -227,8 +260,6 @@ def test_index_backward():
 @pytest.mark.parametrize("dtype", SOME)
 @pytest.mark.parametrize("accumulate", [False, True])
 def test_index_put(dtype, accumulate):
-    if accumulate and dtype == torch.bool:
-        pytest.skip("CPU has no bool accumulate")
     x = make((5, 4), dtype)
     v = make((3, 4), dtype, seed=2)
     i = torch.tensor([0, -1, 2])
@@ -261,6 +292,11 @@ def test_index_put_masks_and_setitem(accumulate):
     y = tpu(x)
     y.index_put_((tpu(mask),), tpu(vals), accumulate=accumulate)
     assert_same(y, x.clone().index_put_((mask,), vals, accumulate=accumulate))
+    y = tpu(x)
+    y.t()[tpu(torch.tensor([4, 0]))] = tpu(torch.arange(4.0))
+    want = x.clone()
+    want.t()[torch.tensor([4, 0])] = torch.arange(4.0)
+    assert_same(y, want)
     y = tpu(x)
     y[1:, tpu(torch.tensor([0, 2]))] = tpu(torch.tensor(-1.0))
     want = x.clone()
@@ -373,6 +409,16 @@ def test_take_and_put():
     assert_same(tpu(x).put(tpu(dup), tpu(src.flatten()[:3]), accumulate=True),
                 x.put(dup, src.flatten()[:3], accumulate=True))
     grad_check(lambda x: torch.take(x, tpu(idx) if x.device.type == "tpu" else idx), x)
+
+
+def test_out_of_range_host_indices_raise_like_cpu():
+    x = tpu(make((4, 3)))
+    with pytest.raises(IndexError, match="index 4 is out of bounds for dimension 0 with size 4"):
+        x[torch.tensor([0, 4])]
+    with pytest.raises(IndexError, match="index -5 is out of bounds for dimension 0"):
+        x[torch.tensor([-5])] = 1.0
+    with pytest.raises(IndexError, match="out of bounds for dimension 1 with size 3"):
+        x[:, torch.tensor([3])]
 
 
 def test_out_of_range_index_is_clamped_not_checked():

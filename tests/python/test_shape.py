@@ -86,6 +86,7 @@ def test_repeat_flip_roll(dtype):
     assert_same(tpu(x).roll(4), x.roll(4))
     assert_same(tpu(x).roll((1, -1), (0, 1)), x.roll((1, -1), (0, 1)))
     assert_same(tpu(x[:0]).roll(1, 0), x[:0].roll(1, 0))
+    assert_same(tpu(x[0, 0]).flip(0), x[0, 0].flip(0))
 
 
 def test_repeat_flip_roll_backward():
