@@ -5,7 +5,8 @@ from torch_tpu import _C
 
 def snapshot() -> dict:
     """All counters as a dict (compiles, compile_seconds, cache_hits, cache_misses,
-    executions, host_to_device_bytes, device_to_host_bytes, fallbacks={op: count})."""
+    disk_hits, disk_misses, disk_writes, disk_bad_entries, disk_evictions, executions,
+    host_to_device_bytes, device_to_host_bytes, fallbacks={op: count})."""
     return _C._metrics()
 
 
@@ -22,7 +23,8 @@ def report() -> str:
     lines = [
         "torch_tpu metrics",
         f"  compiles:          {m['compiles']} ({m['compile_seconds']:.3f} s)",
-        f"  cache hits/misses: {m['cache_hits']} / {m['cache_misses']}",
+        f"  cache hits/misses: {m['cache_hits']} / {m['cache_misses']} (memory), "
+        f"{m['disk_hits']} / {m['disk_misses']} (disk)",
         f"  executions:        {m['executions']}",
         f"  host->device:      {m['host_to_device_bytes']} bytes",
         f"  device->host:      {m['device_to_host_bytes']} bytes",

@@ -152,6 +152,23 @@ def empty_cache() -> None:
     """Buffers are freed when their last tensor dies; there is no cache to empty."""
 
 
+# --- compilation cache ---------------------------------------------------------
+
+def cache_stats() -> dict:
+    """The compilation cache: entries and hits/misses in memory, compiles and their
+    seconds, and the disk tier's directory, hits, misses, writes, bad (corrupt or
+    incompatible) entries, evictions and bytes on disk."""
+    init()
+    return _C._cache_stats()
+
+
+def clear_cache(memory: bool = True, disk: bool = False) -> None:
+    """Drops compiled programs from memory and, with ``disk=True``, deletes the disk
+    entries (under ``TORCH_TPU_CACHE_DIR``) as well."""
+    init()
+    _C._clear_cache(memory, disk)
+
+
 # --- properties ----------------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True)

@@ -15,6 +15,7 @@
 #include <torch/library.h>
 
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <unordered_map>
 #include <unordered_set>
@@ -141,7 +142,10 @@ c10::ScalarType scalar_operand_type(c10::ScalarType compute) {
 struct MetaResult {
   std::vector<hlo::TensorType> outputs;      // fresh results, then mutated arguments
   std::vector<std::vector<int64_t>> sizes;   // of each output, for out= resizing
-  std::vector<size_t> fresh_list_lengths;    // per fresh return: -1 for a plain tensor
+  std::vector<int64_t> fresh_list_lengths;   // per fresh return: -1 for a plain tensor
+  // Results the meta kernel leaves undefined (a backward's output_mask entry that is
+  // false): the lowering sees an empty f32 type for them and its value is dropped.
+  std::vector<bool> undefined;
 };
 
 class LoweredKernel final : public c10::OperatorKernel {
@@ -230,7 +234,8 @@ class LoweredKernel final : public c10::OperatorKernel {
       }
     }
 
-    MetaResult meta = infer(op, args, call.program_key());
+    std::shared_ptr<const MetaResult> meta_ptr = infer(op, args, call.program_key());
+    const MetaResult& meta = *meta_ptr;
     const size_t n_fresh = fresh_count(meta);
     for (size_t t = 0; t < targets.size(); ++t) {
       TORCH_CHECK(is_tpu(targets[t]), name_, ": expected a tpu output tensor, got ",
@@ -269,16 +274,18 @@ class LoweredKernel final : public c10::OperatorKernel {
       node.outputs = meta.outputs;
       node.compute = to_hlo(compute);
       node.args.resize(n);
+      if (rng_slot >= 0) {
+        hlo::Value seed = b.reshape(in[rng_slot], {1});
+        hlo::Value offset = b.reshape(in[rng_slot + 1], {1});
+        node.rng = b.bitcast_convert(b.concatenate({seed, offset}, 0), {hlo::DType::U64, {2}});
+      }
       for (size_t i = 0; i < n; ++i) {
         ops::Operand& operand = node.args[i];
         const ArgInfo& info = infos_[i];
         operand.attr = attrs[i];
         bool single = info.kind == ArgKind::Tensor || info.kind == ArgKind::Scalar;
         if (info.kind == ArgKind::Generator) {
-          hlo::Value seed = b.reshape(in[rng_slot], {1});
-          hlo::Value offset = b.reshape(in[rng_slot + 1], {1});
-          hlo::Value state = b.concatenate({seed, offset}, 0);
-          operand.value = b.bitcast_convert(state, {hlo::DType::U64, {2}});
+          operand.value = node.rng;
           continue;
         }
         for (int slot : slots[i]) {
@@ -291,13 +298,15 @@ class LoweredKernel final : public c10::OperatorKernel {
       std::vector<hlo::Value> results = def_->lower(node);
       TORCH_CHECK(results.size() == meta.outputs.size(), name_, ": the lowering gave ",
                   results.size(), " results, the op has ", meta.outputs.size());
+      std::vector<hlo::Value> kept;
       for (size_t i = 0; i < results.size(); ++i) {
+        if (meta.undefined[i]) continue;
         const hlo::TensorType& want = meta.outputs[i];
         TORCH_CHECK(results[i].type.shape == want.shape, name_, ": the lowering's result ", i,
                     " has shape ", results[i].type.str(), ", expected ", want.str());
-        results[i] = b.convert(results[i], want.dtype);
+        kept.push_back(b.convert(results[i], want.dtype));
       }
-      return results;
+      return kept;
     };
 
     std::vector<at::Tensor> fresh = targets.empty() ? call.run(lowering)
@@ -329,18 +338,23 @@ class LoweredKernel final : public c10::OperatorKernel {
     }
   }
 
+  // Defined fresh results: the tensors the program makes.
   size_t fresh_count(const MetaResult& meta) const {
-    size_t count = 0;
-    for (size_t r = 0; r < returns_.size(); ++r)
-      if (returns_[r].alias < 0)
-        count += meta.fresh_list_lengths[r] < 0 ? 1 : static_cast<size_t>(meta.fresh_list_lengths[r]);
+    size_t count = 0, next = 0;
+    for (size_t r = 0; r < returns_.size(); ++r) {
+      if (returns_[r].alias >= 0) continue;
+      int64_t list_len = meta.fresh_list_lengths[r];
+      size_t len = list_len < 0 ? 1 : static_cast<size_t>(list_len);
+      for (size_t k = 0; k < len; ++k) count += !meta.undefined[next++];
+    }
     return count;
   }
 
   // Output shapes and dtypes from the meta kernel, cached by program key except for out=
   // forms (their result shape may depend on scalar values, as arange's does).
-  MetaResult infer(const c10::OperatorHandle& op, const std::vector<c10::IValue>& args,
-                   const runtime::ProgramKey& key) {
+  std::shared_ptr<const MetaResult> infer(const c10::OperatorHandle& op,
+                                          const std::vector<c10::IValue>& args,
+                                          const runtime::ProgramKey& key) {
     bool has_out = false;
     for (const ArgInfo& info : infos_) has_out |= info.out;
     if (!has_out) {
@@ -356,9 +370,16 @@ class LoweredKernel final : public c10::OperatorKernel {
       at::AutoDispatchBelowADInplaceOrView guard;
       op.callBoxed(meta_stack);
     }
-    MetaResult result;
+    auto shared = std::make_shared<MetaResult>();
+    MetaResult& result = *shared;
     result.fresh_list_lengths.assign(returns_.size(), -1);
     auto add = [&](const at::Tensor& t) {
+      result.undefined.push_back(!t.defined());
+      if (!t.defined()) {
+        result.outputs.push_back({hlo::DType::F32, {0}});
+        result.sizes.push_back({0});
+        return;
+      }
       result.outputs.push_back({to_hlo(t.scalar_type()), t.sizes().vec()});
       result.sizes.push_back(t.sizes().vec());
     };
@@ -370,7 +391,7 @@ class LoweredKernel final : public c10::OperatorKernel {
         result.fresh_list_lengths[r] = static_cast<int64_t>(list.size());
         for (const at::Tensor& t : list) add(t);
       } else {
-        add(v.toTensor());
+        add(v.isNone() ? at::Tensor() : v.toTensor());
       }
     }
     for (size_t i = 0; i < infos_.size(); ++i) {
@@ -380,25 +401,26 @@ class LoweredKernel final : public c10::OperatorKernel {
     }
     if (!has_out) {
       std::lock_guard<std::mutex> lock(meta_mutex_);
-      meta_cache_.emplace(key, result);
+      meta_cache_.emplace(key, shared);
     }
-    return result;
+    return shared;
   }
 
   void push_results(const std::vector<c10::IValue>& args, const MetaResult& meta,
                     const std::vector<at::Tensor>& fresh, torch::jit::Stack* stack) const {
     torch::jit::drop(*stack, infos_.size());
-    size_t next = 0;
+    size_t next = 0, output = 0;
+    auto take = [&] { return meta.undefined.at(output++) ? at::Tensor() : fresh.at(next++); };
     for (size_t r = 0; r < returns_.size(); ++r) {
       const ReturnInfo& ret = returns_[r];
       if (ret.alias >= 0) {
         stack->push_back(args[ret.alias]);
       } else if (ret.list) {
         c10::List<at::Tensor> list;
-        for (int64_t k = 0; k < meta.fresh_list_lengths[r]; ++k) list.push_back(fresh.at(next++));
+        for (int64_t k = 0; k < meta.fresh_list_lengths[r]; ++k) list.push_back(take());
         stack->push_back(std::move(list));
       } else {
-        stack->push_back(fresh.at(next++));
+        stack->push_back(take());
       }
     }
   }
@@ -414,7 +436,9 @@ class LoweredKernel final : public c10::OperatorKernel {
   std::vector<ArgInfo> infos_;
   std::vector<ReturnInfo> returns_;
   std::mutex meta_mutex_;
-  std::unordered_map<runtime::ProgramKey, MetaResult, runtime::ProgramKeyHash> meta_cache_;
+  std::unordered_map<runtime::ProgramKey, std::shared_ptr<const MetaResult>,
+                     runtime::ProgramKeyHash>
+      meta_cache_;
 };
 
 }  // namespace

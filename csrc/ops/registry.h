@@ -61,6 +61,10 @@ struct Node {
   // A Generator argument: a u64[2] (seed, offset) state for stablehlo.rng_bit_generator.
   // The caller advances the generator by the element count of the outputs.
   const hlo::Value& rng_state(size_t i) const { return in(i); }
+  // The same state for random ops without a Generator argument (native_dropout), which
+  // draw from the default generator.
+  std::optional<hlo::Value> rng;
+  const hlo::Value& rng_state() const { return rng.value(); }
 };
 
 using LowerFn = std::function<std::vector<hlo::Value>(Node&)>;

@@ -34,6 +34,39 @@ py::dict metrics_dict() {
   py::dict fallbacks;
   for (const auto& [op, count] : m.fallbacks()) fallbacks[py::str(op)] = count;
   d["fallbacks"] = fallbacks;
+  if (runtime::Runtime::initialized()) {
+    const auto& disk = runtime::Runtime::get().disk_cache().stats();
+    d["disk_hits"] = disk.hits.load();
+    d["disk_misses"] = disk.misses.load();
+    d["disk_writes"] = disk.writes.load();
+    d["disk_bad_entries"] = disk.bad_entries.load();
+    d["disk_evictions"] = disk.evictions.load();
+  } else {
+    for (const char* k : {"disk_hits", "disk_misses", "disk_writes", "disk_bad_entries",
+                          "disk_evictions"})
+      d[k] = 0;
+  }
+  return d;
+}
+
+py::dict cache_stats() {
+  runtime::Runtime& rt = runtime::Runtime::get();
+  auto& m = runtime::metrics();
+  runtime::DiskCache& disk = rt.disk_cache();
+  py::dict d;
+  d["memory_entries"] = rt.cache().size();
+  d["memory_hits"] = m.cache_hits.load();
+  d["memory_misses"] = m.cache_misses.load();
+  d["compiles"] = m.compiles.load();
+  d["compile_seconds"] = m.compile_ns.load() / 1e9;
+  d["disk_enabled"] = disk.enabled();
+  d["disk_dir"] = disk.dir();
+  d["disk_hits"] = disk.stats().hits.load();
+  d["disk_misses"] = disk.stats().misses.load();
+  d["disk_writes"] = disk.stats().writes.load();
+  d["disk_bad_entries"] = disk.stats().bad_entries.load();
+  d["disk_evictions"] = disk.stats().evictions.load();
+  d["disk_bytes"] = disk.bytes_on_disk();
   return d;
 }
 
@@ -94,7 +127,16 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_cpu_fallback", &aten::set_cpu_fallback);
   m.def("_cpu_fallback_enabled", &aten::cpu_fallback_enabled);
   m.def("_metrics", &metrics_dict);
-  m.def("_reset_metrics", [] { runtime::metrics().reset(); });
+  m.def("_reset_metrics", [] {
+    runtime::metrics().reset();
+    if (runtime::Runtime::initialized()) runtime::Runtime::get().disk_cache().reset_stats();
+  });
+  m.def("_cache_stats", &cache_stats);
+  m.def("_clear_cache", [](bool memory, bool disk) {
+    runtime::Runtime& rt = runtime::Runtime::get();
+    if (memory) rt.cache().clear();
+    if (disk) rt.disk_cache().clear();
+  });
   m.def("_cache_size", [] {
     return runtime::Runtime::initialized() ? runtime::Runtime::get().cache().size() : 0;
   });

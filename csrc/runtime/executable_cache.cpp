@@ -45,12 +45,24 @@ std::shared_ptr<const CompiledProgram> ExecutableCache::get(
     auto compiled = std::make_shared<CompiledProgram>();
     compiled->fingerprint = hlo::fingerprint(program.mlir);
     dump(compiled->fingerprint, program.mlir);
-    compiled->executable = compiler_(program.mlir);
+    bool compiled_here = false;
+    auto compile = [&](std::string* bytes) {
+      auto executable = compiler_(program.mlir);
+      compiled_here = true;
+      if (bytes != nullptr) *bytes = executable->serialize();
+      return executable;
+    };
+    compiled->executable =
+        disk_ != nullptr && disk_->enabled()
+            ? disk_->get<pjrt::Executable>(compiled->fingerprint, loader_, compile)
+            : compile(nullptr);
     compiled->outputs = std::move(program.outputs);
-    metrics().compiles++;
-    metrics().compile_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                std::chrono::steady_clock::now() - start)
-                                .count();
+    if (compiled_here) {
+      metrics().compiles++;
+      metrics().compile_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                  std::chrono::steady_clock::now() - start)
+                                  .count();
+    }
     promise.set_value(compiled);
     return compiled;
   } catch (...) {

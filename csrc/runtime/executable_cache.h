@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "hlo/types.h"
+#include "runtime/disk_cache.h"
 #include "pjrt/executable.h"
 
 namespace torch_tpu::runtime {
@@ -57,7 +58,15 @@ struct CompiledProgram {
 class ExecutableCache {
  public:
   using Compiler = std::function<std::unique_ptr<pjrt::Executable>(const std::string& mlir)>;
+  using Loader = std::function<std::unique_ptr<pjrt::Executable>(const std::string& bytes)>;
   explicit ExecutableCache(Compiler compiler) : compiler_(std::move(compiler)) {}
+
+  // Puts a disk tier under this one: misses look there before compiling, and new
+  // compiles are stored there. `disk` must outlive the cache.
+  void set_disk_tier(DiskCache* disk, Loader load) {
+    disk_ = disk;
+    loader_ = std::move(load);
+  }
 
   // Returns the cached program for `key`, or builds and compiles it once.
   std::shared_ptr<const CompiledProgram> get(const ProgramKey& key,
@@ -68,6 +77,8 @@ class ExecutableCache {
  private:
   using Future = std::shared_future<std::shared_ptr<const CompiledProgram>>;
   Compiler compiler_;
+  DiskCache* disk_ = nullptr;
+  Loader loader_;
   mutable std::mutex mutex_;
   std::unordered_map<ProgramKey, Future, ProgramKeyHash> entries_;
 };

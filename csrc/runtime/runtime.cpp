@@ -1,5 +1,6 @@
 #include "runtime/runtime.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -9,6 +10,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "hlo/builder.h"
 #include "pjrt/compile_options.h"
 #include "pjrt/error.h"
 #include "runtime/element_type.h"
@@ -94,6 +96,24 @@ bool Runtime::available() {
 
 bool Runtime::initialized() { return instance.load(std::memory_order_acquire) != nullptr; }
 
+// What a serialized executable depends on besides its program: any change starts a
+// fresh set of disk entries.
+std::string Runtime::cache_identity() const {
+  const pjrt::Plugin& plugin = client_->plugin();
+  std::string id = "torch_tpu " TORCH_TPU_VERSION "; pjrt " +
+                   std::to_string(plugin.major_version()) + "." +
+                   std::to_string(plugin.minor_version()) + "; " + client_->platform_name() +
+                   " " + client_->platform_version() + "; " + config_.plugin_path;
+  struct stat st {};
+  if (::stat(config_.plugin_path.c_str(), &st) == 0)
+    id += " " + std::to_string(st.st_size) + " " + std::to_string(st.st_mtime);
+  id += "; devices " + std::to_string(config_.num_devices) + "; options " +
+        hlo::fingerprint(compile_options_);
+  for (char& c : id)
+    if (c == '\n' || c == '\r') c = ' ';
+  return id;
+}
+
 Runtime::Runtime(RuntimeConfig config)
     : config_(std::move(config)),
       cache_([this](const std::string& mlir) { return client_->compile(mlir, compile_options_); }),
@@ -114,6 +134,10 @@ Runtime::Runtime(RuntimeConfig config)
     options.push_back({"cpu_device_count", config_.num_devices});
   }
   client_ = std::make_unique<pjrt::Client>(std::move(plugin), options);
+  disk_ = std::make_unique<DiskCache>(disk_cache_config_from_env(), cache_identity());
+  cache_.set_disk_tier(disk_.get(), [this](const std::string& bytes) {
+    return client_->deserialize(bytes);
+  });
   pending_->per_device.resize(client_->devices().size());
   for (size_t i = 0; i < client_->devices().size(); ++i) {
     int64_t in_use = 0, limit = -1;

@@ -32,6 +32,7 @@ class Runtime {
   int device_count() const { return static_cast<int>(client_->devices().size()); }
   PJRT_Device* device(int index) const { return client_->devices().at(index); }
   ExecutableCache& cache() { return cache_; }
+  DiskCache& disk_cache() { return *disk_; }
   const RuntimeConfig& config() const { return config_; }
 
   std::unique_ptr<pjrt::Buffer> upload(const void* data, hlo::DType dtype,
@@ -53,10 +54,12 @@ class Runtime {
 
  private:
   explicit Runtime(RuntimeConfig config);
+  std::string cache_identity() const;
   RuntimeConfig config_;
   std::unique_ptr<pjrt::Client> client_;
   ExecutableCache cache_;
   std::string compile_options_;
+  std::unique_ptr<DiskCache> disk_;
   struct ScalarCache;
   std::unique_ptr<ScalarCache> scalars_;
   struct Pending;

@@ -1,0 +1,251 @@
+// Hand-written indexing and factory kernels: ops whose output shape depends on the data
+// (nonzero, masked_select, bool-mask indexing, repeat_interleave), which read a count
+// from the device as CUDA does, and ranges whose scalars must enter the program in f64.
+#include <ATen/ExpandUtils.h>
+#include <ATen/native/IndexingUtils.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
+#include <ATen/ops/index.h>
+#include <ATen/ops/linspace.h>
+#include <ATen/ops/logspace.h>
+#include <ATen/ops/unfold_native.h>
+#include <torch/library.h>
+
+#include "aten/dtype.h"
+#include "aten/op_call.h"
+#include "ops/elementwise.h"
+#include "ops/factory.h"
+#include "ops/indexing.h"
+
+namespace torch_tpu::aten {
+
+namespace {
+
+using V = std::vector<hlo::Value>;
+
+int64_t read_count(const at::Tensor& count) { return to_host(count).item<int64_t>(); }
+
+// nonzero and masked_select: one program computes the count and the compacted values
+// (padded to the input's size); the result is the first `count` rows of those.
+at::Tensor nonzero_kernel(const at::Tensor& self) {
+  const int64_t rank = self.dim();
+  if (self.numel() == 0)
+    return at::empty({0, rank}, self.options().dtype(at::kLong));
+  auto results = OpCall("nonzero").input(self).run(
+      [&](hlo::Builder& b, const V& in) {
+        V r = ops::lower_nonzero_flat(b, in[0]);
+        return V{r[0], ops::unravel(b, r[1], in[0].type.shape)};
+      });
+  return results[1].narrow(0, 0, read_count(results[0]));
+}
+
+at::Tensor& nonzero_out(const at::Tensor& self, at::Tensor& out) {
+  at::Tensor r = nonzero_kernel(self);
+  TORCH_CHECK(out.scalar_type() == at::kLong,
+              "nonzero: Expected out tensor to have scalar type Long but got scalar type",
+              out.scalar_type());
+  at::native::resize_output(out, r.sizes());
+  return out.copy_(r);
+}
+
+at::Tensor masked_select_kernel(const at::Tensor& self, const at::Tensor& mask) {
+  TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_select: expected BoolTensor for mask");
+  std::vector<int64_t> shape = at::infer_size(self.sizes(), mask.sizes());
+  int64_t numel = c10::multiply_integers(shape);
+  if (numel == 0) return at::empty({0}, self.options());
+  auto results = OpCall("masked_select").input(self).input(mask).key(shape).run(
+      [&](hlo::Builder& b, const V& in) {
+        hlo::Value m = ops::broadcast_to(b, in[1], shape);
+        V r = ops::lower_nonzero_flat(b, m);
+        hlo::Value x = b.reshape(ops::broadcast_to(b, in[0], shape), {numel});
+        return V{r[0], b.gather_flat(x, r[1])};
+      });
+  return results[1].narrow(0, 0, read_count(results[0]));
+}
+
+at::Tensor& masked_select_out(const at::Tensor& self, const at::Tensor& mask, at::Tensor& out) {
+  at::Tensor r = masked_select_kernel(self, mask);
+  at::native::resize_output(out, r.sizes());
+  return out.copy_(r);
+}
+
+// Masks become integer indices (one sync each) and indices move to the device, as
+// CUDA's kernels prepare them.
+std::vector<at::Tensor> prepare_indices(const at::Tensor& self,
+                                        const c10::List<std::optional<at::Tensor>>& indices) {
+  std::vector<at::Tensor> expanded = at::native::expandTensors(self, indices, true);
+  TORCH_CHECK_INDEX(expanded.size() <= static_cast<size_t>(self.dim()),
+                    "too many indices for tensor of dimension ", self.dim(), " (got ",
+                    expanded.size(), ")");
+  return expanded;
+}
+
+// PyTorch's own shape and dtype checks for integer indices, and the result shape.
+at::Tensor meta_like(const at::Tensor& t) {
+  return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
+}
+
+std::vector<int64_t> index_shape(const at::Tensor& self, const std::vector<at::Tensor>& indices) {
+  c10::List<std::optional<at::Tensor>> meta;
+  for (const at::Tensor& t : indices)
+    meta.push_back(t.defined() ? std::optional<at::Tensor>(meta_like(t)) : std::nullopt);
+  return at::index(meta_like(self), meta).sizes().vec();
+}
+
+void add_indices(OpCall& call, const std::vector<at::Tensor>& indices) {
+  call.key(static_cast<int64_t>(indices.size()));
+  for (const at::Tensor& t : indices) {
+    if (t.defined()) call.input(t);
+    else call.key(-1);
+  }
+}
+
+std::vector<std::optional<hlo::Value>> index_values(const std::vector<at::Tensor>& indices,
+                                                    const V& in, size_t first) {
+  std::vector<std::optional<hlo::Value>> out;
+  size_t next = first;
+  for (const at::Tensor& t : indices) {
+    if (t.defined()) out.emplace_back(in[next++]);
+    else out.emplace_back(std::nullopt);
+  }
+  return out;
+}
+
+at::Tensor index_kernel(const at::Tensor& self,
+                        const c10::List<std::optional<at::Tensor>>& indices) {
+  std::vector<at::Tensor> idx = prepare_indices(self, indices);
+  std::vector<int64_t> shape = index_shape(self, idx);
+  if (c10::multiply_integers(shape) == 0) return at::empty(shape, self.options());
+  OpCall call("index");
+  call.input(self);
+  add_indices(call, idx);
+  return call.run([&](hlo::Builder& b, const V& in) {
+    return V{ops::lower_index(b, in[0], index_values(idx, in, 1))};
+  })[0];
+}
+
+at::Tensor& index_out(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
+                      at::Tensor& out) {
+  at::Tensor r = index_kernel(self, indices);
+  at::native::resize_output(out, r.sizes());
+  return out.copy_(r);
+}
+
+at::Tensor& index_put_impl(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
+                           const at::Tensor& values, bool accumulate, bool unsafe) {
+  TORCH_CHECK(self.scalar_type() == values.scalar_type(),
+              "Index put requires the source and destination dtypes match, got ",
+              self.scalar_type(), " for the destination and ", values.scalar_type(),
+              " for the source.");
+  std::vector<at::Tensor> idx = prepare_indices(self, indices);
+  std::vector<int64_t> shape = index_shape(self, idx);
+  TORCH_CHECK(at::is_expandable_to(values.sizes(), shape), "shape mismatch: value tensor of shape ",
+              values.sizes(), " cannot be broadcast to indexing result of shape ",
+              c10::IntArrayRef(shape));
+  if (c10::multiply_integers(shape) == 0) return self;
+  const bool here = values.device() == self.device() || values.dim() == 0;
+  at::Tensor v = here ? values : values.to(self.device());
+  OpCall call("index_put");
+  call.input(self);
+  add_indices(call, idx);
+  call.input(v).key(accumulate);
+  call.write([&](hlo::Builder& b, const V& in) {
+    return V{ops::lower_index_put(b, in[0], index_values(idx, in, 1), in.back(), accumulate)};
+  }, {self});
+  return self;
+}
+
+at::Tensor repeat_interleave_kernel(const at::Tensor& repeats,
+                                    std::optional<c10::SymInt> output_size) {
+  TORCH_CHECK(repeats.dim() == 1, "repeat_interleave only accept 1D vector as repeat");
+  TORCH_CHECK(repeats.scalar_type() == at::kLong || repeats.scalar_type() == at::kInt,
+              "repeats has to be Long or Int tensor");
+  int64_t total;
+  if (output_size) {
+    total = output_size->expect_int();
+  } else {
+    auto sum = OpCall("repeat_interleave_total").input(repeats).run(
+        [](hlo::Builder& b, const V& in) {
+          hlo::Value r = b.convert(in[0], hlo::DType::S64);
+          return V{b.reduce(r, b.constant(0, hlo::DType::S64), {0}, hlo::Reducer::Add)};
+        });
+    total = read_count(sum[0]);
+  }
+  if (total == 0 || repeats.numel() == 0) return at::empty({total}, repeats.options());
+  hlo::DType dtype = to_hlo(repeats.scalar_type());
+  return OpCall("repeat_interleave").input(repeats).key(total).run(
+      [&](hlo::Builder& b, const V& in) {
+        return V{b.convert(ops::lower_repeat_interleave(b, in[0], total), dtype)};
+      })[0];
+}
+
+// Ranges. Float outputs compute in f64 (f32 for bf16/f16), as CPU's accumulate type does,
+// so the values are the correctly rounded start + i * step.
+c10::ScalarType range_math(c10::ScalarType dtype) {
+  if (!c10::isFloatingType(dtype)) return at::kLong;
+  return dtype == at::kHalf || dtype == at::kBFloat16 ? at::kFloat : at::kDouble;
+}
+
+at::Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c10::Scalar& step,
+                       at::Tensor& out) {
+  at::Tensor meta = at::empty({0}, out.options().device(c10::kMeta));
+  at::arange_out(meta, start, end, step);  // PyTorch's checks and length
+  at::native::resize_output(out, meta.sizes());
+  const int64_t n = meta.numel();
+  if (n == 0) return out;
+  c10::ScalarType math = range_math(out.scalar_type());
+  hlo::DType dtype = to_hlo(out.scalar_type());
+  OpCall call("arange");
+  call.scalar(start, math).scalar(step, math).key(n).key(static_cast<int64_t>(dtype));
+  call.write([&](hlo::Builder& b, const V& in) {
+    return V{ops::lower_arange(b, in[0], in[1], n, dtype)};
+  }, {out});
+  return out;
+}
+
+at::Tensor& space_out(const char* name, const c10::Scalar& start, const c10::Scalar& end,
+                      int64_t steps, const std::optional<double>& base, at::Tensor& out) {
+  TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
+  at::native::resize_output(out, {steps});
+  if (steps == 0) return out;
+  hlo::DType dtype = to_hlo(out.scalar_type());
+  OpCall call(name);
+  call.scalar(start, at::kDouble).scalar(end, at::kDouble);
+  call.key(steps).key(static_cast<int64_t>(dtype));
+  if (base) call.scalar(*base, at::kDouble);
+  call.write([&](hlo::Builder& b, const V& in) {
+    return V{ops::lower_linspace(b, in[0], in[1], steps, dtype, base ? &in[2] : nullptr)};
+  }, {out});
+  return out;
+}
+
+at::Tensor& linspace_out(const c10::Scalar& start, const c10::Scalar& end, int64_t steps,
+                         at::Tensor& out) {
+  return space_out("linspace", start, end, steps, std::nullopt, out);
+}
+
+at::Tensor& logspace_out(const c10::Scalar& start, const c10::Scalar& end, int64_t steps,
+                         double base, at::Tensor& out) {
+  return space_out("logspace", start, end, steps, base, out);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("nonzero", nonzero_kernel);
+  m.impl("nonzero.out", nonzero_out);
+  m.impl("masked_select", masked_select_kernel);
+  m.impl("masked_select.out", masked_select_out);
+  m.impl("index.Tensor", index_kernel);
+  m.impl("index.Tensor_out", index_out);
+  m.impl("_index_put_impl_", index_put_impl);
+  m.impl("repeat_interleave.Tensor", repeat_interleave_kernel);
+  m.impl("arange.start_out", arange_out);
+  m.impl("linspace.out", linspace_out);
+  m.impl("logspace.out", logspace_out);
+  m.impl("unfold", at::native::unfold);
+}
+
+}  // namespace torch_tpu::aten

@@ -1,0 +1,19 @@
+// Factory lowerings whose scalars need more precision than the generic kernel's scalar
+// operands give (the kernels in csrc/aten/indexing_kernels.cpp pass them as f64).
+#pragma once
+
+#include <cstdint>
+
+#include "hlo/builder.h"
+
+namespace torch_tpu::ops {
+
+// start + step * i for i in [0, n), computed in start's dtype, then converted to `dtype`.
+hlo::Value lower_arange(hlo::Builder& b, const hlo::Value& start, const hlo::Value& step,
+                        int64_t n, hlo::DType dtype);
+// `steps` points from start to end, the first half counted from start and the second
+// from end, as PyTorch's CPU kernel does. `base` given: base ** those points (logspace).
+hlo::Value lower_linspace(hlo::Builder& b, const hlo::Value& start, const hlo::Value& end,
+                          int64_t steps, hlo::DType dtype, const hlo::Value* base = nullptr);
+
+}  // namespace torch_tpu::ops

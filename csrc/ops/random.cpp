@@ -1,0 +1,365 @@
+// Random ops. Every draw comes from stablehlo.rng_bit_generator (THREE_FRY) keyed by the
+// (seed, offset) state of the op's generator, so the numbers depend only on the seed and
+// the order of calls: the same on every run, process and plugin. A draw of k elements
+// uses at most k counters, which the generator's offset advance already covers.
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "ops/elementwise.h"
+#include "ops/registry.h"
+
+namespace torch_tpu::ops {
+
+namespace {
+
+using hlo::Compare;
+using hlo::DType;
+using hlo::TensorType;
+using hlo::Value;
+using V = std::vector<Value>;
+
+// PyTorch's argument checks for the static arguments; the error reaches Python as a
+// RuntimeError naming the op.
+void check(bool ok, const std::string& message) {
+  if (!ok) throw std::invalid_argument(message);
+}
+
+Value random_bits(hlo::Builder& b, const Value& state, const TensorType& type) {
+  if (type.numel() == 0) return b.full(0, type);
+  return b.emit_multi("stablehlo.rng_bit_generator", {state},
+                      "rng_algorithm = #stablehlo<rng_algorithm THREE_FRY>", {state.type, type})[1];
+}
+
+// A fresh state keyed by two draws from `state`, for ops that need more numbers than
+// they produce (multinomial without replacement); it costs two counters.
+Value derived_state(hlo::Builder& b, const Value& state) {
+  return random_bits(b, state, {DType::U64, {2}});
+}
+
+// Mantissa digits of a float dtype, including the implicit bit.
+int digits(DType dtype) {
+  switch (dtype) {
+    case DType::F64: return 53;
+    case DType::F16: return 11;
+    case DType::BF16: return 8;
+    default: return 24;
+  }
+}
+
+// Uniform on [0, 1) with `digits(dtype)` random bits, as PyTorch's generators draw it: every
+// value is exact in `dtype`, so converting to it never rounds up to 1. The values are in
+// math_dtype(dtype) (f64 for f64, else f32).
+Value uniform01(hlo::Builder& b, const Value& state, const std::vector<int64_t>& shape,
+                DType dtype) {
+  if (!is_float(dtype)) dtype = DType::F32;
+  const DType m = math_dtype(dtype) == DType::F64 ? DType::F64 : DType::F32;
+  const TensorType bits_type{m == DType::F64 ? DType::U64 : DType::U32, shape};
+  const int width = m == DType::F64 ? 64 : 32;
+  const int d = digits(dtype);
+  Value bits = random_bits(b, state, bits_type);
+  bits = b.binary("shift_right_logical", bits, b.full(width - d, bits_type));
+  const TensorType out{m, shape};
+  return b.binary("multiply", b.convert(bits, m), b.full(std::ldexp(1.0, -d), out));
+}
+
+Value affine(hlo::Builder& b, const Value& x, const Value& scale, const Value& shift) {
+  return b.binary("add", b.binary("multiply", x, scale), shift);
+}
+
+// Standard normals by Box-Muller; both values of each pair are used, so k normals take
+// k uniforms.
+Value standard_normal(hlo::Builder& b, const Value& state, const std::vector<int64_t>& shape,
+                      DType dtype) {
+  const DType m = math_dtype(dtype);
+  const int64_t n = TensorType{m, shape}.numel();
+  if (n == 0) return b.full(0, {m, shape});
+  const int64_t half = (n + 1) / 2;
+  Value u = uniform01(b, state, {2, half}, m);
+  const TensorType row{m, {half}};
+  Value u1 = b.reshape(b.slice(u, {0, 0}, {1, half}, {1, 1}), {half});
+  Value u2 = b.reshape(b.slice(u, {1, 0}, {2, half}, {1, 1}), {half});
+  // 1 - u1 lies in (0, 1], so the logarithm is finite.
+  Value log = b.unary("log", b.binary("subtract", b.full(1, row), u1));
+  Value radius = b.unary("sqrt", b.binary("multiply", b.full(-2, row), log));
+  Value theta = b.binary("multiply", b.full(2 * M_PI, row), u2);
+  Value z = b.concatenate({b.binary("multiply", radius, b.unary("cosine", theta)),
+                           b.binary("multiply", radius, b.unary("sine", theta))},
+                          0);
+  return b.reshape(b.slice(z, {0}, {n}, {1}), shape);
+}
+
+// ---- uniform, normal, exponential -------------------------------------------------------
+
+V lower_uniform(Node& n) {
+  const TensorType& out = n.out();
+  const double from = n.f64(1), to = n.f64(2);
+  check(hlo::is_float(out.dtype), "uniform_ expects a floating-point tensor");
+  check(from <= to, "uniform_ expects to return a [from, to) range, but found from=" +
+                        std::to_string(from) + " > to=" + std::to_string(to));
+  Value u = uniform01(n.b, n.rng_state(3), out.shape, out.dtype);
+  Value x = n.b.convert(affine(n.b, u, n.b.full(to - from, u.type), n.b.full(from, u.type)),
+                        out.dtype);
+  // Rounding to the output dtype can reach `to`; map it back to `from` so the range stays
+  // half-open, as PyTorch's CUDA generator does.
+  Value at_to = n.b.compare(Compare::EQ, x, n.b.full(to, out));
+  return {n.b.select(at_to, n.b.full(from, out), x)};
+}
+
+// mean + std * N(0, 1); mean and std are tensors or floats at argument positions 0 and 1
+// (normal.*) or 1 and 2 (normal_ / normal.out, after self).
+LowerFn normal(size_t mean, size_t std, size_t gen) {
+  return [=](Node& n) {
+    const TensorType& out = n.out();
+    const DType m = math_dtype(out.dtype);
+    auto operand = [&](size_t i) {
+      if (n.has(i)) return cast_to(n.b, n.in(i), m, out.shape);
+      return n.b.full(n.f64(i), {m, out.shape});
+    };
+    Value z = standard_normal(n.b, n.rng_state(gen), out.shape, out.dtype);
+    return V{affine(n.b, z, operand(std), operand(mean))};
+  };
+}
+
+V lower_exponential(Node& n) {
+  const TensorType& out = n.out();
+  const DType m = math_dtype(out.dtype);
+  Value u = uniform01(n.b, n.rng_state(2), out.shape, m);
+  // -log(1 - u) is 0 for u = 0; PyTorch's generators keep samples positive, so the
+  // smallest one is half a step of u instead.
+  Value e = n.b.unary("negate", n.b.unary("log_plus_one", n.b.unary("negate", u)));
+  e = n.b.binary("maximum", e, n.b.full(std::ldexp(1.0, -digits(m) - 1), u.type));
+  return {n.b.binary("divide", e, n.b.full(n.f64(1), u.type))};
+}
+
+V lower_log_normal(Node& n) {  // log_normal_(self, mean, std, *, generator)
+  const TensorType& out = n.out();
+  check(n.f64(2) > 0, "log_normal_ expects std > 0.0, but found std=" + std::to_string(n.f64(2)));
+  Value z = standard_normal(n.b, n.rng_state(3), out.shape, out.dtype);
+  return {n.b.unary("exponential", affine(n.b, z, n.b.full(n.f64(2), z.type), n.b.full(n.f64(1), z.type)))};
+}
+
+V lower_cauchy(Node& n) {  // cauchy_(self, median, sigma, *, generator)
+  const TensorType& out = n.out();
+  const DType m = math_dtype(out.dtype);
+  Value u = uniform01(n.b, n.rng_state(3), out.shape, m);
+  Value angle = n.b.binary("multiply", n.b.binary("subtract", u, n.b.full(0.5, u.type)),
+                           n.b.full(M_PI, u.type));
+  Value tan = n.b.binary("divide", n.b.unary("sine", angle), n.b.unary("cosine", angle));
+  return {affine(n.b, tan, n.b.full(n.f64(2), u.type), n.b.full(n.f64(1), u.type))};
+}
+
+// The number of Bernoulli(p) trials up to the first success: ceil(log(U) / log(1 - p)).
+V lower_geometric(Node& n) {  // geometric_(self, p, *, generator)
+  const TensorType& out = n.out();
+  const double p = n.f64(1);
+  check(p > 0 && p < 1, "geometric_ expects p to be in (0, 1), but got p=" + std::to_string(p));
+  const DType m = out.dtype == DType::F64 ? DType::F64 : DType::F32;
+  Value u = uniform01(n.b, n.rng_state(2), out.shape, m);
+  Value log = n.b.unary("log_plus_one", n.b.unary("negate", u));  // log(1 - u), 1 - u in (0, 1]
+  Value trials = n.b.unary("ceil", n.b.binary("divide", log, n.b.full(std::log1p(-p), u.type)));
+  return {n.b.binary("maximum", trials, n.b.full(1, u.type))};
+}
+
+// ---- bernoulli, dropout -----------------------------------------------------------------
+
+// 1 with probability p (a tensor or float at `p`), else 0, of shape out.
+LowerFn bernoulli(size_t p, size_t gen) {
+  return [=](Node& n) {
+    const TensorType& out = n.out();
+    const bool wide = out.dtype == DType::F64 || (n.has(p) && n.in(p).type.dtype == DType::F64);
+    const DType m = wide ? DType::F64 : DType::F32;
+    Value u = uniform01(n.b, n.rng_state(gen), out.shape, m);
+    if (!n.has(p))
+      check(n.f64(p) >= 0 && n.f64(p) <= 1,
+            "bernoulli_ expects p to be in [0, 1], but got p=" + std::to_string(n.f64(p)));
+    Value prob = n.has(p) ? cast_to(n.b, n.in(p), m, out.shape) : n.b.full(n.f64(p), u.type);
+    return V{n.b.compare(Compare::LT, u, prob)};
+  };
+}
+
+V lower_native_dropout(Node& n) {
+  const TensorType& out = n.out(0);
+  const Value& x = n.in(0);
+  const double p = n.f64(1);
+  const bool train = n.is_none(2) || n.flag(2);
+  if (!train) return {x, n.b.full(1, n.out(1))};
+  const DType m = math_dtype(out.dtype);
+  Value u = uniform01(n.b, n.rng_state(), out.shape, DType::F32);
+  Value keep = n.b.compare(Compare::LT, u, n.b.full(1 - p, u.type));
+  // select, not a product with the mask: for p = 1 the scale is inf and 0 * inf is NaN.
+  Value xm = n.b.convert(x, m);
+  Value scaled = n.b.binary("multiply", xm, n.b.full(p < 1 ? 1 / (1 - p) : 0, xm.type));
+  return {n.b.select(keep, scaled, n.b.full(0, xm.type)), keep};
+}
+
+V lower_native_dropout_backward(Node& n) {
+  const DType m = math_dtype(n.out().dtype);
+  Value g = cast_to(n.b, n.in(0), m, n.out().shape);
+  Value mask = cast_to(n.b, n.in(1), m, n.out().shape);
+  return {n.b.binary("multiply", n.b.binary("multiply", g, mask), n.b.full(n.f64(2), g.type))};
+}
+
+// ---- integers ----------------------------------------------------------------------------
+
+// Integers uniform on [low, low + range) from 64-bit draws; range 0 stands for 2^64.
+Value random_ints(hlo::Builder& b, const Value& state, const TensorType& out, int64_t low,
+                  uint64_t range) {
+  const TensorType u64{DType::U64, out.shape};
+  Value bits = random_bits(b, state, u64);
+  if (range != 0) {
+    Value r = b.broadcast_in_dim(b.constant_int(static_cast<int64_t>(range), DType::U64),
+                                 out.shape, {});
+    bits = b.binary("remainder", bits, r);
+  }
+  const TensorType s64{DType::S64, out.shape};
+  Value x = b.binary("add", b.bitcast_convert(bits, s64),
+                     b.broadcast_in_dim(b.constant_int(low, DType::S64), out.shape, {}));
+  return b.convert(x, out.dtype);
+}
+
+// The largest value random_ draws by default: 2^digits for floats (every integer up to it
+// is exact), the dtype's maximum for integers.
+uint64_t default_max(DType dtype) {
+  switch (dtype) {
+    case DType::Pred: return 1;
+    case DType::S8: return INT8_MAX;
+    case DType::U8: return UINT8_MAX;
+    case DType::S16: return INT16_MAX;
+    case DType::U16: return UINT16_MAX;
+    case DType::S32: return INT32_MAX;
+    case DType::U32: return UINT32_MAX;
+    case DType::S64: return INT64_MAX;
+    case DType::U64: return UINT64_MAX;
+    default: return uint64_t{1} << digits(dtype);
+  }
+}
+
+V lower_random(Node& n) {  // random_(self, *, generator)
+  return {random_ints(n.b, n.rng_state(1), n.out(), 0, default_max(n.out().dtype) + 1)};
+}
+
+V lower_random_to(Node& n) {  // random_.to(self, to, *, generator)
+  check(n.i64(1) > 0, "random_ expects 'from' to be less than 'to', but got from=0 >= to=" +
+                          std::to_string(n.i64(1)));
+  return {random_ints(n.b, n.rng_state(2), n.out(), 0, static_cast<uint64_t>(n.i64(1)))};
+}
+
+V lower_random_from(Node& n) {  // random_.from(self, from, to?, *, generator)
+  const int64_t from = n.i64(1);
+  const DType dtype = n.out().dtype;
+  uint64_t range;
+  if (auto to = n.opt_i64(2)) {
+    check(from < *to, "random_ expects 'from' to be less than 'to', but got from=" +
+                          std::to_string(from) + " >= to=" + std::to_string(*to));
+    range = static_cast<uint64_t>(*to) - static_cast<uint64_t>(from);
+  } else if (dtype == DType::S64 && from == INT64_MIN) {
+    range = 0;  // the full 64-bit range
+  } else {
+    range = default_max(dtype) - static_cast<uint64_t>(from) + 1;
+  }
+  return {random_ints(n.b, n.rng_state(3), n.out(), from, range)};
+}
+
+// A permutation of 0..n-1: indices sorted by random 64-bit keys.
+V lower_randperm(Node& n) {  // randperm.generator_out(n, *, generator, out)
+  const TensorType& out = n.out();
+  const int64_t count = out.shape.at(0);
+  if (count == 0) return {n.b.full(0, out)};
+  Value keys = random_bits(n.b, n.rng_state(1), {DType::U64, {count}});
+  Value index = n.b.iota({DType::S64, {count}}, 0);
+  const TensorType ku{DType::U64, {}}, ks{DType::S64, {}};
+  std::string less = n.b.region({ku, ku, ks, ks}, [](hlo::Builder& r, const V& a) {
+    return V{r.compare(Compare::LT, a[0], a[1])};
+  });
+  V sorted = n.b.emit_multi("stablehlo.sort", {keys, index}, "dimension = 0 : i64",
+                            {keys.type, index.type}, {less});
+  return {n.b.convert(sorted[1], out.dtype)};
+}
+
+// ---- multinomial -------------------------------------------------------------------------
+
+// Prefix sums along the last dim of a [rows, k] value.
+Value cumsum_last(hlo::Builder& b, const Value& x) {
+  const int64_t k = x.type.shape[1];
+  const TensorType scalar{x.type.dtype, {}};
+  std::string attrs = "window_dimensions = array<i64: 1, " + std::to_string(k) +
+                      ">, window_strides = array<i64: 1, 1>, padding = dense<[[0, 0], [" +
+                      std::to_string(k - 1) + ", 0]]> : tensor<2x2xi64>";
+  return b.emit("stablehlo.reduce_window", {x, b.constant(0, x.type.dtype)}, attrs, x.type,
+                {b.binary_region("stablehlo.add", x.type.dtype)});
+}
+
+V lower_multinomial(Node& n) {  // multinomial(self, num_samples, replacement, *, generator)
+  const TensorType& out = n.out();
+  const Value& self = n.in(0);
+  const bool batched = self.type.rank() == 2;
+  const int64_t rows = batched ? self.type.shape[0] : 1;
+  const int64_t k = self.type.shape.back();
+  const int64_t samples = n.i64(1);
+  if (rows * samples == 0 || k == 0) return {n.b.full(0, out)};
+  const DType m = self.type.dtype == DType::F64 ? DType::F64 : DType::F32;
+  Value p = n.b.reshape(n.b.convert(self, m), {rows, k});
+  const Value& state = n.rng_state(3);
+  Value index;
+  if (n.flag(2)) {
+    // Inverse CDF: a sample is the number of prefix sums at or below u * total.
+    Value cdf = cumsum_last(n.b, p);
+    Value total = n.b.reshape(n.b.slice(cdf, {0, k - 1}, {rows, k}, {1, 1}), {rows});
+    Value u = uniform01(n.b, state, {rows, samples}, m);
+    Value target = n.b.binary("multiply", u, n.b.broadcast_in_dim(total, {rows, samples}, {0}));
+    const std::vector<int64_t> cube{rows, samples, k};
+    Value below = n.b.compare(Compare::LE, n.b.broadcast_in_dim(cdf, cube, {0, 2}),
+                              n.b.broadcast_in_dim(target, cube, {0, 1}));
+    Value count = n.b.reduce(n.b.convert(below, DType::S64), n.b.constant(0, DType::S64), {2},
+                             hlo::Reducer::Add);
+    // Rounding of u * total can reach the total; fall back to the last category with
+    // positive weight rather than one past it.
+    Value iota = n.b.iota({DType::S64, {rows, k}}, 1);
+    Value positive = n.b.compare(Compare::GT, p, n.b.full(0, p.type));
+    Value last = n.b.reduce(n.b.select(positive, iota, n.b.full(0, iota.type)),
+                            n.b.constant(0, DType::S64), {1}, hlo::Reducer::Max);
+    index = n.b.binary("minimum", count, n.b.broadcast_in_dim(last, {rows, samples}, {0}));
+  } else {
+    // Exponential race: category i finishes at E_i / p_i; the first `samples` to finish are
+    // a draw without replacement with probabilities proportional to p.
+    Value u = uniform01(n.b, derived_state(n.b, state), {rows, k}, m);
+    Value log = n.b.unary("log_plus_one", n.b.unary("negate", u));  // -E_i, in (-inf, 0]
+    Value positive = n.b.compare(Compare::GT, p, n.b.full(0, p.type));
+    Value key = n.b.select(positive, n.b.binary("divide", log, p),
+                           n.b.full(-INFINITY, p.type));
+    V top = n.b.emit_multi("chlo.top_k", {key}, "k = " + std::to_string(samples) + " : i64",
+                           {{m, {rows, samples}}, {DType::S32, {rows, samples}}});
+    index = top[1];
+  }
+  return {n.b.convert(n.b.reshape(index, out.shape), out.dtype)};
+}
+
+}  // namespace
+
+TORCH_TPU_LOWERING(uniform, {"uniform_"}, lower_uniform, true);
+TORCH_TPU_LOWERING(normal_, {"normal_", "normal.out"}, normal(1, 2, 3), true);
+TORCH_TPU_LOWERING(normal, {"normal.Tensor_float", "normal.Tensor_float_out", "normal.float_Tensor",
+                            "normal.float_Tensor_out", "normal.Tensor_Tensor",
+                            "normal.Tensor_Tensor_out"},
+                   normal(0, 1, 2), true);
+TORCH_TPU_LOWERING(exponential, {"exponential_"}, lower_exponential, true);
+TORCH_TPU_LOWERING(log_normal, {"log_normal_"}, lower_log_normal, true);
+TORCH_TPU_LOWERING(cauchy, {"cauchy_"}, lower_cauchy, true);
+TORCH_TPU_LOWERING(geometric, {"geometric_"}, lower_geometric, true);
+TORCH_TPU_LOWERING(bernoulli_p, {"bernoulli_.float", "bernoulli_.Tensor", "bernoulli.p",
+                                 "bernoulli.Tensor", "bernoulli.Tensor_out", "bernoulli.float_out"},
+                   bernoulli(1, 2), true);
+TORCH_TPU_LOWERING(bernoulli, {"bernoulli", "bernoulli.out"}, bernoulli(0, 1), true);
+TORCH_TPU_LOWERING(random, {"random_"}, lower_random, true);
+TORCH_TPU_LOWERING(random_to, {"random_.to"}, lower_random_to, true);
+TORCH_TPU_LOWERING(random_from, {"random_.from"}, lower_random_from, true);
+TORCH_TPU_LOWERING(randperm, {"randperm.generator_out"}, lower_randperm, true);
+TORCH_TPU_LOWERING(multinomial, {"multinomial", "multinomial.out"}, lower_multinomial, true);
+TORCH_TPU_LOWERING(native_dropout, {"native_dropout", "native_dropout.out"}, lower_native_dropout,
+                   true);
+TORCH_TPU_LOWERING(native_dropout_backward,
+                   {"native_dropout_backward", "native_dropout_backward.out"},
+                   lower_native_dropout_backward);
+
+}  // namespace torch_tpu::ops
