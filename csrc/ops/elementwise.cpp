@@ -153,6 +153,7 @@ hlo::Value nan_or(hlo::Builder& b, const char* op, const hlo::Value& x, const hl
   if (x.type.dtype == hlo::DType::Pred) return b.binary(std::string(op) == "maximum" ? "or" : "and", x, y);
   hlo::Value r = b.binary(op, x, y);
   if (!hlo::is_float(x.type.dtype)) return r;
+  // XLA:CPU's maximum returns the other operand for a NaN in some positions.
   Math m{b};
   // x + y is NaN exactly when one of them is.
   return m.sel(m.or_(m.is_nan(x), m.is_nan(y)), m.add(x, y), r);

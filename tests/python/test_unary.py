@@ -70,11 +70,18 @@ EXACT_OPS = {
 }
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+# f16 takes the bf16 path (f32 math): checked on a few ops.
+@pytest.mark.parametrize("dtype", [d for d in DTYPES if d != torch.float16])
 @pytest.mark.parametrize("name", sorted(FLOAT_OPS))
 def test_float_unary(name, dtype):
     x = sample(FLOAT_OPS[name][0], dtype)
     same_or_same_error(getattr(torch, name), x, **tol(dtype))
+
+
+@pytest.mark.parametrize("name", ["exp", "log1p", "rsqrt", "erfinv", "lgamma", "atanh"])
+def test_float_unary_f16(name):
+    x = sample(FLOAT_OPS[name][0], torch.float16)
+    same_or_same_error(getattr(torch, name), x, **tol(torch.float16))
 
 
 SPECIAL_OPS = {"i1": "any", "i1e": "any", "ndtri": "open01", "entr": "any", "expit": "any",
