@@ -103,9 +103,16 @@ void add_attr_key(OpCall& call, const ops::Attr& attr) {
 
 bool is_tpu(const at::Tensor& t) { return t.defined() && t.device().is_privateuseone(); }
 
+// Tpu tensors and 0-d CPU tensors (which ops accept next to tpu ones) become meta
+// tensors: some meta kernels insist on one device. A wrapped Python number stays one,
+// so type promotion is unchanged.
 at::Tensor meta_like(const at::Tensor& t) {
-  if (!is_tpu(t)) return t;
-  return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
+  bool cpu_scalar = t.defined() && t.device().is_cpu() && t.dim() == 0;
+  if (!is_tpu(t) && !cpu_scalar) return t;
+  at::Tensor meta = at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
+  if (t.unsafeGetTensorImpl()->is_wrapped_number())
+    meta.unsafeGetTensorImpl()->set_wrapped_number(true);
+  return meta;
 }
 
 c10::IValue meta_value(const c10::IValue& v) {

@@ -79,3 +79,10 @@ def test_scalar_loop_does_not_recompile():
     for i in range(5):
         x[i : i + 3].exp()
     assert torch_tpu.metrics.snapshot()["compiles"] == 0
+
+
+def test_zero_dim_cpu_tensors_mix_with_tpu_tensors():
+    x = torch.tensor([1.5, -2.0, 3.0])
+    for fn in (torch.copysign, torch.floor_divide, torch.atan2):
+        assert_same(fn(torch.tensor(-2.0), x.to("tpu")), fn(torch.tensor(-2.0), x))
+        assert_same(fn(x.to("tpu"), torch.tensor(2.0)), fn(x, torch.tensor(2.0)))
