@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <stdexcept>
+#include <string>
 
 #include "ops/registry.h"
 
@@ -164,6 +166,12 @@ LowerFn arg_only(bool max) {
 LowerFn extreme_all(bool max) {
   return [max](Node& n) {
     const Value& x = n.in(0);
+    // PyTorch's check, which its meta kernel lacks: an empty max has no identity. A
+    // failed lowering is not cached, so every such call raises.
+    if (x.type.numel() == 0)
+      throw std::invalid_argument(std::string(max ? "max" : "min") +
+                                  "(): Expected reduction dim to be specified for input.numel() "
+                                  "== 0. Specify the reduction dim with the 'dim' argument.");
     return V{extreme(n, x, all_dims(x.type.rank()), max)};
   };
 }
