@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -296,7 +297,8 @@ V lower_norm_all(Node& n) {
 
 // An inclusive scan along `dim` as a reduce_window whose window covers every earlier
 // element: exact for integers, and what XLA recognises and optimises as a scan.
-Value scan(hlo::Builder& b, const Value& x, int64_t dim, const char* op, double init) {
+// `combine` is a region of two scalars of x's dtype.
+Value scan(hlo::Builder& b, const Value& x, int64_t dim, const std::string& combine, double init) {
   const int64_t rank = x.type.rank();
   const int64_t len = x.type.shape[dim];
   std::vector<int64_t> window(rank, 1), strides(rank, 1);
@@ -308,18 +310,56 @@ Value scan(hlo::Builder& b, const Value& x, int64_t dim, const char* op, double 
   std::string attrs = "window_dimensions = " + hlo::i64_array(window) +
                       ", window_strides = " + hlo::i64_array(strides) + ", padding = " + padding;
   return b.emit("stablehlo.reduce_window", {x, b.constant(init, x.type.dtype)}, attrs, x.type,
-                {b.binary_region(op, x.type.dtype)});
+                {combine});
+}
+
+// log(exp(a) + exp(b)), written as PyTorch's helper is: equal infinities return
+// themselves instead of inf - inf, and NaN propagates.
+std::string log_add_exp_region(hlo::Builder& b, DType t) {
+  TensorType s{t, {}};
+  return b.region({s, s}, [](hlo::Builder& r, const V& a) {
+    Value hi = r.binary("maximum", a[0], a[1]), lo = r.binary("minimum", a[0], a[1]);
+    Value sum = r.binary("add", hi, r.unary("log_plus_one", r.unary("exponential", r.binary("subtract", lo, hi))));
+    Value finite = r.emit("stablehlo.is_finite", {lo}, "", TensorType{DType::Pred, {}});
+    Value use_sum = r.binary("or", r.compare(Compare::NE, lo, hi), finite);
+    // maximum / minimum may drop a NaN; a + b keeps it.
+    Value nan = r.binary("or", is_nan(r, a[0]), is_nan(r, a[1]));
+    return V{r.select(nan, r.binary("add", a[0], a[1]), r.select(use_sum, sum, a[0]))};
+  });
+}
+
+// cumsum / cumprod / logcumsumexp(self, dim, ...): `region` builds the combiner for
+// the accumulation dtype.
+LowerFn cumulative(std::function<std::string(hlo::Builder&, DType)> region, double init) {
+  return [region, init](Node& n) {
+    hlo::Builder& b = n.b;
+    DType acc = accumulator(n.out().dtype);
+    Value x = b.convert(n.in(0), acc);
+    if (x.type.rank() == 0 || x.type.numel() == 0) return V{x};
+    return V{scan(b, x, wrap_dim(n.i64(1), x.type.rank()), region(b, acc), init)};
+  };
 }
 
 LowerFn cumulative(const char* op, double init) {
-  return [op, init](Node& n) {
-    hlo::Builder& b = n.b;
-    DType out = n.out().dtype;
-    DType acc = accumulator(out);
-    Value x = b.convert(n.in(0), acc);
-    if (x.type.rank() == 0 || x.type.numel() == 0) return V{x};
-    return V{scan(b, x, wrap_dim(n.i64(1), x.type.rank()), op, init)};
-  };
+  return cumulative([op](hlo::Builder& b, DType t) { return b.binary_region(op, t); }, init);
+}
+
+// ---- nansum, count_nonzero ------------------------------------------------------------
+
+V lower_nansum(Node& n) {
+  hlo::Builder& b = n.b;
+  const Value& x = n.in(0);
+  Value zeroed = b.select(is_nan(b, x), b.full(0, x.type), x);
+  std::vector<int64_t> dims = dims_arg(n, 1, x.type.rank());
+  return V{b.reshape(lower_sum(b, zeroed, dims, false, n.out().dtype), n.out().shape)};
+}
+
+V lower_count_nonzero(Node& n) {
+  hlo::Builder& b = n.b;
+  const Value& x = n.in(0);
+  Value nonzero = b.convert(b.convert(x, DType::Pred), DType::S64);
+  std::vector<int64_t> dims = dims_arg(n, 1, x.type.rank());
+  return V{reduce_as(n, nonzero, dims, Reducer::Add, b.constant_int(0, DType::S64))};
 }
 
 }  // namespace
@@ -436,5 +476,9 @@ TORCH_TPU_LOWERING(norm, {"norm.Scalar", "norm.Scalar_out", "norm.ScalarOpt_dtyp
 TORCH_TPU_LOWERING(cumsum, {"cumsum", "cumsum_", "cumsum.out"}, cumulative("stablehlo.add", 0));
 TORCH_TPU_LOWERING(cumprod, {"cumprod", "cumprod_", "cumprod.out"},
                    cumulative("stablehlo.multiply", 1));
+TORCH_TPU_LOWERING(logcumsumexp, {"logcumsumexp", "logcumsumexp.out"},
+                   cumulative(log_add_exp_region, -INFINITY));
+TORCH_TPU_LOWERING(nansum, {"nansum", "nansum.out"}, lower_nansum);
+TORCH_TPU_LOWERING(count_nonzero, {"count_nonzero.dim_IntList"}, lower_count_nonzero);
 
 }  // namespace torch_tpu::ops
