@@ -227,29 +227,45 @@ V lower_logsumexp(Node& n) {
 
 // ---- vector norms ---------------------------------------------------------------------
 
-// The p-norm over `dims`, p a runtime scalar: every special case (0, 1, 2, inf, -inf)
-// is computed and the one matching p selected, so one program serves every p.
+// The p-norm over `dims`, p a runtime scalar: a stablehlo.case picks the branch for p
+// (2, 1, 0, inf, -inf, or the general power sum), so one program serves every p and
+// only the chosen branch runs. The branches read `a` from the enclosing scope, which
+// case regions (unlike reduce bodies) may do.
 Value vector_norm(Node& n, const Value& self, const Value* p_in, const std::vector<int64_t>& dims) {
   hlo::Builder& b = n.b;
   DType acc = math_dtype(n.out().dtype);
   Value a = b.unary("abs", b.convert(self, acc));
-  Value zero = b.constant(0, acc);
-  auto sum = [&](const Value& v) { return b.reduce(v, zero, dims, Reducer::Add); };
   Value p = p_in ? b.convert(*p_in, acc) : b.constant(2, acc);
-  Value s1 = sum(a);
-  Value s2 = b.unary("sqrt", sum(b.binary("multiply", a, a)));
-  TensorType rt = s1.type;
-  Value s0 = sum(b.convert(b.compare(Compare::NE, a, b.full(0, a.type)), acc));
-  Value smax = reduce_extreme(b, a, dims, true);
-  Value smin = reduce_extreme(b, a, dims, false);
-  Value pa = b.broadcast_in_dim(p, a.type.shape, {});
-  Value sp = sum(b.binary("power", a, pa));
-  Value general = b.binary("power", sp, b.broadcast_in_dim(b.binary("divide", b.constant(1, acc), p), rt.shape, {}));
-  auto when = [&](double value, const Value& yes, const Value& no) {
-    Value is = b.compare(Compare::EQ, p, b.constant(value, acc));
-    return b.select(b.broadcast_in_dim(is, rt.shape, {}), yes, no);
+  std::vector<int64_t> shape;
+  for (int64_t d = 0; d < a.type.rank(); ++d)
+    if (std::find(dims.begin(), dims.end(), d) == dims.end()) shape.push_back(a.type.shape[d]);
+  TensorType rt{acc, shape};
+  auto branch = [&](std::function<Value(hlo::Builder&)> body) {
+    return b.region({}, [&](hlo::Builder& r, const V&) { return V{body(r)}; });
   };
-  Value r = when(2, s2, when(1, s1, when(0, s0, when(INFINITY, smax, when(-INFINITY, smin, general)))));
+  auto sum = [&](hlo::Builder& r, const Value& v) {
+    return r.reduce(v, r.constant(0, acc), dims, Reducer::Add);
+  };
+  std::vector<std::string> branches{
+      branch([&](hlo::Builder& r) { return r.unary("sqrt", sum(r, r.binary("multiply", a, a))); }),
+      branch([&](hlo::Builder& r) { return sum(r, a); }),
+      branch([&](hlo::Builder& r) {
+        return sum(r, r.convert(r.compare(Compare::NE, a, r.full(0, a.type)), acc));
+      }),
+      branch([&](hlo::Builder& r) { return reduce_extreme(r, a, dims, true); }),
+      branch([&](hlo::Builder& r) { return reduce_extreme(r, a, dims, false); }),
+      branch([&](hlo::Builder& r) {
+        Value powered = sum(r, r.binary("power", a, r.broadcast_in_dim(p, a.type.shape, {})));
+        Value inv = r.binary("divide", r.constant(1, acc), p);
+        return r.binary("power", powered, r.broadcast_in_dim(inv, rt.shape, {}));
+      }),
+  };
+  const double special[] = {2, 1, 0, INFINITY, -INFINITY};
+  Value index = b.constant_int(5, DType::S32);
+  for (int k = 4; k >= 0; --k)
+    index = b.select(b.compare(Compare::EQ, p, b.constant(special[k], acc)), b.constant_int(k, DType::S32),
+                     index);
+  Value r = b.emit("stablehlo.case", {index}, "", rt, branches);
   return b.reshape(r, n.out().shape);
 }
 
