@@ -14,4 +14,7 @@ fi
 cmake --build "$dir" -j "${JOBS:-2}" --target _C
 mkdir -p "$dir/pkg/torch_tpu"
 for f in torch_tpu/*.py; do ln -sf "$PWD/$f" "$dir/pkg/torch_tpu/"; done
-cp -f "$dir"/_C*.so "$dir/pkg/torch_tpu/"
+# Replace, never overwrite: a running test process may have the old library mapped.
+for so in "$dir"/_C*.so; do
+  cp "$so" "$dir/pkg/torch_tpu/.tmp.so" && mv -f "$dir/pkg/torch_tpu/.tmp.so" "$dir/pkg/torch_tpu/$(basename "$so")"
+done

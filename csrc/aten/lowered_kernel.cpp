@@ -15,6 +15,7 @@
 #include <torch/library.h>
 
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <unordered_map>
 #include <unordered_set>
@@ -233,7 +234,8 @@ class LoweredKernel final : public c10::OperatorKernel {
       }
     }
 
-    MetaResult meta = infer(op, args, call.program_key());
+    std::shared_ptr<const MetaResult> meta_ptr = infer(op, args, call.program_key());
+    const MetaResult& meta = *meta_ptr;
     const size_t n_fresh = fresh_count(meta);
     for (size_t t = 0; t < targets.size(); ++t) {
       TORCH_CHECK(is_tpu(targets[t]), name_, ": expected a tpu output tensor, got ",
@@ -350,8 +352,9 @@ class LoweredKernel final : public c10::OperatorKernel {
 
   // Output shapes and dtypes from the meta kernel, cached by program key except for out=
   // forms (their result shape may depend on scalar values, as arange's does).
-  MetaResult infer(const c10::OperatorHandle& op, const std::vector<c10::IValue>& args,
-                   const runtime::ProgramKey& key) {
+  std::shared_ptr<const MetaResult> infer(const c10::OperatorHandle& op,
+                                          const std::vector<c10::IValue>& args,
+                                          const runtime::ProgramKey& key) {
     bool has_out = false;
     for (const ArgInfo& info : infos_) has_out |= info.out;
     if (!has_out) {
@@ -367,7 +370,8 @@ class LoweredKernel final : public c10::OperatorKernel {
       at::AutoDispatchBelowADInplaceOrView guard;
       op.callBoxed(meta_stack);
     }
-    MetaResult result;
+    auto shared = std::make_shared<MetaResult>();
+    MetaResult& result = *shared;
     result.fresh_list_lengths.assign(returns_.size(), -1);
     auto add = [&](const at::Tensor& t) {
       result.undefined.push_back(!t.defined());
@@ -397,9 +401,9 @@ class LoweredKernel final : public c10::OperatorKernel {
     }
     if (!has_out) {
       std::lock_guard<std::mutex> lock(meta_mutex_);
-      meta_cache_.emplace(key, result);
+      meta_cache_.emplace(key, shared);
     }
-    return result;
+    return shared;
   }
 
   void push_results(const std::vector<c10::IValue>& args, const MetaResult& meta,
@@ -432,7 +436,9 @@ class LoweredKernel final : public c10::OperatorKernel {
   std::vector<ArgInfo> infos_;
   std::vector<ReturnInfo> returns_;
   std::mutex meta_mutex_;
-  std::unordered_map<runtime::ProgramKey, MetaResult, runtime::ProgramKeyHash> meta_cache_;
+  std::unordered_map<runtime::ProgramKey, std::shared_ptr<const MetaResult>,
+                     runtime::ProgramKeyHash>
+      meta_cache_;
 };
 
 }  // namespace

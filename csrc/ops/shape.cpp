@@ -3,6 +3,7 @@
 #include <string>
 
 #include "ops/indexing.h"
+#include "ops/reduction.h"
 #include "ops/registry.h"
 
 namespace torch_tpu::ops {
@@ -14,8 +15,6 @@ using hlo::DType;
 using hlo::TensorType;
 using hlo::Value;
 using V = std::vector<Value>;
-
-int64_t wrap_dim(int64_t dim, int64_t rank) { return dim < 0 ? dim + rank : dim; }
 
 V lower_cat(Node& n) {
   const TensorType& out = n.out();
@@ -30,6 +29,7 @@ V lower_cat(Node& n) {
 
 V lower_flip(Node& n) {
   const Value& x = n.in(0);
+  if (x.type.rank() == 0) return {x};
   std::vector<int64_t> dims;
   for (int64_t d : n.ints(1)) dims.push_back(wrap_dim(d, x.type.rank()));
   if (dims.empty() || x.type.numel() == 0) return {x};

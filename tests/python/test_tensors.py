@@ -165,3 +165,17 @@ def test_dtype_view_reinterprets_bits():
     cpu = torch.tensor([1.0, -2.0, 0.5])
     t = cpu.to("tpu")
     assert_same(t.view(torch.int32), cpu.view(torch.int32))
+
+
+def test_module_to_keeps_parameter_identity_and_ties():
+    emb, head = torch.nn.Embedding(5, 4), torch.nn.Linear(4, 5, bias=False)
+    head.weight = emb.weight
+    model = torch.nn.Sequential(emb, head)
+    param = emb.weight
+    model.to("tpu")
+    assert emb.weight is param and head.weight is emb.weight
+    assert param.device.type == "tpu" and isinstance(param, torch.nn.Parameter)
+    model(torch.tensor([1, 3]).to("tpu")).sum().backward()
+    assert param.grad.device.type == "tpu"
+    model.to("cpu")
+    assert head.weight is emb.weight and param.device.type == "cpu"

@@ -1,0 +1,107 @@
+"""The OpInfo conformance tool (tools/opinfo_conformance.py) on its pinned CI subset."""
+
+import importlib.util
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import torch_tpu
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+TOOL = ROOT / "tools" / "opinfo_conformance.py"
+
+# Measured on the CI subset (see docs/conformance.md); a drop below it is a regression.
+MIN_NATIVE_MATCH_RATE = 0.30
+MIN_MATCH_RATE = 0.99
+# Samples per (op, dtype): keeps the run near a minute on two cores.
+CI_MAX_SAMPLES = 8
+
+spec = importlib.util.spec_from_file_location("opinfo_conformance", TOOL)
+conformance = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(conformance)
+
+
+def run_tool(tmp_path, *args, env=None):
+    """Runs the tool with the torch_tpu this test imported."""
+    report = tmp_path / "report.json"
+    package_root = str(pathlib.Path(torch_tpu.__file__).absolute().parents[1])
+    path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
+    full_env = dict(os.environ, PYTHONPATH=path, **(env or {}))
+    proc = subprocess.run([sys.executable, str(TOOL), "--quiet", "--json", str(report), *args],
+                          capture_output=True, text=True, timeout=900, env=full_env,
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return json.loads(report.read_text()), proc.stdout
+
+
+def check_record(record):
+    counted = sum(record[s] for s in ("match", "mismatch", "error", "crash"))
+    assert record["samples"] == counted
+    assert 0 <= record["native_match"] <= record["match"]
+    assert record["fallback"] <= record["samples"]
+
+
+def test_ci_subset(tmp_path):
+    report, out = run_tool(tmp_path, "--subset", "ci", "--max-samples", str(CI_MAX_SAMPLES))
+    assert report["selection"] == "ci subset"
+    assert report["torch_version"] == torch.__version__
+    assert list(report["ops"]) == conformance.CI_SUBSET
+    for record in report["ops"].values():
+        check_record(record)
+        assert record["samples"] > 0
+    summary = report["summary"]["ci subset"]
+    assert summary["samples"] == sum(r["samples"] for r in report["ops"].values())
+    assert summary["native_match_rate"] == pytest.approx(
+        summary["native_match"] / summary["samples"], abs=1e-4)
+    assert "match rate" in out and "native match rate" in out
+    assert summary["crash"] == 0, [r["failures"] for r in report["ops"].values() if r["crash"]]
+    assert summary["match_rate"] >= MIN_MATCH_RATE, summary
+    assert summary["native_match_rate"] >= MIN_NATIVE_MATCH_RATE, summary
+
+
+def test_crash_is_counted_and_the_op_resumes(tmp_path):
+    report, _ = run_tool(tmp_path, "--ops", "abs,neg", "--dtypes", "float32,int64",
+                         "--write-docs", str(tmp_path / "conformance.md"),
+                         env={"TORCH_TPU_CONFORMANCE_CRASH_AT": "abs:1"})
+    abs_record, neg_record = report["ops"]["abs"], report["ops"]["neg"]
+    check_record(abs_record)
+    assert abs_record["crash"] == 1
+    assert abs_record["match"] == abs_record["samples"] - 1 > 0
+    assert neg_record["crash"] == 0 and neg_record["match"] == neg_record["samples"] > 0
+    docs = (tmp_path / "conformance.md").read_text()
+    assert "| **abs** | " in docs and "| **neg** | " in docs
+    assert conformance.read_docs_data(tmp_path / "conformance.md")["ops"]["abs"][4] == 1
+
+
+def compare(actual, expected):
+    conformance._compare(actual, expected, "out", values=True, want_tpu=False)
+
+
+@pytest.mark.parametrize("actual, expected", [
+    (torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.001])),
+    (torch.tensor([1, 2]), torch.tensor([1, 3])),
+    (torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.0], dtype=torch.float64)),
+    (torch.zeros(2, 1), torch.zeros(2)),
+    ((torch.zeros(2),), (torch.zeros(2), torch.zeros(2))),
+    (torch.tensor(True), torch.tensor(False)),
+    (3, 4),
+    (0.5, 0.6),
+])
+def test_compare_finds_differences(actual, expected):
+    with pytest.raises(conformance.Mismatch):
+        compare(actual, expected)
+
+
+@pytest.mark.parametrize("actual, expected", [
+    (torch.tensor([1.0, float("nan")]), torch.tensor([1.0 + 1e-7, float("nan")])),
+    (torch.tensor([0.5], dtype=torch.bfloat16), torch.tensor([0.501], dtype=torch.bfloat16)),
+    ([torch.tensor(3), 2.0], [torch.tensor(3), 2.0]),
+    (None, None),
+])
+def test_compare_accepts_equal_outputs(actual, expected):
+    compare(actual, expected)
