@@ -6,7 +6,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
+#include <stdexcept>
+#include <string>
 
 #include "ops/registry.h"
 
@@ -30,8 +33,6 @@ std::vector<int64_t> all_dims(int64_t rank) {
 std::vector<int64_t> all_dims_if_empty(const Value& x, const std::vector<int64_t>& dims) {
   return dims.empty() ? all_dims(x.type.rank()) : dims;
 }
-
-DType accumulator(DType dtype) { return math_dtype(dtype); }
 
 Value keep_dims(hlo::Builder& b, const Value& reduced, const Value& x,
                 const std::vector<int64_t>& dims, bool keepdim) {
@@ -67,21 +68,14 @@ Value reduce_as(Node& n, const Value& x, const std::vector<int64_t>& dims, Reduc
 
 // ---- sum, mean, prod ------------------------------------------------------------------
 
-LowerFn sum_over(bool full) {
-  return [full](Node& n) {
-    const Value& x = n.in(0);
-    std::vector<int64_t> dims = full ? all_dims(x.type.rank()) : dims_arg(n, 1, x.type.rank());
-    if (dims.empty()) return V{n.b.convert(x, n.out().dtype)};
-    return V{n.b.reshape(lower_sum(n.b, x, dims, false, n.out().dtype), n.out().shape)};
-  };
-}
+using DimsReduction = Value (*)(hlo::Builder&, const Value&, const std::vector<int64_t>&, bool, DType);
 
-LowerFn mean_over(bool full) {
-  return [full](Node& n) {
+// sum / mean over every dim (`full`) or over the dims in argument 1.
+LowerFn reduce_with(DimsReduction fn, bool full) {
+  return [fn, full](Node& n) {
     const Value& x = n.in(0);
     std::vector<int64_t> dims = full ? all_dims(x.type.rank()) : dims_arg(n, 1, x.type.rank());
-    if (dims.empty()) return V{n.b.convert(x, n.out().dtype)};
-    return V{n.b.reshape(lower_mean(n.b, x, dims, false, n.out().dtype), n.out().shape)};
+    return V{n.b.reshape(fn(n.b, x, dims, false, n.out().dtype), n.out().shape)};
   };
 }
 
@@ -90,7 +84,7 @@ LowerFn prod_over(bool full) {
     const Value& x = n.in(0);
     std::vector<int64_t> dims = full ? all_dims(x.type.rank()) : dims_arg(n, 1, x.type.rank());
     DType out = n.out().dtype;
-    DType acc = accumulator(out);
+    DType acc = math_dtype(out);
     Value in = n.b.convert(x, acc);
     if (acc == DType::Pred) return V{reduce_as(n, in, dims, Reducer::And, n.b.constant(1, acc))};
     return V{reduce_as(n, in, dims, Reducer::Mul, n.b.constant(1, acc))};
@@ -104,38 +98,20 @@ Value extreme(Node& n, const Value& x, const std::vector<int64_t>& dims, bool ma
   return n.b.reshape(reduce_extreme(n.b, x, dims, max), n.out(out).shape);
 }
 
-// (values, indices) of the max / min over one dim: a two-operand reduce whose combiner
-// orders candidates by value (NaN beating everything) and then by the lower index, so
-// ties give the first occurrence whatever order XLA combines in.
+// (values, indices) of the max / min over one dim: the extreme value, then the lowest
+// position holding it (a NaN position when the value is NaN), so ties give the first
+// occurrence as in PyTorch. Two plain reductions run faster than one two-operand reduce.
 std::pair<Value, Value> arg_extreme(hlo::Builder& b, const Value& x, int64_t dim, bool max) {
-  const DType t = x.type.dtype;
-  const bool floating = hlo::is_float(t);
+  Value value = reduce_extreme(b, x, {dim}, max);
+  std::vector<int64_t> rows = other_dims(x.type.rank(), dim);
+  Value vb = b.broadcast_in_dim(value, x.type.shape, rows);
+  Value hit = b.compare(Compare::EQ, x, vb);
+  if (hlo::is_float(x.type.dtype)) hit = b.binary("or", hit, b.binary("and", is_nan(b, x), is_nan(b, vb)));
   TensorType idx_type{DType::S64, x.type.shape};
-  Value idx = b.iota(idx_type, dim);
-  TensorType sv{t, {}}, si{DType::S64, {}};
-  std::string combine = b.region({sv, si, sv, si}, [&](hlo::Builder& r, const V& a) {
-    const Value &av = a[0], &ai = a[1], &bv = a[2], &bi = a[3];
-    Value better = r.compare(max ? Compare::GT : Compare::LT, av, bv);
-    Value same = r.compare(Compare::EQ, av, bv);
-    if (floating) {
-      Value an = is_nan(r, av), bn = is_nan(r, bv);
-      Value not_bn = r.emit("stablehlo.not", {bn}, "", bn.type);
-      better = r.binary("or", better, r.binary("and", an, not_bn));
-      same = r.binary("or", same, r.binary("and", an, bn));
-    }
-    Value first = r.binary("and", same, r.compare(Compare::LT, ai, bi));
-    Value pick = r.binary("or", better, first);
-    return V{r.select(pick, av, bv), r.select(pick, ai, bi)};
-  });
-  std::vector<int64_t> shape;
-  for (int64_t d = 0; d < x.type.rank(); ++d)
-    if (d != dim) shape.push_back(x.type.shape[d]);
-  Value init_v = max ? lowest(b, t) : highest(b, t);
-  Value init_i = b.constant_int(std::numeric_limits<int64_t>::max(), DType::S64);
-  V out = b.emit_multi("stablehlo.reduce", {x, idx, init_v, init_i},
-                       "dimensions = " + hlo::i64_array({dim}),
-                       {TensorType{t, shape}, TensorType{DType::S64, shape}}, {combine});
-  return {out[0], out[1]};
+  Value none = b.full(static_cast<double>(x.type.shape[dim]), idx_type);
+  Value index = b.reduce(b.select(hit, b.iota(idx_type, dim), none), highest(b, DType::S64), {dim},
+                         Reducer::Min);
+  return {value, index};
 }
 
 // max.dim / min.dim: (values, indices). A 0-d input is its own max at index 0.
@@ -164,6 +140,12 @@ LowerFn arg_only(bool max) {
 LowerFn extreme_all(bool max) {
   return [max](Node& n) {
     const Value& x = n.in(0);
+    // PyTorch's check, which its meta kernel lacks: an empty max has no identity. A
+    // failed lowering is not cached, so every such call raises.
+    if (x.type.numel() == 0)
+      throw std::invalid_argument(std::string(max ? "max" : "min") +
+                                  "(): Expected reduction dim to be specified for input.numel() "
+                                  "== 0. Specify the reduction dim with the 'dim' argument.");
     return V{extreme(n, x, all_dims(x.type.rank()), max)};
   };
 }
@@ -202,7 +184,7 @@ V variance(Node& n, bool take_sqrt, bool with_mean) {
   hlo::Builder& b = n.b;
   const Value& self = n.in(0);
   std::vector<int64_t> dims = dims_arg(n, 1, self.type.rank());
-  DType acc = accumulator(n.out(0).dtype);
+  DType acc = math_dtype(n.out(0).dtype);
   Value x = b.convert(self, acc);
   int64_t count = 1;
   for (int64_t d : dims) count *= x.type.shape[d];
@@ -228,7 +210,7 @@ V variance(Node& n, bool take_sqrt, bool with_mean) {
 // rows give -inf and +inf rows give +inf, as PyTorch's kernel does.
 V lower_logsumexp(Node& n) {
   hlo::Builder& b = n.b;
-  DType acc = accumulator(n.out().dtype);
+  DType acc = math_dtype(n.out().dtype);
   Value x = b.convert(n.in(0), acc);
   std::vector<int64_t> dims = dims_arg(n, 1, x.type.rank());
   std::vector<int64_t> kept = x.type.shape;
@@ -245,29 +227,45 @@ V lower_logsumexp(Node& n) {
 
 // ---- vector norms ---------------------------------------------------------------------
 
-// The p-norm over `dims`, p a runtime scalar: every special case (0, 1, 2, inf, -inf)
-// is computed and the one matching p selected, so one program serves every p.
+// The p-norm over `dims`, p a runtime scalar: a stablehlo.case picks the branch for p
+// (2, 1, 0, inf, -inf, or the general power sum), so one program serves every p and
+// only the chosen branch runs. The branches read `a` from the enclosing scope, which
+// case regions (unlike reduce bodies) may do.
 Value vector_norm(Node& n, const Value& self, const Value* p_in, const std::vector<int64_t>& dims) {
   hlo::Builder& b = n.b;
-  DType acc = accumulator(n.out().dtype);
+  DType acc = math_dtype(n.out().dtype);
   Value a = b.unary("abs", b.convert(self, acc));
-  Value zero = b.constant(0, acc);
-  auto sum = [&](const Value& v) { return b.reduce(v, zero, dims, Reducer::Add); };
   Value p = p_in ? b.convert(*p_in, acc) : b.constant(2, acc);
-  Value s1 = sum(a);
-  Value s2 = b.unary("sqrt", sum(b.binary("multiply", a, a)));
-  TensorType rt = s1.type;
-  Value s0 = sum(b.convert(b.compare(Compare::NE, a, b.full(0, a.type)), acc));
-  Value smax = reduce_extreme(b, a, dims, true);
-  Value smin = reduce_extreme(b, a, dims, false);
-  Value pa = b.broadcast_in_dim(p, a.type.shape, {});
-  Value sp = sum(b.binary("power", a, pa));
-  Value general = b.binary("power", sp, b.broadcast_in_dim(b.binary("divide", b.constant(1, acc), p), rt.shape, {}));
-  auto when = [&](double value, const Value& yes, const Value& no) {
-    Value is = b.compare(Compare::EQ, p, b.constant(value, acc));
-    return b.select(b.broadcast_in_dim(is, rt.shape, {}), yes, no);
+  std::vector<int64_t> shape;
+  for (int64_t d = 0; d < a.type.rank(); ++d)
+    if (std::find(dims.begin(), dims.end(), d) == dims.end()) shape.push_back(a.type.shape[d]);
+  TensorType rt{acc, shape};
+  auto branch = [&](std::function<Value(hlo::Builder&)> body) {
+    return b.region({}, [&](hlo::Builder& r, const V&) { return V{body(r)}; });
   };
-  Value r = when(2, s2, when(1, s1, when(0, s0, when(INFINITY, smax, when(-INFINITY, smin, general)))));
+  auto sum = [&](hlo::Builder& r, const Value& v) {
+    return r.reduce(v, r.constant(0, acc), dims, Reducer::Add);
+  };
+  std::vector<std::string> branches{
+      branch([&](hlo::Builder& r) { return r.unary("sqrt", sum(r, r.binary("multiply", a, a))); }),
+      branch([&](hlo::Builder& r) { return sum(r, a); }),
+      branch([&](hlo::Builder& r) {
+        return sum(r, r.convert(r.compare(Compare::NE, a, r.full(0, a.type)), acc));
+      }),
+      branch([&](hlo::Builder& r) { return reduce_extreme(r, a, dims, true); }),
+      branch([&](hlo::Builder& r) { return reduce_extreme(r, a, dims, false); }),
+      branch([&](hlo::Builder& r) {
+        Value powered = sum(r, r.binary("power", a, r.broadcast_in_dim(p, a.type.shape, {})));
+        Value inv = r.binary("divide", r.constant(1, acc), p);
+        return r.binary("power", powered, r.broadcast_in_dim(inv, rt.shape, {}));
+      }),
+  };
+  const double special[] = {2, 1, 0, INFINITY, -INFINITY};
+  Value index = b.constant_int(5, DType::S32);
+  for (int k = 4; k >= 0; --k)
+    index = b.select(b.compare(Compare::EQ, p, b.constant(special[k], acc)), b.constant_int(k, DType::S32),
+                     index);
+  Value r = b.emit("stablehlo.case", {index}, "", rt, branches);
   return b.reshape(r, n.out().shape);
 }
 
@@ -288,7 +286,8 @@ V lower_norm_all(Node& n) {
 
 // An inclusive scan along `dim` as a reduce_window whose window covers every earlier
 // element: exact for integers, and what XLA recognises and optimises as a scan.
-Value scan(hlo::Builder& b, const Value& x, int64_t dim, const char* op, double init) {
+// `combine` is a region of two scalars of x's dtype.
+Value scan(hlo::Builder& b, const Value& x, int64_t dim, const std::string& combine, double init) {
   const int64_t rank = x.type.rank();
   const int64_t len = x.type.shape[dim];
   std::vector<int64_t> window(rank, 1), strides(rank, 1);
@@ -300,18 +299,56 @@ Value scan(hlo::Builder& b, const Value& x, int64_t dim, const char* op, double 
   std::string attrs = "window_dimensions = " + hlo::i64_array(window) +
                       ", window_strides = " + hlo::i64_array(strides) + ", padding = " + padding;
   return b.emit("stablehlo.reduce_window", {x, b.constant(init, x.type.dtype)}, attrs, x.type,
-                {b.binary_region(op, x.type.dtype)});
+                {combine});
+}
+
+// log(exp(a) + exp(b)), written as PyTorch's helper is: equal infinities return
+// themselves instead of inf - inf, and NaN propagates.
+std::string log_add_exp_region(hlo::Builder& b, DType t) {
+  TensorType s{t, {}};
+  return b.region({s, s}, [](hlo::Builder& r, const V& a) {
+    Value hi = r.binary("maximum", a[0], a[1]), lo = r.binary("minimum", a[0], a[1]);
+    Value sum = r.binary("add", hi, r.unary("log_plus_one", r.unary("exponential", r.binary("subtract", lo, hi))));
+    Value finite = r.emit("stablehlo.is_finite", {lo}, "", TensorType{DType::Pred, {}});
+    Value use_sum = r.binary("or", r.compare(Compare::NE, lo, hi), finite);
+    // maximum / minimum may drop a NaN; a + b keeps it.
+    Value nan = r.binary("or", is_nan(r, a[0]), is_nan(r, a[1]));
+    return V{r.select(nan, r.binary("add", a[0], a[1]), r.select(use_sum, sum, a[0]))};
+  });
+}
+
+// cumsum / cumprod / logcumsumexp(self, dim, ...): `region` builds the combiner for
+// the accumulation dtype.
+LowerFn cumulative(std::function<std::string(hlo::Builder&, DType)> region, double init) {
+  return [region, init](Node& n) {
+    hlo::Builder& b = n.b;
+    DType acc = math_dtype(n.out().dtype);
+    Value x = b.convert(n.in(0), acc);
+    if (x.type.rank() == 0 || x.type.numel() == 0) return V{x};
+    return V{scan(b, x, wrap_dim(n.i64(1), x.type.rank()), region(b, acc), init)};
+  };
 }
 
 LowerFn cumulative(const char* op, double init) {
-  return [op, init](Node& n) {
-    hlo::Builder& b = n.b;
-    DType out = n.out().dtype;
-    DType acc = accumulator(out);
-    Value x = b.convert(n.in(0), acc);
-    if (x.type.rank() == 0 || x.type.numel() == 0) return V{x};
-    return V{scan(b, x, wrap_dim(n.i64(1), x.type.rank()), op, init)};
-  };
+  return cumulative([op](hlo::Builder& b, DType t) { return b.binary_region(op, t); }, init);
+}
+
+// ---- nansum, count_nonzero ------------------------------------------------------------
+
+V lower_nansum(Node& n) {
+  hlo::Builder& b = n.b;
+  const Value& x = n.in(0);
+  Value zeroed = b.select(is_nan(b, x), b.full(0, x.type), x);
+  std::vector<int64_t> dims = dims_arg(n, 1, x.type.rank());
+  return V{b.reshape(lower_sum(b, zeroed, dims, false, n.out().dtype), n.out().shape)};
+}
+
+V lower_count_nonzero(Node& n) {
+  hlo::Builder& b = n.b;
+  const Value& x = n.in(0);
+  Value nonzero = b.convert(b.convert(x, DType::Pred), DType::S64);
+  std::vector<int64_t> dims = dims_arg(n, 1, x.type.rank());
+  return V{reduce_as(n, nonzero, dims, Reducer::Add, b.constant_int(0, DType::S64))};
 }
 
 }  // namespace
@@ -350,24 +387,19 @@ Value reduce_extreme(hlo::Builder& b, const Value& x, const std::vector<int64_t>
   if (t == DType::Pred)
     return b.reduce(x, b.constant(max ? 0 : 1, t), dims, max ? Reducer::Or : Reducer::And);
   Value init = max ? lowest(b, t) : highest(b, t);
-  if (!hlo::is_float(t)) return b.reduce(x, init, dims, max ? Reducer::Max : Reducer::Min);
+  Value r = b.reduce(x, init, dims, max ? Reducer::Max : Reducer::Min);
+  if (!hlo::is_float(t)) return r;
   // stablehlo.maximum / minimum need not propagate NaN (XLA:CPU's do not), PyTorch's do.
-  TensorType s{t, {}};
-  std::string combine = b.region({s, s}, [max](hlo::Builder& r, const V& a) {
-    Value wins = r.binary("or", is_nan(r, a[0]), r.compare(max ? Compare::GT : Compare::LT, a[0], a[1]));
-    return V{r.select(wins, a[0], a[1])};
-  });
-  std::vector<int64_t> shape;
-  for (int64_t d = 0; d < x.type.rank(); ++d)
-    if (std::find(dims.begin(), dims.end(), d) == dims.end()) shape.push_back(x.type.shape[d]);
-  return b.emit("stablehlo.reduce", {x, init}, "dimensions = " + hlo::i64_array(dims),
-                TensorType{t, shape}, {combine});
+  // A second plain reduction finds the NaNs: both stay on XLA's fast reduction path,
+  // which a combiner with selects would leave.
+  Value any_nan = b.reduce(is_nan(b, x), b.constant(0, DType::Pred), dims, Reducer::Or);
+  return b.select(any_nan, b.full(NAN, r.type), r);
 }
 
 Value lower_sum(hlo::Builder& b, const Value& x, const std::vector<int64_t>& dims, bool keepdim,
                 DType dtype) {
   std::vector<int64_t> rdims = all_dims_if_empty(x, dims);
-  DType acc = accumulator(dtype);
+  DType acc = math_dtype(dtype);
   Value in = b.convert(x, acc);
   Value sum = b.reduce(in, b.constant(0, acc), rdims, acc == DType::Pred ? Reducer::Or : Reducer::Add);
   return keep_dims(b, b.convert(sum, dtype), x, rdims, keepdim);
@@ -376,7 +408,7 @@ Value lower_sum(hlo::Builder& b, const Value& x, const std::vector<int64_t>& dim
 Value lower_mean(hlo::Builder& b, const Value& x, const std::vector<int64_t>& dims, bool keepdim,
                  DType dtype) {
   std::vector<int64_t> rdims = all_dims_if_empty(x, dims);
-  DType acc = accumulator(dtype);
+  DType acc = math_dtype(dtype);
   int64_t count = 1;
   for (int64_t d : rdims) count *= x.type.shape[d];
   Value sum = b.reduce(b.convert(x, acc), b.constant(0, acc), rdims, Reducer::Add);
@@ -385,10 +417,10 @@ Value lower_mean(hlo::Builder& b, const Value& x, const std::vector<int64_t>& di
   return keep_dims(b, b.convert(mean, dtype), x, rdims, keepdim);
 }
 
-TORCH_TPU_LOWERING(sum, {"sum", "sum.out"}, sum_over(true));
-TORCH_TPU_LOWERING(sum_dim, {"sum.dim_IntList", "sum.IntList_out"}, sum_over(false));
-TORCH_TPU_LOWERING(mean, {"mean", "mean.dtype_out"}, mean_over(true));
-TORCH_TPU_LOWERING(mean_dim, {"mean.dim", "mean.out"}, mean_over(false));
+TORCH_TPU_LOWERING(sum, {"sum", "sum.out"}, reduce_with(lower_sum, true));
+TORCH_TPU_LOWERING(sum_dim, {"sum.dim_IntList", "sum.IntList_out"}, reduce_with(lower_sum, false));
+TORCH_TPU_LOWERING(mean, {"mean", "mean.dtype_out"}, reduce_with(lower_mean, true));
+TORCH_TPU_LOWERING(mean_dim, {"mean.dim", "mean.out"}, reduce_with(lower_mean, false));
 TORCH_TPU_LOWERING(prod, {"prod", "prod.out"}, prod_over(true));
 TORCH_TPU_LOWERING(prod_dim, {"prod.dim_int", "prod.int_out"}, prod_over(false));
 
@@ -428,5 +460,9 @@ TORCH_TPU_LOWERING(norm, {"norm.Scalar", "norm.Scalar_out", "norm.ScalarOpt_dtyp
 TORCH_TPU_LOWERING(cumsum, {"cumsum", "cumsum_", "cumsum.out"}, cumulative("stablehlo.add", 0));
 TORCH_TPU_LOWERING(cumprod, {"cumprod", "cumprod_", "cumprod.out"},
                    cumulative("stablehlo.multiply", 1));
+TORCH_TPU_LOWERING(logcumsumexp, {"logcumsumexp", "logcumsumexp.out"},
+                   cumulative(log_add_exp_region, -INFINITY));
+TORCH_TPU_LOWERING(nansum, {"nansum", "nansum.out"}, lower_nansum);
+TORCH_TPU_LOWERING(count_nonzero, {"count_nonzero.dim_IntList"}, lower_count_nonzero);
 
 }  // namespace torch_tpu::ops

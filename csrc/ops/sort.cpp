@@ -63,14 +63,39 @@ Value take(hlo::Builder& b, const Value& x, int64_t dim, int64_t start, int64_t 
   return b.slice(x, lo, hi, step);
 }
 
-// topk(self, k, dim, largest, sorted): always sorted.
+// topk(self, k, dim, largest, sorted), always sorted, as XLA's TopK along the last dim
+// (far cheaper than a full sort). Keys are made so that the largest key is the wanted
+// element: NaN becomes +NaN, the top of TopK's total order, and the smallest-k keys are
+// order-reversed (negation for floats keeps NaN at the wanted end; bitwise not for
+// integers cannot overflow).
 V lower_topk(Node& n) {
-  Value x = at_least_1d(n.b, n.in(0));
+  hlo::Builder& b = n.b;
+  Value x = at_least_1d(b, n.in(0));
+  const int64_t rank = x.type.rank();
   int64_t dim = wrap_dim(n.i64(2), n.in(0).type.rank());
   int64_t k = n.i64(1);
-  auto [v, i] = sort_along(n.b, x, dim, n.flag(3));
-  return V{n.b.reshape(take(n.b, v, dim, 0, k), n.out(0).shape),
-           n.b.reshape(take(n.b, i, dim, 0, k), n.out(1).shape)};
+  bool largest = n.flag(3);
+  if (k == 0 || x.type.numel() == 0) {
+    auto [v, i] = sort_along(b, x, dim, largest);
+    return V{b.reshape(take(b, v, dim, 0, k), n.out(0).shape), b.reshape(take(b, i, dim, 0, k), n.out(1).shape)};
+  }
+  std::vector<int64_t> perm = other_dims(rank, dim);
+  perm.push_back(dim);
+  std::vector<int64_t> inverse(rank);
+  for (int64_t d = 0; d < rank; ++d) inverse[perm[d]] = d;
+  Value key = b.transpose(x, perm);
+  const bool floating = hlo::is_float(key.type.dtype);
+  if (floating) key = b.select(is_nan(b, key), b.full(NAN, key.type), key);
+  auto reverse = [&](const Value& v) { return b.unary(floating ? "negate" : "not", v); };
+  if (!largest) key = reverse(key);
+  std::vector<int64_t> shape = key.type.shape;
+  shape.back() = k;
+  V top = b.emit_multi("chlo.top_k", {key}, "k = " + std::to_string(k) + " : i64",
+                       {TensorType{key.type.dtype, shape}, TensorType{DType::S32, shape}});
+  Value values = largest ? top[0] : reverse(top[0]);
+  Value indices = b.convert(top[1], DType::S64);
+  return V{b.reshape(b.transpose(values, inverse), n.out(0).shape),
+           b.reshape(b.transpose(indices, inverse), n.out(1).shape)};
 }
 
 // kthvalue(self, k, dim, keepdim): the k-th smallest.
