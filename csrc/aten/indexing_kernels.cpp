@@ -43,7 +43,9 @@ at::Tensor nonzero_kernel(const at::Tensor& self) {
 
 at::Tensor& nonzero_out(const at::Tensor& self, at::Tensor& out) {
   at::Tensor r = nonzero_kernel(self);
-  TORCH_CHECK(out.scalar_type() == at::kLong, "nonzero: Expected out tensor to have scalar type Long but got scalar type", out.scalar_type());
+  TORCH_CHECK(out.scalar_type() == at::kLong,
+              "nonzero: Expected out tensor to have scalar type Long but got scalar type",
+              out.scalar_type());
   at::native::resize_output(out, r.sizes());
   return out.copy_(r);
 }
@@ -74,7 +76,9 @@ at::Tensor& masked_select_out(const at::Tensor& self, const at::Tensor& mask, at
 std::vector<at::Tensor> prepare_indices(const at::Tensor& self,
                                         const c10::List<std::optional<at::Tensor>>& indices) {
   std::vector<at::Tensor> expanded = at::native::expandTensors(self, indices, true);
-  TORCH_CHECK_INDEX(expanded.size() <= static_cast<size_t>(self.dim()), "too many indices for tensor of dimension ", self.dim(), " (got ", expanded.size(), ")");
+  TORCH_CHECK_INDEX(expanded.size() <= static_cast<size_t>(self.dim()),
+                    "too many indices for tensor of dimension ", self.dim(), " (got ",
+                    expanded.size(), ")");
   return expanded;
 }
 
@@ -109,7 +113,8 @@ std::vector<std::optional<hlo::Value>> index_values(const std::vector<at::Tensor
   return out;
 }
 
-at::Tensor index_kernel(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices) {
+at::Tensor index_kernel(const at::Tensor& self,
+                        const c10::List<std::optional<at::Tensor>>& indices) {
   std::vector<at::Tensor> idx = prepare_indices(self, indices);
   std::vector<int64_t> shape = index_shape(self, idx);
   if (c10::multiply_integers(shape) == 0) return at::empty(shape, self.options());
@@ -130,13 +135,18 @@ at::Tensor& index_out(const at::Tensor& self, const c10::List<std::optional<at::
 
 at::Tensor& index_put_impl(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
                            const at::Tensor& values, bool accumulate, bool unsafe) {
-  TORCH_CHECK_INDEX(static_cast<int64_t>(indices.size()) <= self.dim(), "too many indices for tensor of dimension ", self.dim(), " (got ", indices.size(), ")");
-  TORCH_CHECK(self.scalar_type() == values.scalar_type(), "Index put requires the source and destination dtypes match, got ", self.scalar_type(), " for the destination and ", values.scalar_type(), " for the source.");
+  TORCH_CHECK(self.scalar_type() == values.scalar_type(),
+              "Index put requires the source and destination dtypes match, got ",
+              self.scalar_type(), " for the destination and ", values.scalar_type(),
+              " for the source.");
   std::vector<at::Tensor> idx = prepare_indices(self, indices);
   std::vector<int64_t> shape = index_shape(self, idx);
-  TORCH_CHECK(at::is_expandable_to(values.sizes(), shape), "shape mismatch: value tensor of shape ", values.sizes(), " cannot be broadcast to indexing result of shape ", c10::IntArrayRef(shape));
+  TORCH_CHECK(at::is_expandable_to(values.sizes(), shape), "shape mismatch: value tensor of shape ",
+              values.sizes(), " cannot be broadcast to indexing result of shape ",
+              c10::IntArrayRef(shape));
   if (c10::multiply_integers(shape) == 0) return self;
-  at::Tensor v = values.device() == self.device() || values.dim() == 0 ? values : values.to(self.device());
+  const bool here = values.device() == self.device() || values.dim() == 0;
+  at::Tensor v = here ? values : values.to(self.device());
   OpCall call("index_put");
   call.input(self);
   add_indices(call, idx);
@@ -147,23 +157,28 @@ at::Tensor& index_put_impl(at::Tensor& self, const c10::List<std::optional<at::T
   return self;
 }
 
-at::Tensor repeat_interleave_kernel(const at::Tensor& repeats, std::optional<c10::SymInt> output_size) {
+at::Tensor repeat_interleave_kernel(const at::Tensor& repeats,
+                                    std::optional<c10::SymInt> output_size) {
   TORCH_CHECK(repeats.dim() == 1, "repeat_interleave only accept 1D vector as repeat");
-  TORCH_CHECK(repeats.scalar_type() == at::kLong || repeats.scalar_type() == at::kInt, "repeats has to be Long or Int tensor");
+  TORCH_CHECK(repeats.scalar_type() == at::kLong || repeats.scalar_type() == at::kInt,
+              "repeats has to be Long or Int tensor");
   int64_t total;
   if (output_size) {
     total = output_size->expect_int();
   } else {
-    auto sum = OpCall("repeat_interleave_total").input(repeats).run([](hlo::Builder& b, const V& in) {
-      hlo::Value r = b.convert(in[0], hlo::DType::S64);
-      return V{b.reduce(r, b.constant(0, hlo::DType::S64), {0}, hlo::Reducer::Add)};
-    });
+    auto sum = OpCall("repeat_interleave_total").input(repeats).run(
+        [](hlo::Builder& b, const V& in) {
+          hlo::Value r = b.convert(in[0], hlo::DType::S64);
+          return V{b.reduce(r, b.constant(0, hlo::DType::S64), {0}, hlo::Reducer::Add)};
+        });
     total = read_count(sum[0]);
   }
   if (total == 0 || repeats.numel() == 0) return at::empty({total}, repeats.options());
-  at::Tensor r = OpCall("repeat_interleave").input(repeats).key(total).run(
-      [&](hlo::Builder& b, const V& in) { return V{ops::lower_repeat_interleave(b, in[0], total)}; })[0];
-  return r.to(repeats.scalar_type());
+  hlo::DType dtype = to_hlo(repeats.scalar_type());
+  return OpCall("repeat_interleave").input(repeats).key(total).run(
+      [&](hlo::Builder& b, const V& in) {
+        return V{b.convert(ops::lower_repeat_interleave(b, in[0], total), dtype)};
+      })[0];
 }
 
 // Ranges. Float outputs compute in f64 (f32 for bf16/f16), as CPU's accumulate type does,
@@ -182,9 +197,11 @@ at::Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c
   if (n == 0) return out;
   c10::ScalarType math = range_math(out.scalar_type());
   hlo::DType dtype = to_hlo(out.scalar_type());
-  OpCall("arange").scalar(start, math).scalar(step, math).key(n).key(static_cast<int64_t>(dtype))
-      .write([&](hlo::Builder& b, const V& in) { return V{ops::lower_arange(b, in[0], in[1], n, dtype)}; },
-             {out});
+  OpCall call("arange");
+  call.scalar(start, math).scalar(step, math).key(n).key(static_cast<int64_t>(dtype));
+  call.write([&](hlo::Builder& b, const V& in) {
+    return V{ops::lower_arange(b, in[0], in[1], n, dtype)};
+  }, {out});
   return out;
 }
 
@@ -195,7 +212,8 @@ at::Tensor& space_out(const char* name, const c10::Scalar& start, const c10::Sca
   if (steps == 0) return out;
   hlo::DType dtype = to_hlo(out.scalar_type());
   OpCall call(name);
-  call.scalar(start, at::kDouble).scalar(end, at::kDouble).key(steps).key(static_cast<int64_t>(dtype));
+  call.scalar(start, at::kDouble).scalar(end, at::kDouble);
+  call.key(steps).key(static_cast<int64_t>(dtype));
   if (base) call.scalar(*base, at::kDouble);
   call.write([&](hlo::Builder& b, const V& in) {
     return V{ops::lower_linspace(b, in[0], in[1], steps, dtype, base ? &in[2] : nullptr)};

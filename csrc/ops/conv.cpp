@@ -6,6 +6,8 @@
 // convolution is a transposed convolution of the output gradient with the same weight
 // (and the other way round), and the weight gradient is a convolution of the input
 // with the output gradient in which the input's channels play the batch.
+#include <functional>
+
 #include "ops/reduction.h"
 #include "ops/registry.h"
 
@@ -127,31 +129,26 @@ V lower_convolution_backward(Node& n) {
   ConvParams p = params(n, 3);
   bool transposed = n.flag(6);
   const Ints& mask = n.ints(9);
-  V grads;
-  if (mask[0]) {
-    const hlo::TensorType& t = n.out(0);
+  // A masked-off gradient is undefined; its placeholder is dropped by the caller.
+  auto grad = [&](size_t i, const std::function<Value(const hlo::TensorType&)>& make) {
+    return mask[i] ? make(n.out(i)) : b.full(0, n.out(i));
+  };
+  Value input_grad = grad(0, [&](const hlo::TensorType& t) {
     Value g = b.convert(dy, t.dtype), k = b.convert(w, t.dtype);
-    grads.push_back(transposed ? conv_forward(b, g, k, p, t) : conv_transposed(b, g, k, p, t));
-  } else {
-    grads.push_back(b.full(0, n.out(0)));
-  }
-  if (mask[1]) {
-    const hlo::TensorType& t = n.out(1);
+    return transposed ? conv_forward(b, g, k, p, t) : conv_transposed(b, g, k, p, t);
+  });
+  Value weight_grad = grad(1, [&](const hlo::TensorType& t) {
     Value g = b.convert(dy, t.dtype), in = b.convert(x, t.dtype);
     // A transposed convolution is the input gradient of a plain one with the roles of
     // input and output swapped, so its weight gradient swaps them too.
-    grads.push_back(transposed ? conv_weight_grad(b, in, g, p, t) : conv_weight_grad(b, g, in, p, t));
-  } else {
-    grads.push_back(b.full(0, n.out(1)));
-  }
-  if (mask[2]) {
+    return transposed ? conv_weight_grad(b, in, g, p, t) : conv_weight_grad(b, g, in, p, t);
+  });
+  Value bias_grad = grad(2, [&](const hlo::TensorType& t) {
     Ints dims{0};
     for (int64_t d = 2; d < dy.type.rank(); ++d) dims.push_back(d);
-    grads.push_back(lower_sum(b, dy, dims, false, n.out(2).dtype));
-  } else {
-    grads.push_back(b.full(0, n.out(2)));
-  }
-  return grads;
+    return lower_sum(b, dy, dims, false, t.dtype);
+  });
+  return {input_grad, weight_grad, bias_grad};
 }
 
 }  // namespace

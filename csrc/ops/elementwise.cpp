@@ -113,3 +113,64 @@ hlo::Value lower_threshold_backward(hlo::Builder& b, const hlo::Value& grad, con
 }
 
 }  // namespace torch_tpu::ops
+
+namespace torch_tpu::ops {
+
+hlo::Value arg_as(Node& n, size_t i, hlo::DType dtype) {
+  return cast_to(n.b, n.in(i), dtype, n.out().shape);
+}
+
+hlo::DType float_math(const Node& n) {
+  hlo::DType d = n.compute;
+  if (!hlo::is_float(d)) d = hlo::is_float(n.out().dtype) ? n.out().dtype : hlo::DType::F32;
+  return math_dtype(d);
+}
+
+hlo::Value arg_math(Node& n, size_t i) {
+  hlo::Value x = n.in(i);
+  if (hlo::is_float(n.compute)) x = n.b.convert(x, n.compute);
+  return cast_to(n.b, x, float_math(n), n.out().shape);
+}
+
+hlo::Value sign_bit(hlo::Builder& b, const hlo::Value& x) {
+  hlo::DType bits;
+  switch (x.type.dtype) {
+    case hlo::DType::F64: bits = hlo::DType::S64; break;
+    case hlo::DType::F32: bits = hlo::DType::S32; break;
+    case hlo::DType::F16:
+    case hlo::DType::BF16: bits = hlo::DType::S16; break;
+    default:
+      if (hlo::is_signed_int(x.type.dtype)) return b.compare(hlo::Compare::LT, x, b.full(0, x.type));
+      return b.full(0, {hlo::DType::Pred, x.type.shape});
+  }
+  hlo::Value i = b.bitcast_convert(x, {bits, x.type.shape});
+  return b.compare(hlo::Compare::LT, i, b.full(0, i.type));
+}
+
+namespace {
+
+hlo::Value nan_or(hlo::Builder& b, const char* op, const hlo::Value& x, const hlo::Value& y) {
+  if (x.type.dtype == hlo::DType::Pred) return b.binary(std::string(op) == "maximum" ? "or" : "and", x, y);
+  hlo::Value r = b.binary(op, x, y);
+  if (!hlo::is_float(x.type.dtype)) return r;
+  Math m{b};
+  // x + y is NaN exactly when one of them is.
+  return m.sel(m.or_(m.is_nan(x), m.is_nan(y)), m.add(x, y), r);
+}
+
+}  // namespace
+
+hlo::Value nan_max(hlo::Builder& b, const hlo::Value& x, const hlo::Value& y) {
+  return nan_or(b, "maximum", x, y);
+}
+
+hlo::Value nan_min(hlo::Builder& b, const hlo::Value& x, const hlo::Value& y) {
+  return nan_or(b, "minimum", x, y);
+}
+
+void not_implemented(const char* op, hlo::DType dtype) {
+  throw std::invalid_argument(std::string("\"") + op + "\" not implemented for '" +
+                              hlo::mlir_name(dtype) + "'");
+}
+
+}  // namespace torch_tpu::ops

@@ -35,9 +35,9 @@ Value lower_linspace(hlo::Builder& b, const Value& start, const Value& end, int6
                      DType dtype, const Value* base) {
   TensorType out{dtype, {steps}};
   if (steps == 0) return b.full(0, out);
-  // Integer outputs step in f64 from integer endpoints; floats in their own precision.
-  const bool integral = !hlo::is_float(dtype);
-  DType math = integral ? DType::F64 : math_dtype(dtype);
+  // Integer outputs step in f64 from integer endpoints; floats in their own precision,
+  // rounding after each operation as CPU's scalar_t arithmetic does.
+  DType math = hlo::is_float(dtype) ? dtype : DType::F64;
   Value s = b.convert(b.convert(start, dtype), math);
   Value e = b.convert(b.convert(end, dtype), math);
   TensorType t{math, {steps}};

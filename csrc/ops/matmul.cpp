@@ -1,47 +1,12 @@
+// Matrix products as dot_general, accumulating bf16/f16 in f32. mm, bmm and addmm have
+// hand-written kernels (aten/matmul_kernels.cpp); the rest of the family is in the
+// lowering table. linear, matmul and einsum decompose into these before they reach
+// the backend.
 #include "ops/matmul.h"
 
 #include "ops/elementwise.h"
 #include "ops/registry.h"
 
-namespace torch_tpu::ops {
-
-namespace {
-
-hlo::Value dot(hlo::Builder& b, const hlo::Value& x, const hlo::Value& y, int64_t batch) {
-  hlo::DType dtype = x.type.dtype;
-  bool low = dtype == hlo::DType::F16 || dtype == hlo::DType::BF16;
-  std::vector<int64_t> batch_dims;
-  for (int64_t i = 0; i < batch; ++i) batch_dims.push_back(i);
-  hlo::Value r = b.dot_general(x, y, batch_dims, batch_dims, {batch + 1}, {batch},
-                               low ? hlo::DType::F32 : dtype);
-  return b.convert(r, dtype);
-}
-
-}  // namespace
-
-hlo::Value lower_mm(hlo::Builder& b, const hlo::Value& x, const hlo::Value& y) {
-  return dot(b, x, y, 0);
-}
-
-hlo::Value lower_bmm(hlo::Builder& b, const hlo::Value& x, const hlo::Value& y) {
-  return dot(b, x, y, 1);
-}
-
-hlo::Value lower_addmm(hlo::Builder& b, const hlo::Value& bias, const hlo::Value& x,
-                       const hlo::Value& y, const hlo::Value& beta, const hlo::Value& alpha) {
-  hlo::Value product = dot(b, x, y, 0);
-  hlo::DType dtype = product.type.dtype;
-  hlo::Value scaled = b.binary("multiply", product,
-                               broadcast_to(b, b.convert(alpha, dtype), product.type.shape));
-  hlo::Value base = broadcast_to(b, b.convert(bias, dtype), product.type.shape);
-  base = b.binary("multiply", base, broadcast_to(b, b.convert(beta, dtype), product.type.shape));
-  return b.binary("add", base, scaled);
-}
-
-}  // namespace torch_tpu::ops
-
-// The table entries for the rest of the family: linear, matmul and einsum decompose
-// into these (and mm/bmm/addmm) before they reach the backend.
 namespace torch_tpu::ops {
 
 namespace {
@@ -85,6 +50,25 @@ V lower_mv(Node& n) { return {contract(n.b, n.in(0), n.in(1), {}, {1}, {0}, n.ou
 V lower_dot(Node& n) { return {contract(n.b, n.in(0), n.in(1), {}, {0}, {0}, n.out().dtype)}; }
 
 }  // namespace
+
+hlo::Value lower_mm(hlo::Builder& b, const hlo::Value& x, const hlo::Value& y) {
+  return contract(b, x, y, {}, {1}, {0}, x.type.dtype);
+}
+
+hlo::Value lower_bmm(hlo::Builder& b, const hlo::Value& x, const hlo::Value& y) {
+  return contract(b, x, y, {0}, {2}, {1}, x.type.dtype);
+}
+
+hlo::Value lower_addmm(hlo::Builder& b, const hlo::Value& bias, const hlo::Value& x,
+                       const hlo::Value& y, const hlo::Value& beta, const hlo::Value& alpha) {
+  hlo::Value product = lower_mm(b, x, y);
+  hlo::DType dtype = product.type.dtype;
+  hlo::Value scaled = b.binary("multiply", product,
+                               broadcast_to(b, b.convert(alpha, dtype), product.type.shape));
+  hlo::Value base = broadcast_to(b, b.convert(bias, dtype), product.type.shape);
+  base = b.binary("multiply", base, broadcast_to(b, b.convert(beta, dtype), product.type.shape));
+  return b.binary("add", base, scaled);
+}
 
 TORCH_TPU_LOWERING(baddbmm, {"baddbmm", "baddbmm_", "baddbmm.out"}, lower_baddbmm);
 TORCH_TPU_LOWERING(addbmm, {"addbmm", "addbmm_", "addbmm.out"}, lower_addbmm);

@@ -1,10 +1,9 @@
 // Max, average and adaptive pooling over the trailing 1-3 dims, with gradients.
 //
-// Max pooling reduces (value, flat index) pairs so that the indices are PyTorch's: the
-// first maximum of a window in row-major order, or its last NaN. Their gradients scatter
-// into the input at those indices. Average pooling sums with reduce_window and divides
-// by PyTorch's per-window divisor, known from the shapes alone; its gradient is the
-// transposed window sum. Adaptive windows vary in size: average pooling applies a
+// Max pooling returns PyTorch's indices: the first maximum of a window in row-major
+// order, or its last NaN. Their gradients scatter into the input at those indices.
+// Average pooling sums with reduce_window and divides by PyTorch's per-window divisor,
+// known from the shapes alone; its gradient is the transposed window sum. Adaptive windows vary in size: average pooling applies a
 // per-dim averaging matrix, max pooling gathers each window (padded by repeating its
 // last element, which changes neither the maximum nor its index) and reduces.
 #include "ops/pooling.h"
@@ -166,29 +165,59 @@ V argmax_inits(hlo::Builder& b, hlo::DType dtype) {
           b.constant_int(std::numeric_limits<int64_t>::max(), hlo::DType::S64)};
 }
 
-// Each element's row-major position within its spatial plane.
-Value plane_index(hlo::Builder& b, const Ints& shape, const Pool& p) {
-  hlo::TensorType t{hlo::DType::S64, shape};
-  Value index = b.full(0, t);
-  for (size_t j = 0; j < p.spatial; ++j) {
-    int64_t stride = product(p.in, j + 1);
-    Value term = b.binary("multiply", b.iota(t, p.lead + j), b.full(static_cast<double>(stride), t));
-    index = b.binary("add", index, term);
-  }
-  return index;
-}
-
+// The maximum is a plain max reduce_window. Its index is found by visiting the window
+// offsets in row-major order: each offset is one strided slice of the padded input, and
+// the first slice equal to the maximum (or, for NaN, the last NaN) gives the position.
+// A variadic (value, index) reduce_window does the same in one op but runs far slower.
 V max_pool(Node& n, size_t spatial) {
   hlo::Builder& b = n.b;
   const Value& x = n.in(0);
-  Pool p = pool(x.type, n.out(0), spatial, n.ints(1), n.ints(2), n.ints(3), n.ints(4));
-  V r = reduce_window(b, {x, plane_index(b, x.type.shape, p)}, argmax_inits(b, x.type.dtype),
-                      pool_window(p), argmax_region(b, x.type.dtype));
-  return {slice_to(b, r[0], n.out(0).shape), slice_to(b, r[1], n.out(1).shape)};
-}
+  const hlo::TensorType& out = n.out(0);
+  Pool p = pool(x.type, out, spatial, n.ints(1), n.ints(2), n.ints(3), n.ints(4));
+  Window w = pool_window(p);
+  Value lowest = b.constant(-std::numeric_limits<double>::infinity(), x.type.dtype);
+  Value max = reduce_window(b, {x}, {lowest}, w, b.binary_region("stablehlo.maximum", x.type.dtype))[0];
+  max = slice_to(b, max, out.shape);
+  Value padded = b.pad(x, lowest, w.lo, w.hi, Ints(w.lo.size(), 0));
 
-V lower_max_pool2d(Node& n) { return max_pool(n, 2); }
-V lower_max_pool3d(Node& n) { return max_pool(n, 3); }
+  hlo::TensorType it{hlo::DType::S64, out.shape};
+  hlo::TensorType pt{hlo::DType::Pred, out.shape};
+  Value index = b.full(0, it), nan_index = b.full(0, it), found = b.full(0, pt);
+  Value any_nan = b.full(0, pt);
+  Ints offset(spatial, 0);
+  for (int64_t visit = 0; visit < product(p.kernel); ++visit) {
+    Ints start(p.lead, 0), limit(out.shape.begin(), out.shape.begin() + p.lead), strides(p.lead, 1);
+    Value position = b.full(0, it), valid = b.full(1, pt);
+    for (size_t j = 0; j < spatial; ++j) {
+      int64_t first = offset[j] * p.dilation[j];
+      start.push_back(first);
+      limit.push_back(first + (p.out[j] - 1) * p.stride[j] + 1);
+      strides.push_back(p.stride[j]);
+      Ints pos, inside;
+      for (int64_t o = 0; o < p.out[j]; ++o) {
+        int64_t at = o * p.stride[j] - p.padding[j] + first;
+        pos.push_back(at * product(p.in, j + 1));
+        inside.push_back(at >= 0 && at < p.in[j]);
+      }
+      int64_t dim = p.lead + static_cast<int64_t>(j);
+      position = b.binary("add", position, b.broadcast_in_dim(index_constant(b, pos), out.shape, {dim}));
+      valid = b.binary("and", valid, b.broadcast_in_dim(b.convert(index_constant(b, inside), hlo::DType::Pred),
+                                                        out.shape, {dim}));
+    }
+    Value v = b.slice(padded, start, limit, strides);
+    Value hit = b.binary("and", valid, b.compare(hlo::Compare::EQ, v, max));
+    index = b.select(b.binary("and", hit, b.unary("not", found)), position, index);
+    found = b.binary("or", found, hit);
+    Value nan = b.binary("and", valid, b.compare(hlo::Compare::NE, v, v));
+    nan_index = b.select(nan, position, nan_index);
+    any_nan = b.binary("or", any_nan, nan);
+    for (int64_t j = static_cast<int64_t>(spatial) - 1; j >= 0 && ++offset[j] == p.kernel[j]; --j)
+      offset[j] = 0;
+  }
+  // reduce_window's maximum may skip NaN; PyTorch's does not.
+  Value nan_value = b.full(std::numeric_limits<double>::quiet_NaN(), out);
+  return {b.select(any_nan, nan_value, max), b.select(any_nan, nan_index, index)};
+}
 
 // The gradient of a max pooling: g added into the input plane at `indices`.
 Value scatter_by_indices(hlo::Builder& b, const Value& g, const Value& indices,
@@ -207,12 +236,6 @@ Value scatter_by_indices(hlo::Builder& b, const Value& g, const Value& indices,
   return b.reshape(sum, input.shape);
 }
 
-V lower_max_pool2d_backward(Node& n) {
-  return {scatter_by_indices(n.b, n.in(0), n.in(7), n.in(1).type, 2)};
-}
-V lower_max_pool3d_backward(Node& n) {
-  return {scatter_by_indices(n.b, n.in(0), n.in(7), n.in(1).type, 3)};
-}
 
 // ---- average pooling ----
 
@@ -274,10 +297,6 @@ V avg_pool_backward(Node& n, size_t spatial) {
   return {reduce_window(b, {padded}, {b.constant(0, acc)}, w, b.binary_region("stablehlo.add", acc))[0]};
 }
 
-V lower_avg_pool2d(Node& n) { return avg_pool_forward(n, 2); }
-V lower_avg_pool3d(Node& n) { return avg_pool_forward(n, 3); }
-V lower_avg_pool2d_backward(Node& n) { return avg_pool_backward(n, 2); }
-V lower_avg_pool3d_backward(Node& n) { return avg_pool_backward(n, 3); }
 
 // ---- adaptive pooling ----
 
@@ -336,10 +355,6 @@ V adaptive_avg_pool_backward(Node& n, size_t spatial) {
   return {per_dim_matrices(b, g, lead, spatial_of(n.out(), spatial), spatial_of(g.type, spatial), true)};
 }
 
-V lower_adaptive_avg_pool2d(Node& n) { return adaptive_avg_pool(n, 2); }
-V lower_adaptive_avg_pool3d(Node& n) { return adaptive_avg_pool(n, 3); }
-V lower_adaptive_avg_pool2d_backward(Node& n) { return adaptive_avg_pool_backward(n, 2); }
-V lower_adaptive_avg_pool3d_backward(Node& n) { return adaptive_avg_pool_backward(n, 3); }
 
 V adaptive_max_pool(Node& n, size_t spatial) {
   hlo::Builder& b = n.b;
@@ -384,13 +399,17 @@ V adaptive_max_pool(Node& n, size_t spatial) {
   return r;
 }
 
-V lower_adaptive_max_pool2d(Node& n) { return adaptive_max_pool(n, 2); }
-V lower_adaptive_max_pool3d(Node& n) { return adaptive_max_pool(n, 3); }
-V lower_adaptive_max_pool2d_backward(Node& n) {
-  return {scatter_by_indices(n.b, n.in(0), n.in(2), n.in(1).type, 2)};
+
+// The lowering of `f` over `spatial` trailing dims.
+LowerFn over(V (*f)(Node&, size_t), size_t spatial) {
+  return [f, spatial](Node& n) { return f(n, spatial); };
 }
-V lower_adaptive_max_pool3d_backward(Node& n) {
-  return {scatter_by_indices(n.b, n.in(0), n.in(2), n.in(1).type, 3)};
+
+// The gradient of a max pooling whose indices are argument `indices`.
+LowerFn max_pool_backward(size_t indices, size_t spatial) {
+  return [indices, spatial](Node& n) {
+    return V{scatter_by_indices(n.b, n.in(0), n.in(indices), n.in(1).type, spatial)};
+  };
 }
 
 }  // namespace
@@ -425,40 +444,40 @@ Value scatter_add_along(hlo::Builder& b, const Value& g, int64_t dim, const Ints
 }
 
 TORCH_TPU_LOWERING(max_pool2d, {"max_pool2d_with_indices", "max_pool2d_with_indices.out"},
-                   lower_max_pool2d);
+                   over(max_pool, 2));
 TORCH_TPU_LOWERING(max_pool3d, {"max_pool3d_with_indices", "max_pool3d_with_indices.out"},
-                   lower_max_pool3d);
+                   over(max_pool, 3));
 TORCH_TPU_LOWERING(max_pool2d_backward,
                    {"max_pool2d_with_indices_backward", "max_pool2d_with_indices_backward.grad_input"},
-                   lower_max_pool2d_backward);
+                   max_pool_backward(7, 2));
 TORCH_TPU_LOWERING(max_pool3d_backward,
                    {"max_pool3d_with_indices_backward", "max_pool3d_with_indices_backward.grad_input"},
-                   lower_max_pool3d_backward);
-TORCH_TPU_LOWERING(avg_pool2d, {"avg_pool2d", "avg_pool2d.out"}, lower_avg_pool2d);
-TORCH_TPU_LOWERING(avg_pool3d, {"avg_pool3d", "avg_pool3d.out"}, lower_avg_pool3d);
+                   max_pool_backward(7, 3));
+TORCH_TPU_LOWERING(avg_pool2d, {"avg_pool2d", "avg_pool2d.out"}, over(avg_pool_forward, 2));
+TORCH_TPU_LOWERING(avg_pool3d, {"avg_pool3d", "avg_pool3d.out"}, over(avg_pool_forward, 3));
 TORCH_TPU_LOWERING(avg_pool2d_backward, {"avg_pool2d_backward", "avg_pool2d_backward.grad_input"},
-                   lower_avg_pool2d_backward);
+                   over(avg_pool_backward, 2));
 TORCH_TPU_LOWERING(avg_pool3d_backward, {"avg_pool3d_backward", "avg_pool3d_backward.grad_input"},
-                   lower_avg_pool3d_backward);
+                   over(avg_pool_backward, 3));
 TORCH_TPU_LOWERING(adaptive_avg_pool2d, {"_adaptive_avg_pool2d", "_adaptive_avg_pool2d.out"},
-                   lower_adaptive_avg_pool2d);
+                   over(adaptive_avg_pool, 2));
 TORCH_TPU_LOWERING(adaptive_avg_pool3d, {"_adaptive_avg_pool3d", "_adaptive_avg_pool3d.out"},
-                   lower_adaptive_avg_pool3d);
+                   over(adaptive_avg_pool, 3));
 TORCH_TPU_LOWERING(adaptive_avg_pool2d_backward,
                    {"_adaptive_avg_pool2d_backward", "_adaptive_avg_pool2d_backward.out"},
-                   lower_adaptive_avg_pool2d_backward);
+                   over(adaptive_avg_pool_backward, 2));
 TORCH_TPU_LOWERING(adaptive_avg_pool3d_backward,
                    {"_adaptive_avg_pool3d_backward", "_adaptive_avg_pool3d_backward.out"},
-                   lower_adaptive_avg_pool3d_backward);
+                   over(adaptive_avg_pool_backward, 3));
 TORCH_TPU_LOWERING(adaptive_max_pool2d, {"adaptive_max_pool2d", "adaptive_max_pool2d.out"},
-                   lower_adaptive_max_pool2d);
+                   over(adaptive_max_pool, 2));
 TORCH_TPU_LOWERING(adaptive_max_pool3d, {"adaptive_max_pool3d", "adaptive_max_pool3d.out"},
-                   lower_adaptive_max_pool3d);
+                   over(adaptive_max_pool, 3));
 TORCH_TPU_LOWERING(adaptive_max_pool2d_backward,
                    {"adaptive_max_pool2d_backward", "adaptive_max_pool2d_backward.grad_input"},
-                   lower_adaptive_max_pool2d_backward);
+                   max_pool_backward(2, 2));
 TORCH_TPU_LOWERING(adaptive_max_pool3d_backward,
                    {"adaptive_max_pool3d_backward", "adaptive_max_pool3d_backward.grad_input"},
-                   lower_adaptive_max_pool3d_backward);
+                   max_pool_backward(2, 3));
 
 }  // namespace torch_tpu::ops

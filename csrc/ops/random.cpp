@@ -3,6 +3,8 @@
 // the order of calls: the same on every run, process and plugin. A draw of k elements
 // uses at most k counters, which the generator's offset advance already covers.
 #include <cmath>
+#include <stdexcept>
+#include <string>
 
 #include "ops/elementwise.h"
 #include "ops/registry.h"
@@ -17,10 +19,10 @@ using hlo::TensorType;
 using hlo::Value;
 using V = std::vector<Value>;
 
-int64_t numel_of(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
+// PyTorch's argument checks for the static arguments; the error reaches Python as a
+// RuntimeError naming the op.
+void check(bool ok, const std::string& message) {
+  if (!ok) throw std::invalid_argument(message);
 }
 
 Value random_bits(hlo::Builder& b, const Value& state, const TensorType& type) {
@@ -70,7 +72,7 @@ Value affine(hlo::Builder& b, const Value& x, const Value& scale, const Value& s
 Value standard_normal(hlo::Builder& b, const Value& state, const std::vector<int64_t>& shape,
                       DType dtype) {
   const DType m = math_dtype(dtype);
-  const int64_t n = numel_of(shape);
+  const int64_t n = TensorType{m, shape}.numel();
   if (n == 0) return b.full(0, {m, shape});
   const int64_t half = (n + 1) / 2;
   Value u = uniform01(b, state, {2, half}, m);
@@ -92,6 +94,9 @@ Value standard_normal(hlo::Builder& b, const Value& state, const std::vector<int
 V lower_uniform(Node& n) {
   const TensorType& out = n.out();
   const double from = n.f64(1), to = n.f64(2);
+  check(hlo::is_float(out.dtype), "uniform_ expects a floating-point tensor");
+  check(from <= to, "uniform_ expects to return a [from, to) range, but found from=" +
+                        std::to_string(from) + " > to=" + std::to_string(to));
   Value u = uniform01(n.b, n.rng_state(3), out.shape, out.dtype);
   Value x = n.b.convert(affine(n.b, u, n.b.full(to - from, u.type), n.b.full(from, u.type)),
                         out.dtype);
@@ -127,6 +132,35 @@ V lower_exponential(Node& n) {
   return {n.b.binary("divide", e, n.b.full(n.f64(1), u.type))};
 }
 
+V lower_log_normal(Node& n) {  // log_normal_(self, mean, std, *, generator)
+  const TensorType& out = n.out();
+  check(n.f64(2) > 0, "log_normal_ expects std > 0.0, but found std=" + std::to_string(n.f64(2)));
+  Value z = standard_normal(n.b, n.rng_state(3), out.shape, out.dtype);
+  return {n.b.unary("exponential", affine(n.b, z, n.b.full(n.f64(2), z.type), n.b.full(n.f64(1), z.type)))};
+}
+
+V lower_cauchy(Node& n) {  // cauchy_(self, median, sigma, *, generator)
+  const TensorType& out = n.out();
+  const DType m = math_dtype(out.dtype);
+  Value u = uniform01(n.b, n.rng_state(3), out.shape, m);
+  Value angle = n.b.binary("multiply", n.b.binary("subtract", u, n.b.full(0.5, u.type)),
+                           n.b.full(M_PI, u.type));
+  Value tan = n.b.binary("divide", n.b.unary("sine", angle), n.b.unary("cosine", angle));
+  return {affine(n.b, tan, n.b.full(n.f64(2), u.type), n.b.full(n.f64(1), u.type))};
+}
+
+// The number of Bernoulli(p) trials up to the first success: ceil(log(U) / log(1 - p)).
+V lower_geometric(Node& n) {  // geometric_(self, p, *, generator)
+  const TensorType& out = n.out();
+  const double p = n.f64(1);
+  check(p > 0 && p < 1, "geometric_ expects p to be in (0, 1), but got p=" + std::to_string(p));
+  const DType m = out.dtype == DType::F64 ? DType::F64 : DType::F32;
+  Value u = uniform01(n.b, n.rng_state(2), out.shape, m);
+  Value log = n.b.unary("log_plus_one", n.b.unary("negate", u));  // log(1 - u), 1 - u in (0, 1]
+  Value trials = n.b.unary("ceil", n.b.binary("divide", log, n.b.full(std::log1p(-p), u.type)));
+  return {n.b.binary("maximum", trials, n.b.full(1, u.type))};
+}
+
 // ---- bernoulli, dropout -----------------------------------------------------------------
 
 // 1 with probability p (a tensor or float at `p`), else 0, of shape out.
@@ -136,6 +170,9 @@ LowerFn bernoulli(size_t p, size_t gen) {
     const bool wide = out.dtype == DType::F64 || (n.has(p) && n.in(p).type.dtype == DType::F64);
     const DType m = wide ? DType::F64 : DType::F32;
     Value u = uniform01(n.b, n.rng_state(gen), out.shape, m);
+    if (!n.has(p))
+      check(n.f64(p) >= 0 && n.f64(p) <= 1,
+            "bernoulli_ expects p to be in [0, 1], but got p=" + std::to_string(n.f64(p)));
     Value prob = n.has(p) ? cast_to(n.b, n.in(p), m, out.shape) : n.b.full(n.f64(p), u.type);
     return V{n.b.compare(Compare::LT, u, prob)};
   };
@@ -203,6 +240,8 @@ V lower_random(Node& n) {  // random_(self, *, generator)
 }
 
 V lower_random_to(Node& n) {  // random_.to(self, to, *, generator)
+  check(n.i64(1) > 0, "random_ expects 'from' to be less than 'to', but got from=0 >= to=" +
+                          std::to_string(n.i64(1)));
   return {random_ints(n.b, n.rng_state(2), n.out(), 0, static_cast<uint64_t>(n.i64(1)))};
 }
 
@@ -211,6 +250,8 @@ V lower_random_from(Node& n) {  // random_.from(self, from, to?, *, generator)
   const DType dtype = n.out().dtype;
   uint64_t range;
   if (auto to = n.opt_i64(2)) {
+    check(from < *to, "random_ expects 'from' to be less than 'to', but got from=" +
+                          std::to_string(from) + " >= to=" + std::to_string(*to));
     range = static_cast<uint64_t>(*to) - static_cast<uint64_t>(from);
   } else if (dtype == DType::S64 && from == INT64_MIN) {
     range = 0;  // the full 64-bit range
@@ -303,6 +344,9 @@ TORCH_TPU_LOWERING(normal, {"normal.Tensor_float", "normal.Tensor_float_out", "n
                             "normal.Tensor_Tensor_out"},
                    normal(0, 1, 2), true);
 TORCH_TPU_LOWERING(exponential, {"exponential_"}, lower_exponential, true);
+TORCH_TPU_LOWERING(log_normal, {"log_normal_"}, lower_log_normal, true);
+TORCH_TPU_LOWERING(cauchy, {"cauchy_"}, lower_cauchy, true);
+TORCH_TPU_LOWERING(geometric, {"geometric_"}, lower_geometric, true);
 TORCH_TPU_LOWERING(bernoulli_p, {"bernoulli_.float", "bernoulli_.Tensor", "bernoulli.p",
                                  "bernoulli.Tensor", "bernoulli.Tensor_out", "bernoulli.float_out"},
                    bernoulli(1, 2), true);

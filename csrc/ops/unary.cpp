@@ -1,44 +1,266 @@
 // Unary math. Float functions promote integer inputs (the meta kernel gives the result
-// dtype) and compute bf16/f16 in f32, as PyTorch's CPU kernels do.
-#include "ops/registry.h"
+// dtype) and compute bf16/f16 in f32, as PyTorch's CPU kernels do. Exact functions (neg,
+// floor, sign, ...) run in the input's promoted dtype.
+#include <cmath>
+#include <limits>
+
+#include "ops/elementwise.h"
 
 namespace torch_tpu::ops {
 
 namespace {
 
+using hlo::DType;
 using hlo::Value;
 using V = std::vector<Value>;
 
-Value math_input(Node& n, size_t i = 0) { return n.b.convert(n.in(i), math_dtype(n.out().dtype)); }
+// f(x) on argument 0 in float math.
+template <typename F>
+LowerFn float_fn(F f) {
+  return [f](Node& n) { return V{f(Math{n.b}, arg_math(n, 0))}; };
+}
 
 // op(x) on floats; `op` is any StableHLO or CHLO elementwise op name.
 LowerFn float_unary(const char* op) {
-  return [op](Node& n) {
-    Value x = math_input(n);
-    return V{n.b.emit(op, {x}, "", x.type)};
+  return float_fn([op](const Math& m, const Value& x) { return m.b.emit(op, {x}, "", x.type); });
+}
+
+// f(x) in the promoted dtype; integers and bool pass through unchanged when `ints` is
+// "identity" (floor of an int), and are rejected as PyTorch's CPU kernels do otherwise.
+enum class Ints { Identity, Compute, Reject, RejectBool };
+template <typename F>
+LowerFn exact_fn(const char* name, Ints ints, F f) {
+  return [name, ints, f](Node& n) {
+    Value x = arg_as(n, 0, n.compute);
+    bool is_float = hlo::is_float(n.compute);
+    bool is_bool = n.compute == DType::Pred;
+    if (!is_float) {
+      if (ints == Ints::Reject || (is_bool && ints == Ints::RejectBool)) not_implemented(name, n.compute);
+      if (ints == Ints::Identity) {
+        if (is_bool) not_implemented(name, n.compute);
+        return V{x};
+      }
+    }
+    return V{f(Math{n.b}, x)};
   };
 }
 
-// op(x) in the input's own dtype (neg, abs).
-LowerFn same_unary(const char* op) {
-  return [op](Node& n) {
-    Value x = n.b.convert(n.in(0), n.out().dtype);
-    return V{n.b.emit(op, {x}, "", x.type)};
+LowerFn exact_unary(const char* name, Ints ints, const char* op) {
+  return exact_fn(name, ints, [op](const Math& m, const Value& x) { return m.b.unary(op, x); });
+}
+
+// An all-false (or all-true) bool result, for predicates integers never satisfy.
+Value constant_pred(Node& n, bool value) { return n.b.full(value, {DType::Pred, n.out().shape}); }
+
+Value digamma(const Math& m, const Value& x) {
+  // PyTorch gives -inf at +0 and +inf at -0 (the pole's one-sided limits).
+  Value pole = m.sel(sign_bit(m.b, x), m.k(INFINITY, x), m.k(-INFINITY, x));
+  return m.sel(m.eq(x, m.k(0, x)), pole, m.b.emit("chlo.digamma", {x}, "", x.type));
+}
+
+V lower_polygamma(Node& n) {
+  Value x = arg_math(n, 1);
+  int64_t order = n.i64(0);
+  Math m{n.b};
+  if (order == 0) return {digamma(m, x)};
+  return {n.b.emit("chlo.polygamma", {m.k(static_cast<double>(order), x), x}, "", x.type)};
+}
+
+Value sign(const Math& m, const Value& x) {
+  if (x.type.dtype == DType::Pred) return x;
+  // (0 < x) - (x < 0): NaN gives 0, as on CPU.
+  Value zero = m.k(0, x);
+  return m.sel(m.gt(x, zero), m.k(1, x), m.sel(m.lt(x, zero), m.k(-1, x), zero));
+}
+
+V lower_round_decimals(Node& n) {
+  Value x = arg_as(n, 0, n.compute);
+  if (!hlo::is_float(n.compute)) not_implemented("round_cpu", n.compute);
+  Math m{n.b};
+  x = n.b.convert(x, math_dtype(n.compute));
+  int64_t decimals = n.i64(1);
+  Value scale = m.k(std::pow(10.0, static_cast<double>(std::abs(decimals))), x);
+  auto round = [&](const Value& v) { return n.b.unary("round_nearest_even", v); };
+  if (decimals < 0) return {m.mul(round(m.div(x, scale)), scale)};
+  return {m.div(round(m.mul(x, scale)), scale)};
+}
+
+double largest(DType dtype) {
+  switch (dtype) {
+    case DType::F16: return 65504.0;
+    case DType::BF16: return 3.3895313892515355e38;
+    case DType::F32: return std::numeric_limits<float>::max();
+    default: return std::numeric_limits<double>::max();
+  }
+}
+
+V lower_nan_to_num(Node& n) {
+  Value x = arg_as(n, 0, n.compute);
+  if (!hlo::is_float(n.compute)) return {x};
+  Math m{n.b};
+  double top = largest(n.compute);
+  double nan = n.is_none(1) ? 0.0 : n.f64(1);
+  double pos = n.is_none(2) ? top : n.f64(2);
+  double neg = n.is_none(3) ? -top : n.f64(3);
+  Value r = m.sel(m.is_nan(x), m.k(nan, x), x);
+  r = m.sel(m.eq(x, m.k(INFINITY, x)), m.k(pos, x), r);
+  return {m.sel(m.eq(x, m.k(-INFINITY, x)), m.k(neg, x), r)};
+}
+
+V lower_logit(Node& n) {
+  Value x = arg_math(n, 0);
+  Math m{n.b};
+  if (!n.is_none(1)) {
+    double eps = n.f64(1);
+    x = nan_min(n.b, nan_max(n.b, x, m.k(eps, x)), m.k(1 - eps, x));
+  }
+  return {m.log(m.div(x, m.sub(m.k(1, x), x)))};
+}
+
+V lower_logit_backward(Node& n) {
+  Value g = arg_math(n, 0);
+  Value x = arg_math(n, 1);
+  Math m{n.b};
+  Value d = m.div(g, m.mul(x, m.sub(m.k(1, x), x)));
+  if (n.is_none(2)) {
+    Value outside = m.or_(m.lt(x, m.k(0, x)), m.gt(x, m.k(1, x)));
+    return {m.sel(outside, m.k(NAN, x), d)};
+  }
+  double eps = n.f64(2);
+  Value outside = m.or_(m.lt(x, m.k(eps, x)), m.gt(x, m.k(1 - eps, x)));
+  return {m.sel(outside, m.k(0, x), d)};
+}
+
+// Predicates on floats that no integer satisfies (isnan, isposinf, ...).
+template <typename F>
+LowerFn float_predicate(F f) {
+  return [f](Node& n) {
+    if (!hlo::is_float(n.compute)) return V{constant_pred(n, false)};
+    return V{f(Math{n.b}, arg_as(n, 0, n.compute))};
   };
 }
+
+V lower_signbit(Node& n) { return {sign_bit(n.b, arg_as(n, 0, n.compute))}; }
+
+V lower_logical_not(Node& n) {
+  Value x = arg_as(n, 0, n.compute);
+  Math m{n.b};
+  return {m.eq(x, m.k(0, x))};
+}
+
+V lower_bitwise_not(Node& n) {
+  if (hlo::is_float(n.compute)) not_implemented("bitwise_not_cpu", n.compute);
+  return {n.b.unary("not", arg_as(n, 0, n.compute))};
+}
+
+Value bessel_i1e(const Math& m, const Value& x) { return m.b.emit("chlo.bessel_i1e", {x}, "", x.type); }
+
+// -x log x, 0 at 0, -inf below.
+Value entr(const Math& m, const Value& x) {
+  Value zero = m.k(0, x);
+  Value r = m.sel(m.eq(x, zero), zero, m.neg(m.mul(x, m.log(x))));
+  return m.sel(m.lt(x, zero), m.k(-INFINITY, x), r);
+}
+
+// The inverse of the normal CDF: sqrt(2) erfinv(2p - 1).
+V lower_ndtri(Node& n) {
+  if (n.compute == DType::BF16 || n.compute == DType::F16) not_implemented("ndtri_cpu", n.compute);
+  Math m{n.b};
+  Value p = arg_math(n, 0);
+  Value t = m.sub(m.mul(m.k(2, p), p), m.k(1, p));
+  return {m.mul(m.k(std::sqrt(2.0), p), n.b.emit("chlo.erf_inv", {t}, "", p.type))};
+}
+
+const double kLn2 = 0.693147180559945309417;
+const double kLn10 = 2.302585092994045684018;
+const double kPi = 3.14159265358979323846;
 
 }  // namespace
 
 TORCH_TPU_LOWERING(exp, {"exp", "exp_", "exp.out"}, float_unary("stablehlo.exponential"));
+TORCH_TPU_LOWERING(exp2, {"exp2", "exp2_", "exp2.out"},
+                   float_fn([](const Math& m, const Value& x) { return m.pow(m.k(2, x), x); }));
+TORCH_TPU_LOWERING(expm1, {"expm1", "expm1_", "expm1.out"},
+                   float_unary("stablehlo.exponential_minus_one"));
 TORCH_TPU_LOWERING(log, {"log", "log_", "log.out"}, float_unary("stablehlo.log"));
+TORCH_TPU_LOWERING(log2, {"log2", "log2_", "log2.out"},
+                   float_fn([](const Math& m, const Value& x) { return m.div(m.log(x), m.k(kLn2, x)); }));
+TORCH_TPU_LOWERING(log10, {"log10", "log10_", "log10.out"},
+                   float_fn([](const Math& m, const Value& x) { return m.div(m.log(x), m.k(kLn10, x)); }));
+TORCH_TPU_LOWERING(log1p, {"log1p", "log1p_", "log1p.out"}, float_unary("stablehlo.log_plus_one"));
 TORCH_TPU_LOWERING(sqrt, {"sqrt", "sqrt_", "sqrt.out"}, float_unary("stablehlo.sqrt"));
 TORCH_TPU_LOWERING(rsqrt, {"rsqrt", "rsqrt_", "rsqrt.out"}, float_unary("stablehlo.rsqrt"));
+TORCH_TPU_LOWERING(reciprocal, {"reciprocal", "reciprocal_", "reciprocal.out"},
+                   float_fn([](const Math& m, const Value& x) { return m.div(m.k(1, x), x); }));
 TORCH_TPU_LOWERING(sin, {"sin", "sin_", "sin.out"}, float_unary("stablehlo.sine"));
 TORCH_TPU_LOWERING(cos, {"cos", "cos_", "cos.out"}, float_unary("stablehlo.cosine"));
+TORCH_TPU_LOWERING(tan, {"tan", "tan_", "tan.out"}, float_unary("chlo.tan"));
 TORCH_TPU_LOWERING(tanh, {"tanh", "tanh_", "tanh.out"}, float_unary("stablehlo.tanh"));
+TORCH_TPU_LOWERING(asin, {"asin", "asin_", "asin.out"}, float_unary("chlo.asin"));
+TORCH_TPU_LOWERING(acos, {"acos", "acos_", "acos.out"}, float_unary("chlo.acos"));
+TORCH_TPU_LOWERING(atan, {"atan", "atan_", "atan.out"}, float_unary("chlo.atan"));
+TORCH_TPU_LOWERING(sinh, {"sinh", "sinh_", "sinh.out"}, float_unary("chlo.sinh"));
+TORCH_TPU_LOWERING(cosh, {"cosh", "cosh_", "cosh.out"}, float_unary("chlo.cosh"));
+TORCH_TPU_LOWERING(asinh, {"asinh", "asinh_", "asinh.out"}, float_unary("chlo.asinh"));
+TORCH_TPU_LOWERING(acosh, {"acosh", "acosh_", "acosh.out"}, float_unary("chlo.acosh"));
+TORCH_TPU_LOWERING(atanh, {"atanh", "atanh_", "atanh.out"}, float_unary("chlo.atanh"));
 TORCH_TPU_LOWERING(sigmoid, {"sigmoid", "sigmoid_", "sigmoid.out"},
                    float_unary("stablehlo.logistic"));
-TORCH_TPU_LOWERING(neg, {"neg", "neg_", "neg.out"}, same_unary("stablehlo.negate"));
-TORCH_TPU_LOWERING(abs, {"abs", "abs_", "abs.out"}, same_unary("stablehlo.abs"));
+TORCH_TPU_LOWERING(erf, {"erf", "erf_", "erf.out"}, float_unary("chlo.erf"));
+TORCH_TPU_LOWERING(erfc, {"erfc", "erfc_", "erfc.out"}, float_unary("chlo.erfc"));
+TORCH_TPU_LOWERING(erfinv, {"erfinv", "erfinv_", "erfinv.out"}, float_unary("chlo.erf_inv"));
+TORCH_TPU_LOWERING(lgamma, {"lgamma", "lgamma_", "lgamma.out"}, float_unary("chlo.lgamma"));
+TORCH_TPU_LOWERING(digamma, {"digamma", "digamma_", "digamma.out"}, float_fn(digamma));
+TORCH_TPU_LOWERING(polygamma, {"polygamma", "polygamma.out"}, lower_polygamma);
+TORCH_TPU_LOWERING(sinc, {"sinc", "sinc_", "sinc.out"}, float_fn([](const Math& m, const Value& x) {
+                     Value px = m.mul(x, m.k(kPi, x));
+                     return m.sel(m.eq(x, m.k(0, x)), m.k(1, x), m.div(m.b.unary("sine", px), px));
+                   }));
+TORCH_TPU_LOWERING(special_i1e, {"special_i1e", "special_i1e.out"}, float_fn(bessel_i1e));
+TORCH_TPU_LOWERING(special_i1, {"special_i1", "special_i1.out"},
+                   float_fn([](const Math& m, const Value& x) {
+                     return m.mul(bessel_i1e(m, x), m.exp(m.abs(x)));
+                   }));
+TORCH_TPU_LOWERING(special_ndtri, {"special_ndtri", "special_ndtri.out"}, lower_ndtri);
+TORCH_TPU_LOWERING(special_entr, {"special_entr", "special_entr.out"}, float_fn(entr));
+// The argument of a real number: pi for negatives, NaN for NaN.
+TORCH_TPU_LOWERING(angle, {"angle", "angle.out"}, float_fn([](const Math& m, const Value& x) {
+                     Value r = m.sel(m.lt(x, m.k(0, x)), m.k(kPi, x), m.k(0, x));
+                     return m.sel(m.is_nan(x), x, r);
+                   }));
+TORCH_TPU_LOWERING(logit, {"logit", "logit_", "logit.out"}, lower_logit);
+TORCH_TPU_LOWERING(logit_backward, {"logit_backward", "logit_backward.grad_input"},
+                   lower_logit_backward);
+
+TORCH_TPU_LOWERING(neg, {"neg", "neg_", "neg.out"}, exact_unary("neg", Ints::Compute, "negate"));
+TORCH_TPU_LOWERING(abs, {"abs", "abs_", "abs.out"}, exact_unary("abs_cpu", Ints::RejectBool, "abs"));
+TORCH_TPU_LOWERING(sign, {"sign", "sign_", "sign.out", "sgn", "sgn_", "sgn.out"},
+                   exact_fn("sign", Ints::Compute, sign));
+TORCH_TPU_LOWERING(floor, {"floor", "floor_", "floor.out"},
+                   exact_unary("floor_vml_cpu", Ints::Identity, "floor"));
+TORCH_TPU_LOWERING(ceil, {"ceil", "ceil_", "ceil.out"},
+                   exact_unary("ceil_vml_cpu", Ints::Identity, "ceil"));
+TORCH_TPU_LOWERING(round, {"round", "round_", "round.out"},
+                   exact_unary("round_vml_cpu", Ints::Identity, "round_nearest_even"));
+TORCH_TPU_LOWERING(round_decimals, {"round.decimals", "round_.decimals", "round.decimals_out"},
+                   lower_round_decimals);
+TORCH_TPU_LOWERING(trunc, {"trunc", "trunc_", "trunc.out"},
+                   exact_fn("trunc_vml_cpu", Ints::Identity,
+                            [](const Math& m, const Value& x) { return m.trunc(x); }));
+TORCH_TPU_LOWERING(frac, {"frac", "frac_", "frac.out"},
+                   exact_fn("frac_cpu", Ints::Reject,
+                            [](const Math& m, const Value& x) { return m.sub(x, m.trunc(x)); }));
+TORCH_TPU_LOWERING(bitwise_not, {"bitwise_not", "bitwise_not_", "bitwise_not.out"},
+                   lower_bitwise_not);
+TORCH_TPU_LOWERING(logical_not, {"logical_not", "logical_not_", "logical_not.out"},
+                   lower_logical_not);
+TORCH_TPU_LOWERING(signbit, {"signbit", "signbit.out"}, lower_signbit);
+TORCH_TPU_LOWERING(isnan, {"isnan"},
+                   float_predicate([](const Math& m, const Value& x) { return m.is_nan(x); }));
+TORCH_TPU_LOWERING(isposinf, {"isposinf", "isposinf.out"},
+                   float_predicate([](const Math& m, const Value& x) { return m.eq(x, m.k(INFINITY, x)); }));
+TORCH_TPU_LOWERING(isneginf, {"isneginf", "isneginf.out"},
+                   float_predicate([](const Math& m, const Value& x) { return m.eq(x, m.k(-INFINITY, x)); }));
+TORCH_TPU_LOWERING(nan_to_num, {"nan_to_num", "nan_to_num_", "nan_to_num.out"}, lower_nan_to_num);
 
 }  // namespace torch_tpu::ops

@@ -301,6 +301,40 @@ def test_exponential(dtype):
     assert abs((e > 1).double().mean() - math.exp(-2)) < 0.004
 
 
+def test_log_normal_cauchy_geometric():
+    torch.manual_seed(19)
+    x = host(torch.empty(N, device="tpu").log_normal_(0.0, 0.5))
+    assert x.min() > 0
+    assert abs(x.mean() - math.exp(0.125)) < 0.01
+    assert abs((x < 1).double().mean() - 0.5) < 0.005
+    c = host(torch.empty(N, device="tpu").cauchy_(2.0, 3.0))
+    assert abs((c < 2).double().mean() - 0.5) < 0.005
+    assert abs(((c - 2).abs() < 3).double().mean() - 0.5) < 0.005
+    assert abs(((c - 2).abs() < 3 * math.tan(0.45 * math.pi)).double().mean() - 0.9) < 0.004
+    for dtype in (torch.float32, torch.int64):
+        g = torch.empty(N, device="tpu", dtype=dtype).geometric_(0.3).cpu()
+        assert g.dtype == dtype and g.min() == 1
+        assert abs(g.double().mean() - 1 / 0.3) < 0.03
+        assert abs((g == 1).double().mean() - 0.3) < 0.005
+        assert abs((g == 2).double().mean() - 0.21) < 0.005
+
+
+def test_invalid_arguments_raise_like_cpu():
+    x = torch.zeros(3, device="tpu")
+    with pytest.raises(RuntimeError, match="from=2.* > to=1"):
+        x.uniform_(2, 1)
+    with pytest.raises(RuntimeError, match="floating-point"):
+        torch.zeros(3, dtype=torch.long, device="tpu").uniform_()
+    with pytest.raises(RuntimeError, match=r"p to be in \[0, 1\]"):
+        x.bernoulli_(1.5)
+    with pytest.raises(RuntimeError, match="'from' to be less than 'to'"):
+        x.random_(5, 2)
+    with pytest.raises(RuntimeError, match="'from' to be less than 'to'"):
+        x.random_(0)
+    with pytest.raises(RuntimeError, match="geometric_ expects p"):
+        x.geometric_(1.5)
+
+
 # ---- randperm -------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("n", [0, 1, 10, 1000])

@@ -1,0 +1,262 @@
+// _foreach_* ops: one program applies the op to every tensor of the lists, so an optimizer
+// step costs one launch per op instead of one per parameter. Each tensor is computed in
+// its own result dtype (lists may mix dtypes), bf16/f16 in f32 as PyTorch's kernels do.
+#include <cmath>
+#include <string>
+
+#include "ops/registry.h"
+
+namespace torch_tpu::ops {
+
+namespace {
+
+using hlo::Compare;
+using hlo::DType;
+using hlo::TensorType;
+using hlo::Value;
+using V = std::vector<Value>;
+
+// Argument `a` for the i-th tensor: element i of a tensor or scalar list, else the single
+// tensor or scalar itself.
+const Value& element(Node& n, size_t a, size_t i) {
+  const auto& list = n.list(a);
+  if (!list.empty()) return list.at(i).value();
+  return n.in(a);
+}
+
+using Body = std::function<Value(hlo::Builder&, const V&)>;
+
+// `body` over the arguments at `args`, each converted to the math dtype of the i-th result
+// and broadcast to its shape.
+LowerFn each(std::vector<size_t> args, Body body) {
+  return [args = std::move(args), body = std::move(body)](Node& n) {
+    V results;
+    for (size_t i = 0; i < n.outputs.size(); ++i) {
+      const TensorType& out = n.out(i);
+      const DType m = math_dtype(out.dtype);
+      V xs;
+      for (size_t a : args) xs.push_back(cast_to(n.b, element(n, a, i), m, out.shape));
+      results.push_back(body(n.b, xs));
+    }
+    return results;
+  };
+}
+
+Body binary(const char* op) {
+  return [op](hlo::Builder& b, const V& x) { return b.binary(op, x[0], x[1]); };
+}
+
+// x[0] op alpha * x[1], the alpha=1 overloads passing only two operands.
+Body with_alpha(const char* op) {
+  return [op](hlo::Builder& b, const V& x) {
+    Value y = x.size() > 2 ? b.binary("multiply", x[2], x[1]) : x[1];
+    return b.binary(op, x[0], y);
+  };
+}
+
+Body unary(const char* op) {
+  return [op](hlo::Builder& b, const V& x) { return b.emit(op, {x[0]}, "", x[0].type); };
+}
+
+Value flat(hlo::Builder& b, const Value& x) { return b.reshape(x, {x.type.numel()}); }
+
+Value identity(hlo::Builder&, const V& x) { return x[0]; }
+
+Value trunc(hlo::Builder& b, const Value& x) {
+  if (!hlo::is_float(x.type.dtype)) return x;
+  Value negative = b.compare(Compare::LT, x, b.full(0, x.type));
+  return b.select(negative, b.unary("ceil", x), b.unary("floor", x));
+}
+
+// self + value * t1 * t2 and self + value * t1 / t2, in PyTorch's evaluation order.
+Value addcmul(hlo::Builder& b, const V& x) {
+  return b.binary("add", x[0], b.binary("multiply", b.binary("multiply", x[3], x[1]), x[2]));
+}
+Value addcdiv(hlo::Builder& b, const V& x) {
+  return b.binary("add", x[0], b.binary("divide", b.binary("multiply", x[3], x[1]), x[2]));
+}
+
+// PyTorch's two-sided lerp: exact at both ends.
+Value lerp(hlo::Builder& b, const V& x) {
+  const Value &start = x[0], &end = x[1], &w = x[2];
+  Value diff = b.binary("subtract", end, start);
+  Value small = b.compare(Compare::LT, b.unary("abs", w), b.full(0.5, w.type));
+  Value low = b.binary("add", start, b.binary("multiply", w, diff));
+  Value high = b.binary("subtract", end,
+                        b.binary("multiply", diff, b.binary("subtract", b.full(1, w.type), w)));
+  return b.select(small, low, high);
+}
+
+// The vector norm of every tensor for a runtime `ord`: the finite, zero and infinite
+// cases are all computed and selected, so a new ord never recompiles.
+V lower_norm(Node& n) {  // _foreach_norm.Scalar(self[], ord, dtype?)
+  hlo::Builder& b = n.b;
+  V results;
+  for (size_t i = 0; i < n.outputs.size(); ++i) {
+    const TensorType& out = n.out(i);
+    const DType m = math_dtype(out.dtype);
+    const Value& xi = n.list(0).at(i).value();
+    Value a = b.unary("abs", b.convert(xi, m));
+    Value p = b.convert(n.in(1), m);
+    Value pa = b.broadcast_in_dim(p, a.type.shape, {});
+    Value is2 = b.compare(Compare::EQ, pa, b.full(2, a.type));
+    Value is0 = b.compare(Compare::EQ, pa, b.full(0, a.type));
+    Value nonzero = b.convert(b.compare(Compare::NE, a, b.full(0, a.type)), m);
+    Value term = b.select(is0, nonzero,
+                          b.select(is2, b.binary("multiply", a, a), b.binary("power", a, pa)));
+    Value sum = b.reduce(flat(b, term), b.constant(0, m), {0}, hlo::Reducer::Add);
+    Value root = b.select(b.compare(Compare::EQ, p, b.constant(0, m)), sum,
+                          b.select(b.compare(Compare::EQ, p, b.constant(2, m)), b.unary("sqrt", sum),
+                                   b.binary("power", sum, b.binary("divide", b.constant(1, m), p))));
+    // max |x| for +inf, -max(-|x|) = min |x| for -inf: one reduction serves both.
+    Value negative = b.compare(Compare::LT, p, b.constant(0, m));
+    Value signed_a = b.select(b.broadcast_in_dim(negative, a.type.shape, {}), b.unary("negate", a), a);
+    Value mx = b.reduce(flat(b, signed_a), b.constant(-INFINITY, m), {0}, hlo::Reducer::Max);
+    Value inf_norm = b.select(negative, b.unary("negate", mx), mx);
+    Value is_inf = b.compare(Compare::EQ, b.unary("abs", p), b.constant(INFINITY, m));
+    results.push_back(b.select(is_inf, inf_norm, root));
+  }
+  return results;
+}
+
+V lower_max(Node& n) {  // _foreach_max(self[])
+  V results;
+  for (size_t i = 0; i < n.outputs.size(); ++i) {
+    const Value& x = n.list(0).at(i).value();
+    const DType d = x.type.dtype;
+    Value init = hlo::is_float(d) ? n.b.constant(-INFINITY, d)
+                 : d == DType::Pred ? n.b.constant(0, d)
+                                    : n.b.constant(-9.2e18, d);
+    results.push_back(n.b.reduce(flat(n.b, x), init, {0}, hlo::Reducer::Max));
+  }
+  return results;
+}
+
+V lower_zero(Node& n) {
+  V results;
+  for (const TensorType& out : n.outputs) results.push_back(n.b.full(0, out));
+  return results;
+}
+
+}  // namespace
+
+// Binary ops: List, Scalar, ScalarList and Tensor overloads all read operands 0 and 1.
+TORCH_TPU_LOWERING(foreach_add, {"_foreach_add.List", "_foreach_add_.List", "_foreach_add.Tensor",
+                                 "_foreach_add_.Tensor"},
+                   each({0, 1, 2}, with_alpha("add")));
+TORCH_TPU_LOWERING(foreach_add_scalar, {"_foreach_add.Scalar", "_foreach_add_.Scalar",
+                                        "_foreach_add.ScalarList", "_foreach_add_.ScalarList"},
+                   each({0, 1}, with_alpha("add")));
+TORCH_TPU_LOWERING(foreach_sub, {"_foreach_sub.List", "_foreach_sub_.List"},
+                   each({0, 1, 2}, with_alpha("subtract")));
+TORCH_TPU_LOWERING(foreach_sub_scalar, {"_foreach_sub.Scalar", "_foreach_sub_.Scalar",
+                                        "_foreach_sub.ScalarList", "_foreach_sub_.ScalarList"},
+                   each({0, 1}, with_alpha("subtract")));
+TORCH_TPU_LOWERING(foreach_mul, {"_foreach_mul.List", "_foreach_mul_.List", "_foreach_mul.Scalar",
+                                 "_foreach_mul_.Scalar", "_foreach_mul.ScalarList",
+                                 "_foreach_mul_.ScalarList", "_foreach_mul.Tensor",
+                                 "_foreach_mul_.Tensor"},
+                   each({0, 1}, binary("multiply")));
+TORCH_TPU_LOWERING(foreach_div, {"_foreach_div.List", "_foreach_div_.List", "_foreach_div.Scalar",
+                                 "_foreach_div_.Scalar", "_foreach_div.ScalarList",
+                                 "_foreach_div_.ScalarList", "_foreach_div.Tensor",
+                                 "_foreach_div_.Tensor"},
+                   each({0, 1}, binary("divide")));
+TORCH_TPU_LOWERING(foreach_maximum,
+                   {"_foreach_maximum.List", "_foreach_maximum_.List", "_foreach_maximum.Scalar",
+                    "_foreach_maximum_.Scalar", "_foreach_maximum.ScalarList",
+                    "_foreach_maximum_.ScalarList", "_foreach_clamp_min.List",
+                    "_foreach_clamp_min_.List", "_foreach_clamp_min.Scalar",
+                    "_foreach_clamp_min_.Scalar", "_foreach_clamp_min.ScalarList",
+                    "_foreach_clamp_min_.ScalarList"},
+                   each({0, 1}, binary("maximum")));
+TORCH_TPU_LOWERING(foreach_minimum,
+                   {"_foreach_minimum.List", "_foreach_minimum_.List", "_foreach_minimum.Scalar",
+                    "_foreach_minimum_.Scalar", "_foreach_minimum.ScalarList",
+                    "_foreach_minimum_.ScalarList", "_foreach_clamp_max.List",
+                    "_foreach_clamp_max_.List", "_foreach_clamp_max.Scalar",
+                    "_foreach_clamp_max_.Scalar", "_foreach_clamp_max.ScalarList",
+                    "_foreach_clamp_max_.ScalarList"},
+                   each({0, 1}, binary("minimum")));
+TORCH_TPU_LOWERING(foreach_pow, {"_foreach_pow.List", "_foreach_pow_.List", "_foreach_pow.Scalar",
+                                 "_foreach_pow_.Scalar", "_foreach_pow.ScalarList",
+                                 "_foreach_pow_.ScalarList", "_foreach_pow.ScalarAndTensor"},
+                   each({0, 1}, binary("power")));
+
+TORCH_TPU_LOWERING(foreach_addcmul, {"_foreach_addcmul.Scalar", "_foreach_addcmul_.Scalar",
+                                     "_foreach_addcmul.ScalarList", "_foreach_addcmul_.ScalarList"},
+                   each({0, 1, 2, 3}, addcmul));
+TORCH_TPU_LOWERING(foreach_addcdiv, {"_foreach_addcdiv.Scalar", "_foreach_addcdiv_.Scalar",
+                                     "_foreach_addcdiv.ScalarList", "_foreach_addcdiv_.ScalarList"},
+                   each({0, 1, 2, 3}, addcdiv));
+TORCH_TPU_LOWERING(foreach_lerp, {"_foreach_lerp.List", "_foreach_lerp_.List",
+                                  "_foreach_lerp.Scalar", "_foreach_lerp_.Scalar",
+                                  "_foreach_lerp.ScalarList", "_foreach_lerp_.ScalarList"},
+                   each({0, 1, 2}, lerp));
+
+TORCH_TPU_LOWERING(foreach_norm, {"_foreach_norm.Scalar"}, lower_norm);
+TORCH_TPU_LOWERING(foreach_max, {"_foreach_max"}, lower_max);
+TORCH_TPU_LOWERING(foreach_zero, {"_foreach_zero", "_foreach_zero_"}, lower_zero);
+TORCH_TPU_LOWERING(foreach_copy, {"_foreach_copy", "_foreach_copy_"}, each({1}, identity));
+TORCH_TPU_LOWERING(foreach_clone, {"_foreach_clone"}, each({0}, identity));
+
+// Unary ops.
+TORCH_TPU_LOWERING(foreach_abs, {"_foreach_abs", "_foreach_abs_"}, each({0}, unary("stablehlo.abs")));
+TORCH_TPU_LOWERING(foreach_neg, {"_foreach_neg", "_foreach_neg_"},
+                   each({0}, unary("stablehlo.negate")));
+TORCH_TPU_LOWERING(foreach_sign, {"_foreach_sign", "_foreach_sign_"},
+                   each({0}, unary("stablehlo.sign")));
+TORCH_TPU_LOWERING(foreach_sqrt, {"_foreach_sqrt", "_foreach_sqrt_"},
+                   each({0}, unary("stablehlo.sqrt")));
+TORCH_TPU_LOWERING(foreach_rsqrt, {"_foreach_rsqrt", "_foreach_rsqrt_"},
+                   each({0}, unary("stablehlo.rsqrt")));
+TORCH_TPU_LOWERING(foreach_exp, {"_foreach_exp", "_foreach_exp_"},
+                   each({0}, unary("stablehlo.exponential")));
+TORCH_TPU_LOWERING(foreach_expm1, {"_foreach_expm1", "_foreach_expm1_"},
+                   each({0}, unary("stablehlo.exponential_minus_one")));
+TORCH_TPU_LOWERING(foreach_log, {"_foreach_log", "_foreach_log_"}, each({0}, unary("stablehlo.log")));
+TORCH_TPU_LOWERING(foreach_log1p, {"_foreach_log1p", "_foreach_log1p_"},
+                   each({0}, unary("stablehlo.log_plus_one")));
+TORCH_TPU_LOWERING(foreach_sin, {"_foreach_sin", "_foreach_sin_"}, each({0}, unary("stablehlo.sine")));
+TORCH_TPU_LOWERING(foreach_cos, {"_foreach_cos", "_foreach_cos_"},
+                   each({0}, unary("stablehlo.cosine")));
+TORCH_TPU_LOWERING(foreach_tan, {"_foreach_tan", "_foreach_tan_"}, each({0}, unary("chlo.tan")));
+TORCH_TPU_LOWERING(foreach_tanh, {"_foreach_tanh", "_foreach_tanh_"},
+                   each({0}, unary("stablehlo.tanh")));
+TORCH_TPU_LOWERING(foreach_sigmoid, {"_foreach_sigmoid", "_foreach_sigmoid_"},
+                   each({0}, unary("stablehlo.logistic")));
+TORCH_TPU_LOWERING(foreach_erf, {"_foreach_erf", "_foreach_erf_"}, each({0}, unary("chlo.erf")));
+TORCH_TPU_LOWERING(foreach_erfc, {"_foreach_erfc", "_foreach_erfc_"}, each({0}, unary("chlo.erfc")));
+TORCH_TPU_LOWERING(foreach_lgamma, {"_foreach_lgamma", "_foreach_lgamma_"},
+                   each({0}, unary("chlo.lgamma")));
+TORCH_TPU_LOWERING(foreach_asin, {"_foreach_asin", "_foreach_asin_"}, each({0}, unary("chlo.asin")));
+TORCH_TPU_LOWERING(foreach_acos, {"_foreach_acos", "_foreach_acos_"}, each({0}, unary("chlo.acos")));
+TORCH_TPU_LOWERING(foreach_atan, {"_foreach_atan", "_foreach_atan_"}, each({0}, unary("chlo.atan")));
+TORCH_TPU_LOWERING(foreach_sinh, {"_foreach_sinh", "_foreach_sinh_"}, each({0}, unary("chlo.sinh")));
+TORCH_TPU_LOWERING(foreach_cosh, {"_foreach_cosh", "_foreach_cosh_"}, each({0}, unary("chlo.cosh")));
+TORCH_TPU_LOWERING(foreach_floor, {"_foreach_floor", "_foreach_floor_"},
+                   each({0}, unary("stablehlo.floor")));
+TORCH_TPU_LOWERING(foreach_ceil, {"_foreach_ceil", "_foreach_ceil_"},
+                   each({0}, unary("stablehlo.ceil")));
+TORCH_TPU_LOWERING(foreach_round, {"_foreach_round", "_foreach_round_"},
+                   each({0}, unary("stablehlo.round_nearest_even")));
+TORCH_TPU_LOWERING(foreach_trunc, {"_foreach_trunc", "_foreach_trunc_"},
+                   each({0}, [](hlo::Builder& b, const V& x) { return trunc(b, x[0]); }));
+TORCH_TPU_LOWERING(foreach_frac, {"_foreach_frac", "_foreach_frac_"},
+                   each({0}, [](hlo::Builder& b, const V& x) {
+                     return b.binary("subtract", x[0], trunc(b, x[0]));
+                   }));
+TORCH_TPU_LOWERING(foreach_reciprocal, {"_foreach_reciprocal", "_foreach_reciprocal_"},
+                   each({0}, [](hlo::Builder& b, const V& x) {
+                     return b.binary("divide", b.full(1, x[0].type), x[0]);
+                   }));
+TORCH_TPU_LOWERING(foreach_log2, {"_foreach_log2", "_foreach_log2_"},
+                   each({0}, [](hlo::Builder& b, const V& x) {
+                     return b.binary("divide", b.unary("log", x[0]), b.full(M_LN2, x[0].type));
+                   }));
+TORCH_TPU_LOWERING(foreach_log10, {"_foreach_log10", "_foreach_log10_"},
+                   each({0}, [](hlo::Builder& b, const V& x) {
+                     return b.binary("divide", b.unary("log", x[0]), b.full(M_LN10, x[0].type));
+                   }));
+
+}  // namespace torch_tpu::ops

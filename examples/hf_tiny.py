@@ -1,0 +1,102 @@
+"""Hugging Face `LlamaForCausalLM` and `Qwen3ForCausalLM` from tiny configs with random
+weights (nothing is downloaded): a few AdamW training steps, then greedy generation.
+
+    python examples/hf_tiny.py --model qwen3 --device tpu --steps 20
+
+The model is initialised on the CPU from the seed and then moved, so `--device tpu` and
+`--device cpu` start from the same weights and train on the same random token batches.
+"""
+
+import argparse
+import time
+
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
+
+VOCAB = 128
+
+
+def build(name: str, seed: int = 0, layers: int = 2, hidden: int = 64) -> torch.nn.Module:
+    """A randomly initialised model on the CPU. Both use grouped-query attention
+    (4 query heads sharing 2 key/value heads); Qwen3 ties its embedding and head."""
+    common = dict(vocab_size=VOCAB, hidden_size=hidden, intermediate_size=2 * hidden,
+                  num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+                  max_position_embeddings=128, pad_token_id=0, bos_token_id=1,
+                  eos_token_id=2)
+    if name == "llama":
+        config, cls = LlamaConfig(**common), LlamaForCausalLM
+    elif name == "qwen3":
+        config = Qwen3Config(head_dim=hidden // 4, tie_word_embeddings=True, **common)
+        cls = Qwen3ForCausalLM
+    else:
+        raise ValueError(f"unknown model {name!r} (llama or qwen3)")
+    torch.manual_seed(seed)
+    return cls(config)
+
+
+def to_device(model: torch.nn.Module, device: str) -> torch.nn.Module:
+    """model.to(device), with tied weights tied again: a CPU -> tpu move replaces each
+    parameter by a new one (c10 cannot move a PrivateUse1 tensor into a CPU parameter in
+    place), which unties Qwen3's head from its embedding."""
+    model.to(device)
+    model.tie_weights()
+    return model
+
+
+def batches(steps: int, batch: int, seq: int, seed: int = 0) -> list[torch.Tensor]:
+    """Random token ids (from a CPU generator, so every device gets the same ones)."""
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randint(3, VOCAB, (batch, seq), generator=g) for _ in range(steps)]
+
+
+def train(model: torch.nn.Module, data: list[torch.Tensor], device: str, lr: float = 1e-3,
+          on_step=None) -> list[torch.Tensor]:
+    """One AdamW step per batch of `data` (the labels are the inputs: the model shifts them);
+    returns the per-step losses as tensors on `device`."""
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.1)
+    model.train()
+    losses = []
+    for step, ids in enumerate(data):
+        ids = ids.to(device)
+        loss = model(input_ids=ids, labels=ids).loss
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        losses.append(loss.detach())
+        if on_step is not None:
+            on_step(step, losses[-1])
+    return losses
+
+
+def greedy(model: torch.nn.Module, prompt: torch.Tensor, new_tokens: int) -> torch.Tensor:
+    model.eval()
+    return model.generate(prompt, max_new_tokens=new_tokens, do_sample=False)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--model", choices=("llama", "qwen3"), default="llama")
+    p.add_argument("--device", choices=("tpu", "cpu"), default="tpu")
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--batch", type=int, default=4)
+    p.add_argument("--seq", type=int, default=32)
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args()
+
+    model = to_device(build(args.model, args.seed), args.device)
+    print(f"{type(model).__name__}: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M "
+          f"parameters, device {args.device}")
+    start = time.perf_counter()
+    train(model, batches(args.steps, args.batch, args.seq, args.seed), args.device,
+          on_step=lambda step, loss: print(f"step {step:3d}  loss {loss.item():.4f}  "
+                                           f"({time.perf_counter() - start:.1f} s)"))
+    prompt = batches(1, 1, 8, args.seed + 1)[0].to(args.device)
+    print("greedy:", greedy(model, prompt, 16)[0].tolist())
+    if args.device == "tpu":
+        import torch_tpu
+        print(torch_tpu.metrics.report())
+
+
+if __name__ == "__main__":
+    main()

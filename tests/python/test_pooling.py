@@ -1,0 +1,88 @@
+"""Max, average and adaptive pooling against CPU: values, indices (exactly CPU's) and
+input gradients."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from cpu_compare import check, tolerance
+
+
+def r(*shape, dtype=torch.float32, grad=True):
+    return torch.randn(*shape, dtype=dtype).requires_grad_(grad)
+
+
+TOL = tolerance(torch.float32, 1e-5)
+
+MAX_CASES = [
+    (F.max_pool2d, (2, 3, 8, 8), dict(kernel_size=3, stride=2, padding=1)),
+    (F.max_pool2d, (1, 2, 7, 9), dict(kernel_size=(2, 3), stride=(2, 1), ceil_mode=True)),
+    (F.max_pool2d, (2, 2, 9, 9), dict(kernel_size=3, dilation=2, padding=1)),
+    (F.max_pool2d, (3, 7, 7), dict(kernel_size=2)),  # no batch dim
+    (F.max_pool3d, (1, 2, 5, 6, 7), dict(kernel_size=2, stride=(1, 2, 2), padding=(1, 0, 1))),
+    (F.max_pool3d, (2, 1, 5, 5, 5), dict(kernel_size=3, stride=2, ceil_mode=True)),
+    (F.max_pool1d, (2, 3, 11), dict(kernel_size=3, stride=2, padding=1)),
+]
+
+
+@pytest.mark.parametrize("fn,shape,kw", MAX_CASES)
+def test_max_pool_values_indices_grads(fn, shape, kw):
+    check(lambda x: fn(x, return_indices=True, **kw), r(*shape), tol=TOL)
+
+
+def test_max_pool_ties_infinities_and_nan():
+    x = torch.tensor([[[[1., 1., 2., 2.], [1., 1., 2., 2.],
+                        [float("-inf")] * 4, [float("-inf"), float("nan"), 0., float("nan")]]]])
+    check(lambda x: F.max_pool2d(x, 2, return_indices=True), x, backward=False,
+          tol=dict(rtol=0, atol=0, equal_nan=True))
+    check(lambda x: F.max_pool2d(x, 3, stride=1, padding=1, return_indices=True),
+          torch.zeros(1, 1, 4, 5), backward=False)  # all ties: the first element wins
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float64])
+def test_pool_dtypes(dtype):
+    tol = tolerance(dtype)
+    x = torch.randn(2, 3, 6, 6, dtype=dtype, requires_grad=True)
+    check(lambda x: F.max_pool2d(x, 2, return_indices=True), x, tol=tol)
+    check(lambda x: F.avg_pool2d(x, 3, 2, 1), x, tol=tol)
+    check(lambda x: F.adaptive_avg_pool2d(x, (4, 3)), x, tol=tol)
+
+
+AVG_CASES = [
+    (F.avg_pool2d, (2, 3, 8, 8), dict(kernel_size=3, stride=2, padding=1)),
+    (F.avg_pool2d, (2, 3, 8, 8), dict(kernel_size=3, stride=2, padding=1, count_include_pad=False)),
+    (F.avg_pool2d, (1, 2, 7, 9), dict(kernel_size=(2, 3), stride=2, padding=1, ceil_mode=True)),
+    (F.avg_pool2d, (1, 2, 7, 9), dict(kernel_size=3, stride=2, padding=1, ceil_mode=True,
+                                      count_include_pad=False)),
+    (F.avg_pool2d, (2, 6, 5), dict(kernel_size=2, divisor_override=3)),
+    (F.avg_pool3d, (1, 2, 5, 6, 7), dict(kernel_size=2, stride=(1, 2, 2), padding=1)),
+    (F.avg_pool3d, (1, 2, 5, 5, 5), dict(kernel_size=3, stride=2, ceil_mode=True,
+                                         count_include_pad=False)),
+    (F.avg_pool1d, (2, 3, 10), dict(kernel_size=4, stride=3, padding=2)),
+]
+
+
+@pytest.mark.parametrize("fn,shape,kw", AVG_CASES)
+def test_avg_pool(fn, shape, kw):
+    check(lambda x: fn(x, **kw), r(*shape), tol=TOL)
+
+
+@pytest.mark.parametrize("shape,out", [((2, 3, 8, 9), (3, 5)), ((1, 2, 7, 7), (7, 7)),
+                                       ((2, 5, 6), (4, 4)), ((1, 2, 10, 3), (3, 2)),
+                                       ((2, 3, 6, 6), (1, 1)), ((1, 2, 3, 2), (5, 4))])
+def test_adaptive_pool_2d(shape, out):
+    check(lambda x: F.adaptive_avg_pool2d(x, out), r(*shape), tol=TOL)
+    check(lambda x: F.adaptive_max_pool2d(x, out, return_indices=True), r(*shape), tol=TOL)
+
+
+@pytest.mark.parametrize("out", [(2, 3, 4), (1, 1, 1)])
+def test_adaptive_pool_3d(out):
+    check(lambda x: F.adaptive_avg_pool3d(x, out), r(1, 2, 5, 6, 7), tol=TOL)
+    check(lambda x: F.adaptive_max_pool3d(x, out, return_indices=True), r(2, 5, 6, 7), tol=TOL)
+
+
+def test_pooling_channels_last_and_views():
+    channels_last = lambda t: t.contiguous(memory_format=torch.channels_last)
+    check(lambda x: F.max_pool2d(x, 3, 2, return_indices=True), r(2, 3, 9, 8), prep=channels_last,
+          tol=TOL)
+    check(lambda x: F.avg_pool2d(x, 2), r(2, 3, 9, 8), prep=channels_last, tol=TOL)
+    check(lambda x: F.adaptive_avg_pool2d(x.transpose(2, 3), (2, 3)), r(1, 3, 9, 8), tol=TOL)

@@ -1,0 +1,304 @@
+"""Reductions, scans and statistics against CPU PyTorch: values, indices, gradients."""
+import math
+
+import pytest
+import torch
+
+from conftest import assert_same
+
+FLOATS = [torch.float32, torch.bfloat16, torch.float16, torch.float64]
+INTS = [torch.int64, torch.int32]
+ALL = FLOATS + INTS + [torch.bool]
+
+
+def tol(dtype):
+    if dtype in (torch.bfloat16, torch.float16):
+        return dict(rtol=2e-2, atol=2e-2)
+    if dtype == torch.float32:
+        return dict(rtol=1e-5, atol=1e-5)
+    return {}
+
+
+def rand(shape, dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    if dtype == torch.bool:
+        return torch.rand(shape, generator=g) > 0.5
+    if dtype.is_floating_point:
+        return torch.randn(shape, generator=g).to(dtype)
+    return torch.randint(-9, 10, shape, generator=g).to(dtype)
+
+
+def grad_check(fn, x, **t):
+    """fn's gradient on tpu matches CPU's, for a random upstream gradient."""
+    cx = x.detach().clone().requires_grad_()
+    tx = x.detach().to("tpu").requires_grad_()
+    cy, ty = fn(cx), fn(tx)
+    cy = cy if isinstance(cy, torch.Tensor) else cy[0]
+    ty = ty if isinstance(ty, torch.Tensor) else ty[0]
+    assert_same(ty.detach(), cy.detach(), **t)
+    up = rand(cy.shape, cy.dtype, 7)
+    cy.backward(up)
+    ty.backward(up.to("tpu"))
+    assert_same(tx.grad, cx.grad, **t)
+
+
+DIMS = [None, 1, -1, (0, 2), (-3, -1), ()]
+
+
+@pytest.mark.parametrize("dtype", ALL)
+@pytest.mark.parametrize("op", ["sum", "prod", "mean"])
+def test_sum_prod_mean(op, dtype):
+    x = rand((3, 4, 5), dtype)
+    if op == "mean" and not dtype.is_floating_point:
+        with pytest.raises(RuntimeError, match="could not infer output dtype"):
+            torch.mean(x.to("tpu"))
+        return
+    if op == "prod" and dtype != torch.bool:  # keep products in range
+        x = (x / 4 + 1).to(dtype) if dtype.is_floating_point else x.clamp(-2, 2)
+    t = x.to("tpu")
+    fn = getattr(torch, op)
+    assert_same(fn(t), fn(x), **tol(dtype))
+    # prod takes one dim at a time
+    dims = [1, -1, 0] if op == "prod" else DIMS[1:]
+    for k, dim in enumerate(dims):
+        keepdim = k % 2 == 1
+        assert_same(fn(t, dim, keepdim=keepdim), fn(x, dim, keepdim=keepdim), **tol(dtype))
+
+
+@pytest.mark.parametrize("op", ["sum", "prod", "mean"])
+def test_dtype_argument_and_out(op):
+    x = rand((4, 6), torch.float16)
+    t = x.to("tpu")
+    fn = getattr(torch, op)
+    assert_same(fn(t, dtype=torch.float32), fn(x, dtype=torch.float32), **tol(torch.float16))
+    assert_same(fn(t, 1, dtype=torch.float64), fn(x, 1, dtype=torch.float64), **tol(torch.float16))
+    out = torch.empty(0, dtype=torch.float32, device="tpu")
+    fn(t, 0, keepdim=True, dtype=torch.float32, out=out)
+    assert_same(out, fn(x, 0, keepdim=True, dtype=torch.float32), **tol(torch.float16))
+    if op == "sum":
+        ints = rand((4, 6), torch.int32)
+        assert_same(torch.sum(ints.to("tpu"), 1), torch.sum(ints, 1))  # int32 -> int64
+        assert_same(torch.sum(x.to("tpu"), dtype=torch.int32), torch.sum(x, dtype=torch.int32))
+
+
+def test_views_empty_and_zero_dim():
+    x = torch.randn(6, 8)
+    t = x.to("tpu")
+    assert_same(t[::2, 1:].sum(0), x[::2, 1:].sum(0))
+    assert_same(t.t().prod(1, keepdim=True), x.t().prod(1, keepdim=True))
+    assert_same(t.t()[1:].amax(0), x.t()[1:].amax(0))
+    assert_same(t.t().argmax(1), x.t().argmax(1))
+    e = torch.empty(0, 3)
+    for fn in (lambda v: v.sum(0), lambda v: v.prod(0), lambda v: v.mean(0), lambda v: v.sum(),
+               lambda v: v.amax(1), lambda v: v.any(0), lambda v: v.all(0), lambda v: v.cumsum(0),
+               lambda v: v.logsumexp(0), lambda v: v.norm(dim=0), lambda v: v.std(0),
+               lambda v: v.max(1)[0]):
+        assert_same(fn(e.to("tpu")), fn(e), equal_nan=True)
+    s = torch.tensor(2.5)
+    for fn in (lambda v: v.sum(), lambda v: v.sum(0), lambda v: v.prod(0), lambda v: v.max(),
+               lambda v: v.max(0)[0], lambda v: v.max(-1)[1], lambda v: v.argmax(),
+               lambda v: v.argmin(0), lambda v: v.cumsum(0), lambda v: v.logsumexp(0),
+               lambda v: v.amin(), lambda v: v.any(), lambda v: v.norm()):
+        assert_same(fn(s.to("tpu")), fn(s))
+    with pytest.raises(RuntimeError):
+        torch.empty(0, device="tpu").max()
+
+
+@pytest.mark.parametrize("dtype", ALL)
+def test_max_min_argmax_amax(dtype):
+    x = rand((4, 5, 6), dtype)
+    t = x.to("tpu")
+    for name in ("max", "min"):
+        fn = getattr(torch, name)
+        assert_same(fn(t), fn(x))
+        for dim, keepdim in ((1, False), (-1, True)):
+            v, i = fn(t, dim, keepdim=keepdim)
+            rv, ri = fn(x, dim, keepdim=keepdim)
+            assert_same(v, rv)
+            assert_same(i, ri)  # ties: first occurrence
+    for name in ("argmax", "argmin") if dtype != torch.bool else ():
+        fn = getattr(torch, name)
+        assert_same(fn(t), fn(x))
+        assert_same(fn(t, -1, keepdim=True), fn(x, -1, keepdim=True))
+    for name in ("amax", "amin"):
+        fn = getattr(torch, name)
+        assert_same(fn(t, (0, 2)), fn(x, (0, 2)))
+        assert_same(fn(t, -2, keepdim=True), fn(x, -2, keepdim=True))
+    lo, hi = torch.aminmax(t, dim=1)
+    rlo, rhi = torch.aminmax(x, dim=1)
+    assert_same(lo, rlo)
+    assert_same(hi, rhi)
+
+
+def test_ties_and_nan_follow_pytorch():
+    x = torch.tensor([[1.0, 3.0, 3.0, 0.0], [2.0, math.nan, 5.0, math.nan],
+                      [math.nan, 1.0, math.nan, -1.0], [-math.inf, -math.inf, -math.inf, -math.inf]])
+    t = x.to("tpu")
+    for fn in (lambda v: v.max(1), lambda v: v.min(1), lambda v: v.max(0), lambda v: v.min(0)):
+        got, ref = fn(t), fn(x)
+        assert_same(got[0], ref[0], equal_nan=True)
+        assert_same(got[1], ref[1])
+    for fn in (lambda v: v.argmax(1), lambda v: v.argmin(1), lambda v: v.argmax(),
+               lambda v: v.argmin(0), lambda v: v.amax(1), lambda v: v.amin(0), lambda v: v.max(),
+               lambda v: v.min(), lambda v: v[0].max(), lambda v: v[3].argmax()):
+        assert_same(fn(t), fn(x), equal_nan=True)
+    ints = torch.tensor([[5, 7, 7, 1], [-3, -3, -3, -3]])
+    assert_same(ints.to("tpu").argmax(1), ints.argmax(1))
+    assert_same(ints.to("tpu").min(1)[1], ints.min(1)[1])
+
+
+def test_max_dim_out_forms():
+    x = rand((3, 5), torch.float32)
+    values = torch.empty(0, device="tpu")
+    indices = torch.empty(0, dtype=torch.long, device="tpu")
+    torch.max(x.to("tpu"), 1, keepdim=True, out=(values, indices))
+    rv, ri = torch.max(x, 1, keepdim=True)
+    assert_same(values, rv)
+    assert_same(indices, ri)
+    torch.min(x.to("tpu"), 0, out=(values, indices))
+    assert_same(values, torch.min(x, 0)[0])
+    assert_same(indices, torch.min(x, 0)[1])
+    out = torch.empty(0, dtype=torch.long, device="tpu")
+    torch.argmax(x.to("tpu"), 0, out=out)
+    assert_same(out, x.argmax(0))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
+@pytest.mark.parametrize("op", ["var", "std", "var_mean", "std_mean"])
+def test_var_std(op, dtype):
+    x = (rand((4, 5, 6), dtype).float() * 3 + 1).to(dtype)
+    t = x.to("tpu")
+    fn = getattr(torch, op)
+
+    def check(**kw):
+        got, ref = fn(t, **kw), fn(x, **kw)
+        for g, r in zip(got, ref) if isinstance(ref, tuple) else [(got, ref)]:
+            assert_same(g, r, **tol(dtype))
+
+    for correction in (None, 0, 1, 2.5):  # a runtime scalar: one program for all values
+        check(dim=1, correction=correction)
+    for dim in (None, (0, 2), -1):
+        check(dim=dim, keepdim=dim == -1)
+    one = torch.tensor([1.5])  # N - correction = 0
+    assert_same(fn(one.to("tpu"), 0)[0] if "mean" in op else fn(one.to("tpu")),
+                fn(one, 0)[0] if "mean" in op else fn(one), equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64, torch.int64])
+def test_logsumexp(dtype):
+    x = rand((3, 4, 5), dtype)
+    t = x.to("tpu")
+    for dim in (0, -1, (0, 2)):
+        for keepdim in (False, True):
+            assert_same(torch.logsumexp(t, dim, keepdim), torch.logsumexp(x, dim, keepdim),
+                        **tol(dtype))
+    y = torch.tensor([[-math.inf, -math.inf], [math.inf, 1.0], [1e4, 1e4 - 1]])
+    assert_same(torch.logsumexp(y.to("tpu"), 1), torch.logsumexp(y, 1))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+@pytest.mark.parametrize("p", [0, 1, 2, 3, 0.5, -1, math.inf, -math.inf])
+def test_vector_norms(p, dtype):
+    x = rand((4, 6), dtype)
+    x[0, 1] = 0
+    t = x.to("tpu")
+    la = torch.linalg.vector_norm
+    assert_same(la(t, p), la(x, p), **tol(dtype))
+    assert_same(la(t, p, dim=1, keepdim=True), la(x, p, dim=1, keepdim=True), **tol(dtype))
+    assert_same(la(t, p, dim=(-2, -1)), la(x, p, dim=(-2, -1)), **tol(dtype))
+    assert_same(torch.norm(t, p, dim=0), torch.norm(x, p, dim=0), **tol(dtype))
+    assert_same(la(t, p, dtype=torch.float64), la(x, p, dtype=torch.float64), **tol(dtype))
+    if p not in (math.inf, -math.inf):  # the full form of norm is linalg's
+        assert_same(torch.norm(t, p), torch.norm(x, p), **tol(dtype))
+
+
+def test_norm_program_is_shared_across_p():
+    import torch_tpu
+    t = torch.randn(5).to("tpu")
+    torch.linalg.vector_norm(t, 3.0).cpu()
+    torch_tpu.metrics.reset()
+    for p in (1.0, 2.0, 0.5, math.inf):
+        torch.linalg.vector_norm(t, p).cpu()
+    assert torch_tpu.metrics.snapshot()["compiles"] == 0
+
+
+@pytest.mark.parametrize("dtype", ALL)
+@pytest.mark.parametrize("op", ["cumsum", "cumprod"])
+def test_cumulative(op, dtype):
+    x = rand((3, 7), dtype)
+    if op == "cumprod" and dtype.is_floating_point:
+        x = (x / 4 + 1).to(dtype)
+    if op == "cumprod" and dtype in INTS:
+        x = x.clamp(-2, 2)
+    t = x.to("tpu")
+    fn = getattr(torch, op)
+    for dim in (0, 1, -1):
+        assert_same(fn(t, dim), fn(x, dim), **tol(dtype))
+    assert_same(fn(t.t(), 0), fn(x.t(), 0), **tol(dtype))
+    if dtype.is_floating_point:
+        assert_same(fn(t, 1, dtype=torch.float64), fn(x, 1, dtype=torch.float64), **tol(dtype))
+        y = t.clone()
+        getattr(y, op + "_")(0)
+        assert_same(y, fn(x, 0), **tol(dtype))
+    out = torch.empty(0, dtype=torch.int64 if not dtype.is_floating_point else dtype, device="tpu")
+    fn(t, 1, out=out)
+    assert_same(out, fn(x, 1), **tol(dtype))
+
+
+def test_cumsum_long_is_exact():
+    x = torch.arange(1, 2001, dtype=torch.int64).reshape(2, 1000)
+    assert_same(x.to("tpu").cumsum(1), x.cumsum(1))
+
+
+@pytest.mark.parametrize("dtype", [torch.bool, torch.float32, torch.int32, torch.uint8])
+@pytest.mark.parametrize("op", ["any", "all"])
+def test_any_all(op, dtype):
+    x = rand((3, 4, 5), torch.int64).clamp(0, 1).to(dtype)
+    x[0] = 1
+    t = x.to("tpu")
+    fn = getattr(torch, op)
+    assert_same(fn(t), fn(x))
+    for dim in (0, -1, (0, 2), ()):
+        assert_same(fn(t, dim), fn(x, dim))
+        assert_same(fn(t, dim, keepdim=True), fn(x, dim, keepdim=True))
+    out = torch.empty(0, dtype=fn(x).dtype, device="tpu")
+    fn(t, 1, out=out)
+    assert_same(out, fn(x, 1))
+
+
+GRADS = {
+    "sum_dim": lambda v: v.sum((0, 2), keepdim=True),
+    "mean_dim": lambda v: v.mean(-1),
+    "sum": lambda v: v.sum(),
+    "prod_dim": lambda v: v.prod(1),
+    "prod": lambda v: v.prod(),
+    "max_dim": lambda v: v.max(1),
+    "min_dim": lambda v: v.min(-1, keepdim=True),
+    "max": lambda v: v.max(),
+    "amax": lambda v: v.amax((0, 1)),
+    "amin": lambda v: v.amin(-1),
+    "var": lambda v: v.var(1),
+    "std": lambda v: v.std((0, 2), correction=0),
+    "var_mean": lambda v: torch.var_mean(v, 1)[0],
+    "std_mean": lambda v: torch.std_mean(v, 1)[1],
+    "logsumexp": lambda v: v.logsumexp(1),
+    "norm2": lambda v: torch.linalg.vector_norm(v, dim=1),
+    "norm1": lambda v: torch.linalg.vector_norm(v, 1, dim=-1),
+    "norm3": lambda v: torch.linalg.vector_norm(v, 3),
+    "norm_inf": lambda v: torch.linalg.vector_norm(v, math.inf, dim=0),
+    "cumsum": lambda v: v.cumsum(1),
+    "cumprod": lambda v: v.cumprod(-1),
+}
+
+
+@pytest.mark.parametrize("name", list(GRADS))
+def test_gradients(name):
+    x = torch.randn(3, 4, 5, generator=torch.Generator().manual_seed(3))
+    grad_check(GRADS[name], x, rtol=1e-4, atol=1e-4)
+
+
+def test_gradients_non_contiguous():
+    x = torch.randn(5, 6, generator=torch.Generator().manual_seed(4))
+    grad_check(lambda v: v.t()[1:].sum(0), x)
+    grad_check(lambda v: v[:, ::2].logsumexp(0), x, rtol=1e-5, atol=1e-5)
+    grad_check(lambda v: v.t().max(1)[0], x)

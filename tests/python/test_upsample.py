@@ -1,0 +1,61 @@
+"""Nearest, nearest-exact and (bi/tri)linear upsampling against CPU, values and input
+gradients, with sizes and with scale factors."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from cpu_compare import check, tolerance
+
+
+def r(*shape, dtype=torch.float32):
+    return torch.randn(*shape, dtype=dtype).requires_grad_()
+
+
+TOL = tolerance(torch.float32, 1e-5)
+
+CASES = [
+    ((2, 3, 5), dict(scale_factor=2)),
+    ((2, 3, 5), dict(size=12)),
+    ((2, 3, 7), dict(size=4)),
+    ((1, 2, 4, 5), dict(scale_factor=2.5)),
+    ((1, 2, 4, 5), dict(size=(7, 3))),
+    ((2, 1, 6, 6), dict(scale_factor=(0.7, 1.3))),
+    ((1, 2, 3, 4, 5), dict(scale_factor=2)),
+    ((1, 2, 3, 4, 5), dict(size=(5, 3, 7))),
+]
+LINEAR = {3: "linear", 4: "bilinear", 5: "trilinear"}
+
+
+@pytest.mark.parametrize("shape,kw", CASES)
+@pytest.mark.parametrize("mode", ["nearest", "nearest-exact"])
+def test_nearest(shape, kw, mode):
+    check(lambda x: F.interpolate(x, mode=mode, **kw), r(*shape), tol=TOL)
+
+
+@pytest.mark.parametrize("shape,kw", CASES)
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_linear(shape, kw, align_corners):
+    mode = LINEAR[len(shape)]
+    check(lambda x: F.interpolate(x, mode=mode, align_corners=align_corners, **kw), r(*shape),
+          tol=TOL)
+
+
+def test_recompute_scale_factor_and_size_one():
+    check(lambda x: F.interpolate(x, scale_factor=1.7, mode="bilinear",
+                                  recompute_scale_factor=True), r(1, 2, 5, 4), tol=TOL)
+    check(lambda x: F.interpolate(x, size=(1, 6), mode="bilinear", align_corners=True),
+          r(1, 2, 5, 4), tol=TOL)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float64])
+def test_dtypes(dtype):
+    x = r(1, 2, 4, 5, dtype=dtype)
+    check(lambda x: F.interpolate(x, scale_factor=2, mode="nearest"), x, tol=tolerance(dtype))
+    check(lambda x: F.interpolate(x, size=(6, 9), mode="bilinear"), x, tol=tolerance(dtype))
+
+
+def test_channels_last_and_views():
+    check(lambda x: F.interpolate(x, scale_factor=2, mode="bilinear"), r(2, 3, 4, 5),
+          prep=lambda t: t.contiguous(memory_format=torch.channels_last), tol=TOL)
+    check(lambda x: F.interpolate(x[:, :, ::2], size=(5, 5), mode="nearest"), r(1, 3, 8, 4),
+          tol=TOL)
