@@ -35,7 +35,6 @@ Usage (from the repository root, with a built torch_tpu importable):
 import argparse
 import collections
 import datetime
-import itertools
 import json
 import math
 import os
@@ -44,6 +43,10 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
+
+import torch
+import torch_tpu
 
 # Families of issue 3 ("Native eager mode") mapped to OpInfo names (name.variant).
 ISSUE_FAMILIES = {
@@ -172,8 +175,6 @@ def op_key(op) -> str:
 def _to_tpu(value, grad_leaves):
     """A copy of a sample's argument with every tensor on tpu and every 'cpu' device on
     tpu; CPU leaves that require grad get tpu leaves that do, paired in grad_leaves."""
-    import torch
-
     if isinstance(value, torch.Tensor):
         if value.requires_grad and value.is_leaf:
             moved = value.detach().to("tpu").requires_grad_(True)
@@ -193,8 +194,6 @@ def _to_tpu(value, grad_leaves):
 
 
 def _has_tpu_tensor(value) -> bool:
-    import torch
-
     if isinstance(value, torch.Tensor):
         return value.device.type == "tpu"
     if isinstance(value, (list, tuple)):
@@ -212,8 +211,6 @@ class Mismatch(Exception):
 
 def _compare(actual, expected, path, values, want_tpu):
     """Raises Mismatch naming the first difference between the tpu output and CPU's."""
-    import torch
-
     if isinstance(expected, torch.Tensor):
         if not isinstance(actual, torch.Tensor):
             raise Mismatch(f"{path}: tpu gave {type(actual).__name__}, CPU a tensor")
@@ -228,7 +225,7 @@ def _compare(actual, expected, path, values, want_tpu):
             return
         host = actual.detach().cpu()
         exp = expected.detach()
-        if exp.is_quantized or exp.layout != torch.strided:
+        if exp.layout != torch.strided:
             exp, host = exp.to_dense(), host.to_dense()
         name = str(exp.dtype).replace("torch.", "")
         rtol, atol = TOLERANCES.get(name, (0.0, 0.0))
@@ -262,20 +259,11 @@ def _compare(actual, expected, path, values, want_tpu):
 
 
 def _float_tensors(value):
-    import torch
-
     if isinstance(value, torch.Tensor):
         return [value] if value.requires_grad and value.dtype.is_floating_point else []
     if isinstance(value, (list, tuple)):
         return [t for v in value for t in _float_tensors(v)]
     return []
-
-
-def _grads(outputs, leaves, seeds):
-    """d(sum(seed_i * out_i))/d(leaf) for every leaf; None where the leaf is unused."""
-    import torch
-
-    return torch.autograd.grad(outputs, leaves, seeds, allow_unused=True)
 
 
 def _short(exc) -> str:
@@ -284,8 +272,6 @@ def _short(exc) -> str:
 
 
 def _fallbacks():
-    import torch_tpu
-
     return dict(torch_tpu.metrics.snapshot()["fallbacks"])
 
 
@@ -295,8 +281,6 @@ def _fallback_diff(before, after):
 
 def _run_sample(op, sample, values, grad):
     """One sample on CPU and tpu: {status, fallback: {aten op: count}, detail}."""
-    import torch
-
     # The tpu copy comes first: the CPU call may modify its arguments in place.
     before = _fallbacks()
     grad_pairs = []
@@ -335,22 +319,21 @@ def _run_grad(expected, actual, grad_pairs, values):
     """Backward through both outputs with the same random cotangents; compares the
     gradients of the inputs. Returns a status ('match', 'mismatch', 'error', or 'skip'
     when CPU has nothing to differentiate or fails)."""
-    import torch
-
     cpu_outs, tpu_outs = _float_tensors(expected), _float_tensors(actual)
     if not cpu_outs:
         return {"status": "skip"}
     generator = torch.Generator().manual_seed(0)
     seeds = [torch.randn(t.shape, dtype=t.dtype, generator=generator) for t in cpu_outs]
     try:
-        cpu_grads = _grads(cpu_outs, [c for c, _ in grad_pairs], seeds)
+        cpu_grads = torch.autograd.grad(cpu_outs, [c for c, _ in grad_pairs], seeds,
+                                        allow_unused=True)
     except Exception as e:  # noqa: BLE001
         return {"status": "skip", "detail": "CPU: " + _short(e)}
     try:
         if len(tpu_outs) != len(cpu_outs):
             raise Mismatch("differentiable outputs differ")
-        tpu_grads = _grads(tpu_outs, [t for _, t in grad_pairs],
-                           [s.to("tpu") for s in seeds])
+        tpu_grads = torch.autograd.grad(tpu_outs, [t for _, t in grad_pairs],
+                                        [s.to("tpu") for s in seeds], allow_unused=True)
         _compare(list(tpu_grads), list(cpu_grads), "grad", values, True)
         return {"status": "match"}
     except Mismatch as e:
@@ -361,8 +344,6 @@ def _run_grad(expected, actual, grad_pairs, values):
 
 def _samples(op, dtypes, grad, max_samples):
     """[(dtype name, SampleInput)] in a fixed order, seeded per dtype."""
-    import torch
-
     supported = op.supported_dtypes("cpu")
     out = []
     for name in dtypes:
@@ -373,9 +354,10 @@ def _samples(op, dtypes, grad, max_samples):
         requires_grad = grad and op.supports_autograd and (
             dtype.is_floating_point or dtype.is_complex)
         try:
-            samples = op.sample_inputs("cpu", dtype, requires_grad=requires_grad)
-            if max_samples:
-                samples = itertools.islice(samples, max_samples)
+            samples = list(op.sample_inputs("cpu", dtype, requires_grad=requires_grad))
+            if max_samples and len(samples) > max_samples:
+                # Evenly spaced, so every kind of sample the generator makes keeps a share.
+                samples = [samples[i * len(samples) // max_samples] for i in range(max_samples)]
             out.extend((name, s) for s in samples)
         except Exception:  # noqa: BLE001 — an op_db generator that fails has no samples
             continue
@@ -384,13 +366,9 @@ def _samples(op, dtypes, grad, max_samples):
 
 def worker_main(dtypes, grad, max_samples):
     """Reads {"op", "from"} lines on stdin; writes JSON events to the original stdout."""
-    import warnings
-
     channel = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # ops and libraries that print must not corrupt the channel
 
-    import torch
-    import torch_tpu
     from torch.testing._internal.common_methods_invocations import op_db
 
     warnings.simplefilter("ignore")
@@ -439,7 +417,8 @@ class Worker:
 
     def _pump(self):
         for line in self.proc.stdout:
-            self.events.put(json.loads(line))
+            if line.startswith('{"ev"'):  # anything else was printed before the channel
+                self.events.put(json.loads(line))
         self.events.put(None)
 
     def send(self, op, start):
@@ -641,7 +620,7 @@ def write_docs(report, path):
         "  --write-docs docs/conformance.md",
         "  --grad             also compare input gradients (backward through both devices)",
         "  --timeout S        per-op limit (default 300)   --workers N",
-        "  --max-samples N    at most N samples per (op, dtype): a quicker, partial sweep",
+        "  --max-samples N    at most N samples per (op, dtype), evenly spaced: a quicker sweep",
         "```",
         "",
         "The issue set is `ISSUE_FAMILIES` in the tool: issue 3's op families mapped to OpInfo",
@@ -723,8 +702,6 @@ def main():
         worker_main(args.dtypes, args.grad, args.max_samples)
         return
 
-    os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
-    import torch
     from torch.testing._internal.common_methods_invocations import op_db
 
     names = select_ops(args, [op_key(op) for op in op_db])
@@ -770,8 +747,6 @@ def main():
     summary = {selection: summarize(records, names)}
     if args.all:
         summary["issue set"] = summarize(records, ISSUE_SET)
-    import torch_tpu
-
     report = {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "torch_version": torch.__version__,
