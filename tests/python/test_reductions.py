@@ -283,9 +283,8 @@ def test_any_all(op, dtype):
     t = x.to("tpu")
     fn = getattr(torch, op)
     assert_same(fn(t), fn(x))
-    for dim in (0, -1, (0, 2), ()):
-        assert_same(fn(t, dim), fn(x, dim))
-        assert_same(fn(t, dim, keepdim=True), fn(x, dim, keepdim=True))
+    for dim, keepdim in ((0, False), (-1, True), ((0, 2), False), ((), True)):
+        assert_same(fn(t, dim, keepdim=keepdim), fn(x, dim, keepdim=keepdim))
     out = torch.empty(0, dtype=fn(x).dtype, device="tpu")
     fn(t, 1, out=out)
     assert_same(out, fn(x, 1))
