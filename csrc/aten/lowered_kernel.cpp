@@ -104,15 +104,14 @@ void add_attr_key(OpCall& call, const ops::Attr& attr) {
 bool is_tpu(const at::Tensor& t) { return t.defined() && t.device().is_privateuseone(); }
 
 // Tpu tensors and 0-d CPU tensors (which ops accept next to tpu ones) become meta
-// tensors: some meta kernels insist on one device. A wrapped Python number stays one,
-// so type promotion is unchanged.
+// tensors: some meta kernels insist on one device. Wrapped Python numbers stay on the
+// CPU: Python meta kernels receive them as numbers, and that conversion needs a CPU
+// tensor.
 at::Tensor meta_like(const at::Tensor& t) {
-  bool cpu_scalar = t.defined() && t.device().is_cpu() && t.dim() == 0;
+  bool cpu_scalar = t.defined() && t.device().is_cpu() && t.dim() == 0 &&
+                    !t.unsafeGetTensorImpl()->is_wrapped_number();
   if (!is_tpu(t) && !cpu_scalar) return t;
-  at::Tensor meta = at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
-  if (t.unsafeGetTensorImpl()->is_wrapped_number())
-    meta.unsafeGetTensorImpl()->set_wrapped_number(true);
-  return meta;
+  return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
 }
 
 c10::IValue meta_value(const c10::IValue& v) {
