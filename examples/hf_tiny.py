@@ -34,15 +34,6 @@ def build(name: str, seed: int = 0, layers: int = 2, hidden: int = 64) -> torch.
     return cls(config)
 
 
-def to_device(model: torch.nn.Module, device: str) -> torch.nn.Module:
-    """model.to(device), with tied weights tied again: a CPU -> tpu move replaces each
-    parameter by a new one (c10 cannot move a PrivateUse1 tensor into a CPU parameter in
-    place), which unties Qwen3's head from its embedding."""
-    model.to(device)
-    model.tie_weights()
-    return model
-
-
 def batches(steps: int, batch: int, seq: int, seed: int = 0) -> list[torch.Tensor]:
     """Random token ids (from a CPU generator, so every device gets the same ones)."""
     g = torch.Generator().manual_seed(seed)
@@ -84,7 +75,7 @@ def main():
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
 
-    model = to_device(build(args.model, args.seed), args.device)
+    model = build(args.model, args.seed).to(args.device)
     print(f"{type(model).__name__}: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M "
           f"parameters, device {args.device}")
     start = time.perf_counter()

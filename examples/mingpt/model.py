@@ -88,16 +88,6 @@ class GPT(nn.Module):
             if name.endswith("c_proj.weight"):
                 nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
 
-    def _apply(self, fn, recurse=True):
-        # Module.to() replaces a parameter, instead of updating it in place, when the new
-        # tensor cannot share the old one's TensorImpl type (c10 counts only a fixed list of
-        # backends as compatible, PrivateUse1 not among them), so a CPU -> tpu move gives
-        # the head and the embedding separate copies. Tie them again, as on CUDA.
-        super()._apply(fn, recurse)
-        if self.config.tie_weights:
-            self.lm_head.weight = self.wte.weight
-        return self
-
     @staticmethod
     def _init_weights(module: nn.Module) -> None:
         if isinstance(module, (nn.Linear, nn.Embedding)):

@@ -58,7 +58,7 @@ def test_mingpt_trains_and_generates_like_cpu():
 @pytest.mark.parametrize("name", ["llama", "qwen3"])
 def test_hf_tiny_trains_and_generates_like_cpu(name):
     cpu_model = hf_tiny.build(name, seed=0)
-    tpu_model = hf_tiny.to_device(copy.deepcopy(cpu_model), "tpu")
+    tpu_model = copy.deepcopy(cpu_model).to("tpu")
     assert len(list(tpu_model.parameters())) == len(list(cpu_model.parameters()))
     torch_tpu.metrics.reset()
 
@@ -73,11 +73,11 @@ def test_hf_tiny_trains_and_generates_like_cpu(name):
     assert_native()
 
 
-@pytest.mark.xfail(strict=True, reason="c10's has_compatible_shallow_copy_type lists no "
-                   "PrivateUse1, so Module.to('tpu') replaces parameters and unties shared ones "
-                   "(the models above tie them again after the move)")
-def test_module_to_tpu_keeps_shared_parameters():
+def test_module_to_tpu_and_back_keeps_shared_parameters():
     head, embedding = torch.nn.Linear(4, 3, bias=False), torch.nn.Embedding(3, 4)
     head.weight = embedding.weight
-    moved = torch.nn.ModuleList([head, embedding]).to("tpu")
-    assert moved[0].weight is moved[1].weight
+    modules = torch.nn.ModuleList([head, embedding])
+    assert modules.to("tpu") is modules
+    assert head.weight is embedding.weight and head.weight.device.type == "tpu"
+    modules.to("cpu")
+    assert head.weight is embedding.weight and head.weight.device.type == "cpu"
