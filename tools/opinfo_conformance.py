@@ -642,6 +642,8 @@ def write_docs(report, path):
                      f"| {s['samples']} | {s['match']} | {s['mismatch']} | {s['error']} "
                      f"| {s['crash']} | {s['fallback']} | {s['skip']} "
                      f"| {100 * s['match_rate']:.1f}% | {100 * s['native_match_rate']:.1f}% |")
+    if "whole op_db" not in data["runs"]:
+        lines += ["", "The whole op_db has not been swept yet (`--all`)."]
     lines += [
         "",
         "## Per op",

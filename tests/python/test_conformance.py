@@ -15,9 +15,10 @@ import torch_tpu
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 TOOL = ROOT / "tools" / "opinfo_conformance.py"
 
-# Measured on the CI subset (see docs/conformance.md); a drop below it is a regression.
-MIN_NATIVE_MATCH_RATE = 0.30
-MIN_MATCH_RATE = 0.99
+# The CI subset measured 99.8% native (docs/conformance.md, 2026-11-30); a drop below
+# these is a regression.
+MIN_NATIVE_MATCH_RATE = 0.95
+MIN_MATCH_RATE = 0.97
 # Samples per (op, dtype): keeps the run near a minute on two cores.
 CI_MAX_SAMPLES = 8
 
