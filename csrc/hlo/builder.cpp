@@ -132,9 +132,19 @@ Value Builder::constant(double value, DType dtype) {
   if (dtype == DType::Pred) {
     literal = value != 0 ? "true" : "false";
   } else if (!is_float(dtype)) {
-    // Out-of-range and non-finite values saturate instead of invoking undefined behaviour.
-    double clamped = std::isnan(value) ? 0.0 : std::max(-9.2e18, std::min(9.2e18, value));
-    return constant_int(static_cast<int64_t>(clamped), dtype);
+    // Finite values go through int64 and wrap to the width, as PyTorch's conversions do;
+    // infinities and values beyond int64 saturate to the type's range (so -inf is the
+    // lowest integer, as a max-reduction's initial value needs).
+    if (std::isnan(value)) return constant_int(0, dtype);
+    if (std::fabs(value) < 9.2e18) return constant_int(static_cast<int64_t>(value), dtype);
+    const int bits = 8 * byte_width(dtype);
+    const bool is_unsigned = is_unsigned_int(dtype);
+    if (value < 0) {
+      if (is_unsigned) return constant_int(0, dtype);
+      return constant_int(bits == 64 ? INT64_MIN : -(int64_t{1} << (bits - 1)), dtype);
+    }
+    if (bits == 64) return constant_int(is_unsigned ? -1 : INT64_MAX, dtype);
+    return constant_int((int64_t{1} << (is_unsigned ? bits : bits - 1)) - 1, dtype);
   } else if (std::isfinite(value)) {
     char buf[64];
     std::snprintf(buf, sizeof(buf), "%.17e", value);

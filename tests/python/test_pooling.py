@@ -86,3 +86,11 @@ def test_pooling_channels_last_and_views():
           tol=TOL)
     check(lambda x: F.avg_pool2d(x, 2), r(2, 3, 9, 8), prep=channels_last, tol=TOL)
     check(lambda x: F.adaptive_avg_pool2d(x.transpose(2, 3), (2, 3)), r(1, 3, 9, 8), tol=TOL)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.uint8])
+def test_max_pool_integers_with_padding(dtype):
+    x = torch.randint(0, 100, (2, 3, 7, 6)).to(dtype)
+    out_c = torch.nn.functional.max_pool2d(x, 3, stride=2, padding=1)
+    out_t = torch.nn.functional.max_pool2d(x.to("tpu"), 3, stride=2, padding=1)
+    assert torch.equal(out_t.cpu(), out_c)

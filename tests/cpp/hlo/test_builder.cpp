@@ -276,14 +276,26 @@ TEST(Builder, FiniteAndIntegerConstants) {
   EXPECT_EQ(test::download<uint16_t>(*out[5])[0], 0x7C00);  // f16 +inf: 70000 overflows
 }
 
-// Disabled until Builder::constant_int wraps to the dtype's width: it writes -1 as
-// 18446744073709551615, which the plugin rejects as out of range for ui8.
 TEST(Builder, NegativeUnsignedConstantWraps) {
   Builder b;
   std::vector<Value> outs = {b.constant_int(-1, DType::U8), b.constant(-2, DType::U8)};
   auto out = test::run(b, outs, {});
   EXPECT_EQ(test::download<uint8_t>(*out[0])[0], 255);
   EXPECT_EQ(test::download<uint8_t>(*out[1])[0], 254);
+}
+
+TEST(Builder, InfiniteIntegerConstantsSaturate) {
+  Builder b;
+  std::vector<Value> outs = {b.constant(-INFINITY, DType::S32), b.constant(INFINITY, DType::S32),
+                             b.constant(-INFINITY, DType::S64), b.constant(INFINITY, DType::U8),
+                             b.constant(-INFINITY, DType::U16), b.constant(1e30, DType::S16)};
+  auto out = test::run(b, outs, {});
+  EXPECT_EQ(test::download<int32_t>(*out[0])[0], std::numeric_limits<int32_t>::min());
+  EXPECT_EQ(test::download<int32_t>(*out[1])[0], std::numeric_limits<int32_t>::max());
+  EXPECT_EQ(test::download<int64_t>(*out[2])[0], std::numeric_limits<int64_t>::min());
+  EXPECT_EQ(test::download<uint8_t>(*out[3])[0], 255);
+  EXPECT_EQ(test::download<uint16_t>(*out[4])[0], 0);
+  EXPECT_EQ(test::download<int16_t>(*out[5])[0], std::numeric_limits<int16_t>::max());
 }
 
 TEST(Builder, UnaryAndBitcast) {
