@@ -1,4 +1,5 @@
-"""Median per-op latency of a small `add` and a 512x512 `mm`, tpu vs CPU eager, one run.
+"""Median per-op latency of small ops (`add`: a hand-written kernel; `exp`, `sum`: the
+generic lowering-table kernel) and a 512x512 `mm`, tpu vs CPU eager, one run.
 
 tpu results stay on the device inside the timed loop; the loop ends with one
 synchronize, so the figure is the amortised cost of enqueueing and running each op.
@@ -29,6 +30,8 @@ def main():
     cases = {
         "add 4x4": (lambda d: (torch.randn(4, 4).to(d), torch.randn(4, 4).to(d)),
                     lambda a, b: a + b, 2000),
+        "exp 4x4": (lambda d: (torch.randn(4, 4).to(d),), torch.exp, 2000),
+        "sum 4x4": (lambda d: (torch.randn(4, 4).to(d),), lambda a: a.sum(0), 2000),
         "mm 512x512": (lambda d: (torch.randn(512, 512).to(d), torch.randn(512, 512).to(d)),
                        torch.mm, 50),
     }
@@ -39,10 +42,10 @@ def main():
     for name, (make, fn, iters) in cases.items():
         times = {}
         for device, sync in (("tpu", torch.tpu.synchronize), ("cpu", lambda: None)):
-            a, b = make(device)
+            args = make(device)
             for _ in range(5):
-                fn(a, b)  # warm up: compile once
-            times[device] = per_op_seconds(lambda: fn(a, b), sync, iters)
+                fn(*args)  # warm up: compile once
+            times[device] = per_op_seconds(lambda: fn(*args), sync, iters)
         ratio = times["tpu"] / times["cpu"]
         results[name] = ratio
         print(f"{name:<12} {times['tpu'] * 1e6:>10.1f} {times['cpu'] * 1e6:>10.1f} {ratio:>8.2f}")
