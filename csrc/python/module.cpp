@@ -28,6 +28,7 @@ py::dict metrics_dict() {
   d["compile_seconds"] = m.compile_ns.load() / 1e9;
   d["cache_hits"] = m.cache_hits.load();
   d["cache_misses"] = m.cache_misses.load();
+  d["cache_evictions"] = m.cache_evictions.load();
   d["executions"] = m.executions.load();
   d["host_to_device_bytes"] = m.host_to_device_bytes.load();
   d["device_to_host_bytes"] = m.device_to_host_bytes.load();
@@ -57,6 +58,7 @@ py::dict cache_stats() {
   d["memory_entries"] = rt.cache().size();
   d["memory_hits"] = m.cache_hits.load();
   d["memory_misses"] = m.cache_misses.load();
+  d["memory_evictions"] = m.cache_evictions.load();
   d["compiles"] = m.compiles.load();
   d["compile_seconds"] = m.compile_ns.load() / 1e9;
   d["disk_enabled"] = disk.enabled();

@@ -31,12 +31,15 @@ std::shared_ptr<const CompiledProgram> ExecutableCache::get(
   std::unique_lock<std::mutex> lock(mutex_);
   auto it = entries_.find(key);
   if (it != entries_.end()) {
-    Future future = it->second;
+    Future future = it->second.future;
+    recency_.splice(recency_.begin(), recency_, it->second.recency);
     lock.unlock();  // other keys proceed while this one may still be compiling
     metrics().cache_hits++;
     return future.get();
   }
-  entries_.emplace(key, promise.get_future().share());
+  recency_.push_front(key);
+  entries_.emplace(key, Entry{promise.get_future().share(), recency_.begin()});
+  evict_locked();
   lock.unlock();
   metrics().cache_misses++;
   try {
@@ -69,8 +72,33 @@ std::shared_ptr<const CompiledProgram> ExecutableCache::get(
     // A failed compile is not cached: the next call reports the error again.
     promise.set_exception(std::current_exception());
     std::lock_guard<std::mutex> lock(mutex_);
-    entries_.erase(key);
+    auto failed = entries_.find(key);
+    if (failed != entries_.end()) {
+      recency_.erase(failed->second.recency);
+      entries_.erase(failed);
+    }
     throw;
+  }
+}
+
+size_t ExecutableCache::default_capacity() {
+  const char* v = std::getenv("TORCH_TPU_CACHE_ENTRIES");
+  long long n = v != nullptr ? std::atoll(v) : 0;
+  return n > 0 ? static_cast<size_t>(n) : 4096;
+}
+
+// Drops least recently used programs beyond the capacity. Programs still compiling stay:
+// their waiters hold the future, and dropping them would only compile them twice.
+void ExecutableCache::evict_locked() {
+  auto it = recency_.end();
+  while (entries_.size() > capacity_ && it != recency_.begin()) {
+    --it;
+    auto entry = entries_.find(*it);
+    if (entry->second.future.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
+      continue;
+    entries_.erase(entry);
+    it = recency_.erase(it);
+    metrics().cache_evictions++;
   }
 }
 
@@ -82,6 +110,7 @@ size_t ExecutableCache::size() const {
 void ExecutableCache::clear() {
   std::lock_guard<std::mutex> lock(mutex_);
   entries_.clear();
+  recency_.clear();
 }
 
 }  // namespace torch_tpu::runtime

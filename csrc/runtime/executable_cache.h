@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <future>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -59,7 +60,13 @@ class ExecutableCache {
  public:
   using Compiler = std::function<std::unique_ptr<pjrt::Executable>(const std::string& mlir)>;
   using Loader = std::function<std::unique_ptr<pjrt::Executable>(const std::string& bytes)>;
-  explicit ExecutableCache(Compiler compiler) : compiler_(std::move(compiler)) {}
+  // At most `capacity` programs stay loaded (TORCH_TPU_CACHE_ENTRIES, default 4096); the
+  // least recently used are dropped, and come back from the disk tier if needed again.
+  // Every loaded XLA:CPU executable holds its own code mappings, and a process with tens
+  // of thousands of them runs out of address-space mappings.
+  explicit ExecutableCache(Compiler compiler, size_t capacity = default_capacity())
+      : compiler_(std::move(compiler)), capacity_(capacity) {}
+  static size_t default_capacity();
 
   // Puts a disk tier under this one: misses look there before compiling, and new
   // compiles are stored there. `disk` must outlive the cache.
@@ -80,7 +87,14 @@ class ExecutableCache {
   DiskCache* disk_ = nullptr;
   Loader loader_;
   mutable std::mutex mutex_;
-  std::unordered_map<ProgramKey, Future, ProgramKeyHash> entries_;
+  struct Entry {
+    Future future;
+    std::list<ProgramKey>::iterator recency;
+  };
+  void evict_locked();
+  size_t capacity_;
+  std::list<ProgramKey> recency_;  // most recently used first
+  std::unordered_map<ProgramKey, Entry, ProgramKeyHash> entries_;
 };
 
 }  // namespace torch_tpu::runtime

@@ -17,6 +17,7 @@ void Metrics::reset() {
   compile_ns = 0;
   cache_hits = 0;
   cache_misses = 0;
+  cache_evictions = 0;
   executions = 0;
   host_to_device_bytes = 0;
   device_to_host_bytes = 0;

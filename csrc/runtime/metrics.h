@@ -14,6 +14,7 @@ struct Metrics {
   std::atomic<int64_t> compile_ns{0};
   std::atomic<int64_t> cache_hits{0};
   std::atomic<int64_t> cache_misses{0};
+  std::atomic<int64_t> cache_evictions{0};
   std::atomic<int64_t> executions{0};
   std::atomic<int64_t> host_to_device_bytes{0};
   std::atomic<int64_t> device_to_host_bytes{0};

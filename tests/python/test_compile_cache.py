@@ -115,3 +115,10 @@ def test_cache_stats_and_clear_cache():
     torch.tpu.clear_cache()
     assert torch.tpu.cache_stats()["memory_entries"] == 0
     assert "disk" in torch_tpu.metrics.report()
+
+
+def test_memory_tier_is_bounded(tmp_path):
+    out = run(tmp_path, TORCH_TPU_CACHE_ENTRIES="2")
+    check_values(out)
+    assert out["stats"]["memory_entries"] <= 2
+    assert out["stats"]["memory_evictions"] > 0

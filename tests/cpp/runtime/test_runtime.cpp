@@ -113,6 +113,29 @@ TEST(ExecutableCache, CompilesOncePerKey) {
   EXPECT_EQ(c.cache.size(), 0u);
 }
 
+TEST(ExecutableCache, EvictsLeastRecentlyUsedBeyondCapacity) {
+  std::atomic<int> compiles{0};
+  ExecutableCache cache(
+      [&](const std::string& mlir) {
+        ++compiles;
+        return test::client().compile(mlir, test::compile_options());
+      },
+      /*capacity=*/2);
+  auto build1 = [] { return scale_program(1.0f); };
+  auto build2 = [] { return scale_program(2.0f); };
+  auto build3 = [] { return scale_program(3.0f); };
+  cache.get(key_of({1}), build1);
+  cache.get(key_of({2}), build2);
+  cache.get(key_of({1}), build1);  // 1 is now the most recent
+  cache.get(key_of({3}), build3);  // evicts 2
+  EXPECT_EQ(cache.size(), 2u);
+  EXPECT_EQ(compiles, 3);
+  cache.get(key_of({1}), build1);
+  EXPECT_EQ(compiles, 3);
+  cache.get(key_of({2}), build2);  // compiled again
+  EXPECT_EQ(compiles, 4);
+}
+
 TEST(ExecutableCache, FailuresAreNotCached) {
   CountingCache c;
   EXPECT_THROW(c.cache.get(key_of({1}), []() -> Program { throw std::runtime_error("build"); }),
