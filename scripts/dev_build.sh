@@ -18,3 +18,18 @@ for f in torch_tpu/*.py; do ln -sf "$PWD/$f" "$dir/pkg/torch_tpu/"; done
 for so in "$dir"/_C*.so; do
   cp "$so" "$dir/pkg/torch_tpu/.tmp.so" && mv -f "$dir/pkg/torch_tpu/.tmp.so" "$dir/pkg/torch_tpu/$(basename "$so")"
 done
+# The package's entry points (device autoload, the "tpu" Dynamo backend), so that
+# importlib.metadata finds them on PYTHONPATH as it would for an installed package.
+python - "$dir/pkg" <<'PY'
+import pathlib, sys, tomllib
+pkg = pathlib.Path(sys.argv[1])
+project = tomllib.loads(pathlib.Path("pyproject.toml").read_text())["project"]
+info = pkg / "torch_tpu_dev.dist-info"
+info.mkdir(exist_ok=True)
+(info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: torch_tpu_dev\nVersion: {project['version']}\n")
+lines = []
+for group, entries in project["entry-points"].items():
+    lines.append(f"[{group}]")
+    lines += [f"{name} = {value}" for name, value in entries.items()]
+(info / "entry_points.txt").write_text("\n".join(lines) + "\n")
+PY

@@ -24,6 +24,7 @@
 #include "aten/dtype.h"
 #include "aten/generator.h"
 #include "aten/op_call.h"
+#include "aten/schema_args.h"
 #include "ops/registry.h"
 #include "runtime/runtime.h"
 
@@ -31,48 +32,12 @@ namespace torch_tpu::aten {
 
 namespace {
 
-enum class ArgKind { Tensor, TensorList, Scalar, ScalarList, Generator, Static };
-
 struct ArgInfo {
   ArgKind kind = ArgKind::Static;
   bool mutated = false;  // written by the op (self of an in-place op, out=, running stats)
   bool out = false;      // an out= argument: its old contents are not read
   std::optional<std::unordered_set<c10::Symbol>> alias;
 };
-
-ArgKind classify(const c10::TypePtr& type) {
-  c10::TypePtr t = type;
-  if (auto opt = t->cast<c10::OptionalType>()) t = opt->getElementType();
-  if (t->kind() == c10::TypeKind::TensorType) return ArgKind::Tensor;
-  if (t->kind() == c10::TypeKind::NumberType) return ArgKind::Scalar;
-  if (t->kind() == c10::TypeKind::GeneratorType) return ArgKind::Generator;
-  if (auto list = t->cast<c10::ListType>()) {
-    c10::TypePtr e = list->getElementType();
-    if (auto opt = e->cast<c10::OptionalType>()) e = opt->getElementType();
-    if (e->kind() == c10::TypeKind::TensorType) return ArgKind::TensorList;
-    if (e->kind() == c10::TypeKind::NumberType) return ArgKind::ScalarList;
-  }
-  return ArgKind::Static;
-}
-
-// Static arguments: what goes into the program key and what the lowering sees.
-ops::Attr to_attr(const c10::IValue& v) {
-  if (v.isNone()) return std::monostate{};
-  if (v.isBool()) return v.toBool();
-  if (v.isInt()) return v.toInt();
-  if (v.isDouble()) return v.toDouble();
-  if (v.isString()) return std::string(v.toStringRef());
-  if (v.isIntList()) return v.toIntVector();
-  if (v.isDoubleList()) return v.toDoubleVector();
-  if (v.isBoolList()) {
-    std::vector<int64_t> out;
-    for (bool b : v.toBoolList()) out.push_back(b);
-    return out;
-  }
-  // Devices, layouts and memory formats do not change the program.
-  if (v.isDevice() || v.isGenerator()) return std::monostate{};
-  TORCH_CHECK(false, "torch_tpu: unsupported argument kind ", v.tagKind());
-}
 
 void add_attr_key(OpCall& call, const ops::Attr& attr) {
   call.key(static_cast<int64_t>(attr.index()));
@@ -454,8 +419,10 @@ void register_lowered_ops() {
     auto* lib = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1,
                                    __FILE__, __LINE__);
     for (const std::string& name : ops::lowering_names()) {
+      const ops::OpDef* def = ops::find_lowering(name);
+      if (def->graph_only) continue;
       lib->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunctor(
-                                  std::make_unique<LoweredKernel>(ops::find_lowering(name), name)));
+                                  std::make_unique<LoweredKernel>(def, name)));
     }
     return lib;
   }();

@@ -174,4 +174,37 @@ void not_implemented(const char* op, hlo::DType dtype) {
                               hlo::mlir_name(dtype) + "'");
 }
 
+// Compiled graphs: the ops eager mode runs through hand-written kernels
+// (csrc/aten/elementwise_kernels.cpp), which keep CPU's error messages.
+namespace {
+
+using V = std::vector<hlo::Value>;
+
+V graph_add(Node& n) { return {lower_add(n.b, n.in(0), n.in(1), n.in(2), n.compute)}; }
+V graph_sub(Node& n) { return {lower_sub(n.b, n.in(0), n.in(1), n.in(2), n.compute)}; }
+V graph_rsub(Node& n) { return {lower_sub(n.b, n.in(1), n.in(0), n.in(2), n.compute)}; }
+V graph_mul(Node& n) { return {lower_mul(n.b, n.in(0), n.in(1), n.compute)}; }
+V graph_div(Node& n) {
+  DivMode mode = DivMode::True;
+  if (n.args.size() > 2 && !n.is_none(2)) mode = n.str(2) == "trunc" ? DivMode::Trunc : DivMode::Floor;
+  // True division of integers gives the (float) output dtype.
+  hlo::DType dtype = mode == DivMode::True ? n.out().dtype : n.compute;
+  return {lower_div(n.b, n.in(0), n.in(1), dtype, mode)};
+}
+V graph_relu(Node& n) { return {lower_relu(n.b, n.in(0))}; }
+V graph_threshold_backward(Node& n) {
+  return {lower_threshold_backward(n.b, n.in(0), n.in(1), n.in(2), n.compute)};
+}
+
+}  // namespace
+
+TORCH_TPU_GRAPH_LOWERING(add, {"add.Tensor", "add.Scalar"}, graph_add);
+TORCH_TPU_GRAPH_LOWERING(sub, {"sub.Tensor", "sub.Scalar"}, graph_sub);
+TORCH_TPU_GRAPH_LOWERING(rsub_scalar, {"rsub.Scalar"}, graph_rsub);
+TORCH_TPU_GRAPH_LOWERING(mul, {"mul.Tensor", "mul.Scalar"}, graph_mul);
+TORCH_TPU_GRAPH_LOWERING(div, {"div.Tensor", "div.Scalar", "div.Tensor_mode", "div.Scalar_mode"},
+                         graph_div);
+TORCH_TPU_GRAPH_LOWERING(relu, {"relu"}, graph_relu);
+TORCH_TPU_GRAPH_LOWERING(threshold_backward, {"threshold_backward"}, graph_threshold_backward);
+
 }  // namespace torch_tpu::ops

@@ -77,4 +77,23 @@ TORCH_TPU_LOWERING(mv, {"mv", "mv.out"}, lower_mv);
 // vdot conjugates its first argument: the same as dot for the real dtypes a tpu holds.
 TORCH_TPU_LOWERING(dot, {"dot", "dot.out", "vdot", "vdot.out"}, lower_dot);
 
+// Compiled graphs: eager mode runs these through csrc/aten/matmul_kernels.cpp.
+TORCH_TPU_GRAPH_LOWERING(mm, {"mm"}, [](Node& n) {
+  return std::vector<hlo::Value>{n.b.convert(lower_mm(n.b, n.in(0), n.in(1)), n.out().dtype)};
+});
+TORCH_TPU_GRAPH_LOWERING(bmm, {"bmm"}, [](Node& n) {
+  return std::vector<hlo::Value>{n.b.convert(lower_bmm(n.b, n.in(0), n.in(1)), n.out().dtype)};
+});
+TORCH_TPU_GRAPH_LOWERING(addmm, {"addmm"}, [](Node& n) {
+  // beta == 0 ignores the bias entirely (NaN in it must not propagate).
+  if (n.f64(3) == 0.0) {
+    const hlo::Value& x = n.in(1);
+    hlo::Value zero = n.b.full(0, {x.type.dtype, n.out().shape});
+    return std::vector<hlo::Value>{n.b.convert(
+        lower_addmm(n.b, zero, x, n.in(2), n.b.constant(0, x.type.dtype), n.in(4)), n.out().dtype)};
+  }
+  return std::vector<hlo::Value>{n.b.convert(
+      lower_addmm(n.b, n.in(0), n.in(1), n.in(2), n.in(3), n.in(4)), n.out().dtype)};
+});
+
 }  // namespace torch_tpu::ops

@@ -71,11 +71,12 @@ std::optional<int64_t> Node::opt_i64(size_t i) const {
   return i64(i);
 }
 
-void register_lowering(std::initializer_list<const char*> names, LowerFn fn, bool random) {
+void register_lowering(std::initializer_list<const char*> names, LowerFn fn, bool random,
+                       bool graph_only) {
   Table& t = table();
   std::lock_guard<std::mutex> lock(t.mutex);
   for (const char* name : names) {
-    if (!t.ops.emplace(name, OpDef{fn, random}).second)
+    if (!t.ops.emplace(name, OpDef{fn, random, graph_only}).second)
       throw std::logic_error(std::string("lowering registered twice: ") + name);
   }
 }

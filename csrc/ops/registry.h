@@ -72,21 +72,35 @@ using LowerFn = std::function<std::vector<hlo::Value>(Node&)>;
 struct OpDef {
   LowerFn lower = nullptr;
   bool random = false;  // draws from a generator (the Generator? argument, or the default)
+  // Only compiled graphs use it: eager mode runs these ops another way (views as
+  // metadata, hand-written kernels, composites), and registering them would replace that.
+  bool graph_only = false;
 };
 
 // Registers `fn` under every schema name in `names`; a name registered twice throws.
-void register_lowering(std::initializer_list<const char*> names, LowerFn fn, bool random = false);
+void register_lowering(std::initializer_list<const char*> names, LowerFn fn, bool random = false,
+                       bool graph_only = false);
 const OpDef* find_lowering(std::string_view name);
 std::vector<std::string> lowering_names();
 
 struct Registrar {
-  Registrar(std::initializer_list<const char*> names, LowerFn fn, bool random = false) {
-    register_lowering(names, std::move(fn), random);
+  Registrar(std::initializer_list<const char*> names, LowerFn fn, bool random = false,
+            bool graph_only = false) {
+    register_lowering(names, std::move(fn), random, graph_only);
   }
 };
 
 #define TORCH_TPU_LOWERING(id, ...) \
   static const ::torch_tpu::ops::Registrar torch_tpu_lowering_##id(__VA_ARGS__)
+struct GraphRegistrar {
+  GraphRegistrar(std::initializer_list<const char*> names, LowerFn fn) {
+    register_lowering(names, std::move(fn), false, /*graph_only=*/true);
+  }
+};
+
+// A lowering for compiled graphs only (OpDef::graph_only).
+#define TORCH_TPU_GRAPH_LOWERING(id, ...) \
+  static const ::torch_tpu::ops::GraphRegistrar torch_tpu_graph_lowering_##id(__VA_ARGS__)
 
 // Helpers most lowerings share.
 

@@ -6,6 +6,7 @@
 #include "aten/generator.h"
 #include "aten/lowered_kernel.h"
 #include "aten/registration.h"
+#include "compile/graph.h"
 #include "ops/registry.h"
 #include "pjrt/error.h"
 #include "runtime/metrics.h"
@@ -32,6 +33,9 @@ py::dict metrics_dict() {
   d["executions"] = m.executions.load();
   d["host_to_device_bytes"] = m.host_to_device_bytes.load();
   d["device_to_host_bytes"] = m.device_to_host_bytes.load();
+  d["graphs"] = m.graphs.load();
+  d["graph_runs"] = m.graph_runs.load();
+  d["graph_fallbacks"] = m.graph_fallbacks.load();
   py::dict fallbacks;
   for (const auto& [op, count] : m.fallbacks()) fallbacks[py::str(op)] = count;
   d["fallbacks"] = fallbacks;
@@ -82,7 +86,14 @@ PYBIND11_MODULE(_C, m) {
     runtime::Runtime::configure({plugin_path, num_devices});
   });
   m.def("_is_initialized", &runtime::Runtime::initialized);
-  m.def("_lowerings", &ops::lowering_names);
+  // Ops eager mode runs through the table, and every op a compiled graph can lower.
+  m.def("_lowerings", [] {
+    std::vector<std::string> eager;
+    for (const std::string& name : ops::lowering_names())
+      if (!ops::find_lowering(name)->graph_only) eager.push_back(name);
+    return eager;
+  });
+  m.def("_graph_lowerings", &ops::lowering_names);
   m.def("_init", [] { runtime::Runtime::get(); });
   m.def("_device_count", [] { return static_cast<int>(aten::device_count()); });
   m.def("_current_device", [] { return static_cast<int>(aten::current_device()); });
@@ -134,6 +145,7 @@ PYBIND11_MODULE(_C, m) {
     if (runtime::Runtime::initialized()) runtime::Runtime::get().disk_cache().reset_stats();
   });
   m.def("_cache_stats", &cache_stats);
+  m.def("_count_graph_fallback", [] { runtime::metrics().graph_fallbacks++; });
   m.def("_clear_cache", [](bool memory, bool disk) {
     runtime::Runtime& rt = runtime::Runtime::get();
     if (memory) rt.cache().clear();
@@ -142,6 +154,21 @@ PYBIND11_MODULE(_C, m) {
   m.def("_cache_size", [] {
     return runtime::Runtime::initialized() ? runtime::Runtime::get().cache().size() : 0;
   });
+
+  py::class_<compile::Graph, std::shared_ptr<compile::Graph>>(m, "_Graph", py::dynamic_attr())
+      .def(py::init<const py::handle&>())
+      .def("__call__",
+           [](const compile::Graph& g, py::list args) {
+             // AOTAutograd's boxed convention: the callee empties the list, so inputs
+             // can be freed as early as the graph allows.
+             std::vector<at::Tensor> inputs;
+             inputs.reserve(args.size());
+             for (py::handle a : args) inputs.push_back(a.cast<at::Tensor>());
+             args.attr("clear")();
+             return g.run(inputs);
+           })
+      .def_property_readonly("fingerprint", &compile::Graph::fingerprint)
+      .def_property_readonly("num_nodes", &compile::Graph::num_nodes);
 
   py::register_exception<pjrt::Error>(m, "PjrtError", PyExc_RuntimeError);
 }

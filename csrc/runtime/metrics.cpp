@@ -21,6 +21,9 @@ void Metrics::reset() {
   executions = 0;
   host_to_device_bytes = 0;
   device_to_host_bytes = 0;
+  graphs = 0;
+  graph_runs = 0;
+  graph_fallbacks = 0;
   std::lock_guard<std::mutex> lock(mutex_);
   fallbacks_.clear();
 }

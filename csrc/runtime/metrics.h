@@ -18,6 +18,11 @@ struct Metrics {
   std::atomic<int64_t> executions{0};
   std::atomic<int64_t> host_to_device_bytes{0};
   std::atomic<int64_t> device_to_host_bytes{0};
+  // torch.compile: graphs lowered to one program, their runs, and graphs that run op by
+  // op because some op has no lowering.
+  std::atomic<int64_t> graphs{0};
+  std::atomic<int64_t> graph_runs{0};
+  std::atomic<int64_t> graph_fallbacks{0};
 
   void count_fallback(const std::string& op);
   std::map<std::string, int64_t> fallbacks() const;

@@ -1,0 +1,440 @@
+#include "compile/graph.h"
+
+#include <ATen/native/TypeProperties.h>
+#include <ATen/ops/empty.h>
+#include <c10/util/Exception.h>
+#include <torch/csrc/Dtype.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include <cstdio>
+#include <mutex>
+#include <unordered_map>
+
+#include "aten/allocator.h"
+#include "aten/device.h"
+#include "aten/dtype.h"
+#include "aten/generator.h"
+#include "aten/op_call.h"
+#include "aten/schema_args.h"
+#include "hlo/builder.h"
+#include "ops/registry.h"
+#include "runtime/metrics.h"
+#include "runtime/runtime.h"
+
+namespace py = pybind11;
+
+namespace torch_tpu::compile {
+
+namespace {
+
+using aten::ArgKind;
+
+c10::ScalarType dtype_of(const py::handle& h) {
+  TORCH_CHECK(THPDtype_Check(h.ptr()), "torch_tpu: expected a torch.dtype in the graph spec");
+  return reinterpret_cast<THPDtype*>(h.ptr())->scalar_type;
+}
+
+hlo::TensorType type_of(const py::handle& h) {
+  auto t = h.cast<py::tuple>();
+  c10::ScalarType dtype = dtype_of(t[0]);
+  aten::check_supported(dtype);
+  return {aten::to_hlo(dtype), t[1].cast<std::vector<int64_t>>()};
+}
+
+bool is_ref(const py::handle& h) { return py::isinstance<py::tuple>(h) && py::len(h) == 1; }
+int ref_id(const py::handle& h) { return h.cast<py::tuple>()[0].cast<int>(); }
+
+std::optional<c10::Scalar> as_scalar(const py::handle& h) {
+  if (py::isinstance<py::bool_>(h)) return c10::Scalar(h.cast<bool>());
+  if (py::isinstance<py::int_>(h)) return c10::Scalar(h.cast<int64_t>());
+  if (py::isinstance<py::float_>(h)) return c10::Scalar(h.cast<double>());
+  return std::nullopt;
+}
+
+ops::Attr static_attr(const py::handle& h, const std::string& op, size_t i) {
+  if (h.is_none()) return std::monostate{};
+  if (py::isinstance<py::bool_>(h)) return h.cast<bool>();
+  if (py::isinstance<py::int_>(h)) return h.cast<int64_t>();
+  if (py::isinstance<py::float_>(h)) return h.cast<double>();
+  if (py::isinstance<py::str>(h)) return h.cast<std::string>();
+  if (THPDtype_Check(h.ptr())) return static_cast<int64_t>(dtype_of(h));
+  if (py::isinstance<py::list>(h) || py::isinstance<py::tuple>(h)) {
+    bool any_float = false;
+    for (py::handle e : h) any_float |= py::isinstance<py::float_>(e);
+    if (any_float) return h.cast<std::vector<double>>();
+    std::vector<int64_t> ints;
+    for (py::handle e : h) ints.push_back(py::isinstance<py::bool_>(e) ? e.cast<bool>() : e.cast<int64_t>());
+    return ints;
+  }
+  TORCH_CHECK(false, "torch_tpu: ", op, ": argument ", i, " has an unsupported type ",
+              std::string(py::str(h.get_type())));
+}
+
+// One schema argument of a node, as the spec gives it.
+struct Arg {
+  ArgKind kind = ArgKind::Static;
+  std::vector<int> ids;                      // tensors (-1: None)
+  std::vector<c10::Scalar> scalars;          // Python numbers, in scalar or tensor positions
+  bool wrapped = false;                      // a number where the schema wants a tensor
+  ops::Attr attr;
+};
+
+struct SchemaInfo {
+  std::vector<ArgKind> kinds;
+  bool writes = false;  // an in-place or out= form: compiled graphs are functional
+};
+
+const SchemaInfo& schema_info(const std::string& name) {
+  static std::mutex mutex;
+  static std::unordered_map<std::string, SchemaInfo> infos;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = infos.find(name);
+  if (it != infos.end()) return it->second;
+  SchemaInfo info;
+  for (const c10::Argument& a : aten::schema_of(name).arguments()) {
+    info.kinds.push_back(aten::classify(a.type()));
+    info.writes |= a.alias_info() && a.alias_info()->isWrite();
+  }
+  return infos.emplace(name, std::move(info)).first->second;
+}
+
+Arg parse_arg(const py::handle& h, ArgKind kind, const std::string& op, size_t i) {
+  Arg arg;
+  arg.kind = kind;
+  switch (kind) {
+    case ArgKind::Tensor:
+      if (is_ref(h)) {
+        arg.ids.push_back(ref_id(h));
+      } else if (auto s = as_scalar(h)) {
+        arg.scalars.push_back(*s);
+        arg.wrapped = true;
+      } else {
+        TORCH_CHECK(h.is_none(), "torch_tpu: ", op, ": argument ", i, " is not a tensor");
+      }
+      break;
+    case ArgKind::TensorList:
+      for (py::handle e : h) arg.ids.push_back(e.is_none() ? -1 : ref_id(e));
+      break;
+    case ArgKind::Scalar:
+      if (!h.is_none()) {
+        auto s = as_scalar(h);
+        TORCH_CHECK(s.has_value(), "torch_tpu: ", op, ": argument ", i, " is not a number");
+        arg.scalars.push_back(*s);
+      }
+      break;
+    case ArgKind::ScalarList:
+      for (py::handle e : h) {
+        auto s = as_scalar(e);
+        TORCH_CHECK(s.has_value(), "torch_tpu: ", op, ": argument ", i, " is not a number list");
+        arg.scalars.push_back(*s);
+      }
+      break;
+    case ArgKind::Generator:
+      TORCH_CHECK(h.is_none(), "torch_tpu: ", op, ": explicit generators are not supported in "
+                  "compiled graphs");
+      break;
+    case ArgKind::Static:
+      arg.attr = static_attr(h, op, i);
+      break;
+  }
+  return arg;
+}
+
+// A compile-time constant holding exactly what the eager kernel would pass as a runtime
+// scalar: `value` converted to `dtype` by PyTorch's rules, written bit for bit.
+hlo::Value scalar_constant(hlo::Builder& b, const c10::Scalar& value, c10::ScalarType dtype) {
+  hlo::DType type = aten::to_hlo(dtype);
+  if (!hlo::is_float(type)) {
+    if (dtype == c10::kBool) return b.constant_int(value.toBool() ? 1 : 0, type);
+    if (dtype == c10::kUInt64) return b.constant_int(static_cast<int64_t>(value.toUInt64()), type);
+    return b.constant_int(value.toLong(), type);
+  }
+  uint64_t bits = aten::scalar_bits(value, dtype);
+  char literal[32];
+  std::snprintf(literal, sizeof literal, "0x%0*llX", 2 * hlo::byte_width(type),
+                static_cast<unsigned long long>(bits));
+  hlo::TensorType t{type, {}};
+  return b.emit("stablehlo.constant", {}, std::string("value = dense<") + literal + "> : " + t.str(),
+                t);
+}
+
+c10::ScalarType scalar_operand_type(c10::ScalarType compute) {
+  return compute == at::kBFloat16 || compute == at::kHalf ? at::kFloat : compute;
+}
+
+at::Tensor meta_of(const hlo::TensorType& type) {
+  return at::empty(type.shape, at::TensorOptions().dtype(aten::to_torch(type.dtype)).device(c10::kMeta));
+}
+
+bool is_dense(const at::Tensor& t, const runtime::DeviceBuffer& db, hlo::DType dtype) {
+  return db.buffer && db.dtype == dtype && t.is_contiguous() && t.storage_offset() == 0 &&
+         db.numel == t.numel();
+}
+
+}  // namespace
+
+Graph::Graph(const py::handle& spec_handle) {
+  auto spec = spec_handle.cast<py::tuple>();
+  py::list inputs = spec[0], values = spec[1], nodes = spec[2], outputs = spec[3],
+           mutations = spec[4];
+
+  std::vector<std::optional<hlo::TensorType>> types;
+  for (py::handle v : values) {
+    if (v.is_none()) types.emplace_back();
+    else types.push_back(type_of(v));
+  }
+
+  hlo::Builder b;
+  std::vector<std::optional<hlo::Value>> vals(types.size());
+  for (py::handle in : inputs) {
+    hlo::TensorType type = type_of(in);
+    inputs_.push_back(type);
+    bool param = type.numel() > 0;
+    input_is_param_.push_back(param);
+    size_t id = inputs_.size() - 1;
+    vals[id] = param ? b.reshape(b.parameter({type.dtype, {type.numel()}}), type.shape)
+                     : b.full(0, type);
+  }
+  auto value = [&](int id, const std::string& op) -> const hlo::Value& {
+    TORCH_CHECK(id >= 0 && static_cast<size_t>(id) < vals.size() && vals[id].has_value(),
+                "torch_tpu: ", op, " reads a value the graph has not produced (", id, ")");
+    return *vals[id];
+  };
+
+  // The generator's (seed, offset) enter as two runtime scalars when any node draws.
+  std::optional<hlo::Value> seed, offset;
+  for (py::handle node : nodes) {
+    std::string name = node.cast<py::tuple>()[0].cast<std::string>();
+    const ops::OpDef* def = ops::find_lowering(name);
+    if (def != nullptr && def->random) random_ = true;
+    if (def != nullptr) {
+      for (ArgKind k : schema_info(name).kinds) random_ |= k == ArgKind::Generator;
+    }
+  }
+  if (random_) {
+    seed = b.reshape(b.parameter({hlo::DType::S64, {}}), {1});
+    offset = b.parameter({hlo::DType::S64, {}});
+  }
+
+  for (py::handle node_handle : nodes) {
+    auto node = node_handle.cast<py::tuple>();
+    std::string name = node[0].cast<std::string>();
+    py::list py_args = node[1];
+    std::vector<int> outs = node[2].cast<std::vector<int>>();
+    const ops::OpDef* def = ops::find_lowering(name);
+    TORCH_CHECK_NOT_IMPLEMENTED(def != nullptr, "torch_tpu: no tpu lowering for aten::", name,
+                                " in a compiled graph");
+    const SchemaInfo& info = schema_info(name);
+    TORCH_CHECK_NOT_IMPLEMENTED(!info.writes, "torch_tpu: compiled graphs are functional; ",
+                                "the in-place op aten::", name, " is not supported");
+    TORCH_CHECK(py::len(py_args) == info.kinds.size(), "torch_tpu: aten::", name, " takes ",
+                info.kinds.size(), " arguments, the graph gives ", py::len(py_args));
+
+    std::vector<Arg> args;
+    at::native::ResultTypeState state;
+    for (size_t i = 0; i < info.kinds.size(); ++i) {
+      args.push_back(parse_arg(py_args[i], info.kinds[i], name, i));
+      const Arg& a = args.back();
+      for (int id : a.ids)
+        if (id >= 0) state = at::native::update_result_type_state(meta_of(value(id, name).type), state);
+      for (const c10::Scalar& s : a.scalars) state = at::native::update_result_type_state(s, state);
+    }
+    c10::ScalarType compute = at::native::result_type(state);
+    if (compute == c10::ScalarType::Undefined) compute = at::kFloat;
+    c10::ScalarType scalar_type = scalar_operand_type(compute);
+
+    ops::Node n{b};
+    n.compute = aten::to_hlo(compute);
+    for (int id : outs) {
+      if (id >= 0 && types.at(id)) n.outputs.push_back(*types[id]);
+      else n.outputs.push_back({hlo::DType::F32, {0}});
+    }
+    bool draws = def->random;
+    n.args.resize(args.size());
+    for (size_t i = 0; i < args.size(); ++i) {
+      const Arg& a = args[i];
+      ops::Operand& operand = n.args[i];
+      operand.attr = a.attr;
+      draws |= a.kind == ArgKind::Generator;
+      bool single = a.kind == ArgKind::Tensor || a.kind == ArgKind::Scalar;
+      std::vector<std::optional<hlo::Value>> vs;
+      for (int id : a.ids) vs.push_back(id >= 0 ? std::optional<hlo::Value>(value(id, name)) : std::nullopt);
+      for (const c10::Scalar& s : a.scalars) vs.push_back(scalar_constant(b, s, scalar_type));
+      // A graph's numbers are known when it compiles: lowerings may read them as
+      // attributes too (addmm skips a bias that beta == 0 multiplies).
+      if (a.kind == ArgKind::Scalar && a.scalars.size() == 1) {
+        const c10::Scalar& s = a.scalars[0];
+        if (s.isBoolean()) operand.attr = s.toBool();
+        else if (s.isIntegral(false)) operand.attr = s.toLong();
+        else operand.attr = s.toDouble();
+      }
+      if (single) {
+        if (!vs.empty()) operand.value = vs[0];
+      } else {
+        operand.values = std::move(vs);
+      }
+    }
+    if (draws) {
+      // The offsets eager mode would use for this draw: the same numbers for a seed.
+      int64_t numel = 0;
+      for (const hlo::TensorType& t : n.outputs) numel += t.numel();
+      hlo::Value at_offset = b.reshape(
+          b.binary("add", *offset, b.constant_int(static_cast<int64_t>(rng_advance_), hlo::DType::S64)),
+          {1});
+      n.rng = b.bitcast_convert(b.concatenate({*seed, at_offset}, 0), {hlo::DType::U64, {2}});
+      for (size_t i = 0; i < args.size(); ++i)
+        if (args[i].kind == ArgKind::Generator) n.args[i].value = n.rng;
+      rng_advance_ += ((static_cast<uint64_t>(numel) + 3) / 4) * 4;
+    }
+
+    std::vector<hlo::Value> results = def->lower(n);
+    TORCH_CHECK(results.size() == outs.size(), "torch_tpu: aten::", name, ": the lowering gave ",
+                results.size(), " results, the graph node has ", outs.size());
+    for (size_t k = 0; k < outs.size(); ++k) {
+      int id = outs[k];
+      if (id < 0 || !types.at(id)) continue;
+      const hlo::TensorType& want = *types[id];
+      TORCH_CHECK(results[k].type.shape == want.shape, "torch_tpu: aten::", name,
+                  ": the lowering's result ", k, " has type ", results[k].type.str(),
+                  ", the graph expects ", want.str());
+      vals[id] = b.convert(results[k], want.dtype);
+    }
+    ++num_nodes_;
+  }
+
+  std::vector<hlo::Value> program_outputs;
+  for (py::handle o : outputs) {
+    int id = o.cast<int>();
+    Output out;
+    if (id >= 0 && static_cast<size_t>(id) < inputs_.size()) {
+      out.input = id;
+    } else if (id >= 0) {
+      const hlo::Value& v = value(id, "the graph output");
+      out.result = static_cast<int>(program_outputs.size());
+      results_.push_back(v.type);
+      program_outputs.push_back(b.reshape(v, {v.type.numel()}));
+    }
+    outputs_.push_back(out);
+  }
+  for (py::handle m : mutations) {
+    auto pair = m.cast<std::pair<int, int>>();
+    const hlo::Value& v = value(pair.second, "an input write-back");
+    TORCH_CHECK(v.type == inputs_.at(pair.first), "torch_tpu: the graph writes a ", v.type.str(),
+                " into input ", pair.first, " of type ", inputs_[pair.first].str());
+    mutations_.emplace_back(pair.first, static_cast<int>(program_outputs.size()));
+    results_.push_back(v.type);
+    program_outputs.push_back(b.reshape(v, {v.type.numel()}));
+  }
+
+  std::string mlir = b.module(program_outputs);
+  std::string fp = hlo::fingerprint(mlir);
+  runtime::ProgramKey key;
+  key.add("graph");
+  key.add(fp.c_str());
+  key.add(static_cast<int64_t>(mlir.size()));
+  runtime::Runtime& rt = runtime::Runtime::get();
+  try {
+    program_ = rt.cache().get(key, [&] { return runtime::Program{mlir, results_}; });
+  } catch (const c10::Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    TORCH_CHECK(false, "torch_tpu: compiling a graph of ", num_nodes_, " ops failed: ", e.what());
+  }
+  runtime::metrics().graphs++;
+}
+
+std::vector<at::Tensor> Graph::run(const std::vector<at::Tensor>& inputs) const {
+  TORCH_CHECK(inputs.size() == inputs_.size(), "torch_tpu: the compiled graph takes ",
+              inputs_.size(), " inputs, got ", inputs.size());
+  c10::DeviceIndex device = -1;
+  for (const at::Tensor& t : inputs)
+    if (t.defined() && t.device().is_privateuseone()) {
+      TORCH_CHECK(device < 0 || device == t.device().index(),
+                  "Expected all tensors to be on the same device, but found at least two "
+                  "devices, tpu:", static_cast<int>(device), " and ", t.device(), "!");
+      device = t.device().index();
+    }
+  if (device < 0) device = aten::current_device();
+
+  runtime::Runtime& rt = runtime::Runtime::get();
+  std::vector<std::shared_ptr<pjrt::Buffer>> keep;  // buffers made here for this call
+  std::vector<PJRT_Buffer*> raw;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const at::Tensor& t = inputs[i];
+    const hlo::TensorType& want = inputs_[i];
+    TORCH_CHECK(t.defined(), "torch_tpu: input ", i, " of the compiled graph is None");
+    TORCH_CHECK(aten::to_hlo(t.scalar_type()) == want.dtype && t.sizes().vec() == want.shape,
+                "torch_tpu: input ", i, " of the compiled graph is ", t.scalar_type(), t.sizes(),
+                ", it was compiled for ", want.str());
+    if (!input_is_param_[i]) continue;
+    if (!t.device().is_privateuseone()) {
+      TORCH_CHECK(t.device().is_cpu() && t.dim() == 0,
+                  "Expected all tensors to be on the same device, but found at least two devices, "
+                  "tpu:", static_cast<int>(device), " and ", t.device(), "!");
+      keep.push_back(aten::device_buffer(aten::from_host(t, device)).buffer);
+    } else {
+      runtime::DeviceBuffer& db = aten::device_buffer(t);
+      if (is_dense(t, db, want.dtype)) {
+        keep.push_back(db.buffer);
+      } else {
+        at::Tensor dense = aten::OpCall("graph_input").input(t).run(
+            [](hlo::Builder&, const std::vector<hlo::Value>& in) { return in; })[0];
+        keep.push_back(aten::device_buffer(dense).buffer);
+      }
+    }
+    raw.push_back(keep.back()->raw());
+  }
+  if (random_) {
+    at::Generator g = aten::default_generator(device);
+    uint64_t seed, offset;
+    {
+      std::lock_guard<std::mutex> lock(g.mutex());
+      seed = g.current_seed();
+      offset = g.get_offset();
+      g.set_offset(offset + rng_advance_);
+    }
+    keep.push_back(rt.scalar(device, hlo::DType::S64, seed));
+    raw.push_back(keep.back()->raw());
+    keep.push_back(rt.scalar(device, hlo::DType::S64, offset));
+    raw.push_back(keep.back()->raw());
+  }
+
+  std::vector<std::shared_ptr<pjrt::Buffer>> results;
+  try {
+    results = rt.execute(*program_, raw, device);
+    runtime::metrics().graph_runs++;
+  } catch (const std::exception& e) {
+    TORCH_CHECK(false, "torch_tpu: running a compiled graph failed: ", e.what());
+  }
+
+  auto wrap = [&](int r) {
+    const hlo::TensorType& type = results_.at(r);
+    return aten::wrap_buffer(type.numel() > 0 ? results.at(r) : nullptr, type.dtype, type.shape,
+                             device);
+  };
+  for (const auto& [input, r] : mutations_) {
+    const at::Tensor& target = inputs[input];
+    const hlo::TensorType& type = inputs_[input];
+    if (type.numel() == 0) continue;
+    runtime::DeviceBuffer& db = aten::device_buffer(target);
+    bool whole = target.device().is_privateuseone() && target.is_contiguous() &&
+                 target.storage_offset() == 0 &&
+                 db.nbytes == static_cast<size_t>(type.numel() * hlo::byte_width(type.dtype));
+    if (whole) {
+      db.assign(results.at(r), type.dtype, type.numel());
+      target.unsafeGetTensorImpl()->bump_version();
+    } else {
+      at::Tensor(target).copy_(wrap(r));
+    }
+  }
+  std::vector<at::Tensor> out;
+  out.reserve(outputs_.size());
+  for (const Output& o : outputs_) {
+    if (o.input >= 0) out.push_back(inputs[o.input]);
+    else if (o.result >= 0) out.push_back(wrap(o.result));
+    else out.emplace_back();
+  }
+  return out;
+}
+
+}  // namespace torch_tpu::compile

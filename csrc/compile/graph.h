@@ -1,0 +1,58 @@
+// A compiled FX graph: the whole graph lowered by the table in csrc/ops into one
+// StableHLO module, compiled once through the shared cache, and called from C++.
+//
+// torch_tpu/_compile.py walks the FX graph and hands over a plain description (the
+// spec); everything from there on is here:
+//
+//   spec = (inputs, values, nodes, outputs, mutations)
+//     inputs    [(dtype, shape)]             placeholder i is value i
+//     values    [(dtype, shape) or None]     the type of every value id
+//     nodes     [(schema name, args, [out value ids])], args in schema order: a tensor
+//               is (id,), a tensor list a list of (id,) / None, anything else as is
+//     outputs   [value id or -1 for None]
+//     mutations [(input index, value id)]    inputs the graph writes (copy_ into them)
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <pybind11/pybind11.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hlo/types.h"
+#include "runtime/executable_cache.h"
+
+namespace torch_tpu::compile {
+
+class Graph {
+ public:
+  // Lowers and compiles `spec`. Throws NotImplementedError naming the op when a node has
+  // no lowering, so the caller can run that graph another way.
+  explicit Graph(const pybind11::handle& spec);
+
+  // Runs the program on `inputs` (tpu tensors of the spec's types; a 0-d CPU tensor is
+  // accepted where a 0-d input is expected) and returns the outputs, None where the
+  // graph returns None. Mutated inputs are written in place.
+  std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs) const;
+
+  const std::string& fingerprint() const { return program_->fingerprint; }
+  size_t num_nodes() const { return num_nodes_; }
+
+ private:
+  struct Output {
+    int input = -1;   // the graph returns this input as is
+    int result = -1;  // else this program result; both -1 for None
+  };
+  std::vector<hlo::TensorType> inputs_;
+  std::vector<Output> outputs_;
+  std::vector<std::pair<int, int>> mutations_;  // (input, program result)
+  std::vector<hlo::TensorType> results_;        // program results, in order
+  std::vector<bool> input_is_param_;            // empty inputs are not parameters
+  uint64_t rng_advance_ = 0;                    // generator offset used per call
+  bool random_ = false;
+  size_t num_nodes_ = 0;
+  std::shared_ptr<const runtime::CompiledProgram> program_;
+};
+
+}  // namespace torch_tpu::compile

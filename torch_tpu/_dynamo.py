@@ -1,0 +1,313 @@
+"""`torch.compile(model, backend="tpu")`.
+
+Dynamo captures a graph; AOTAutograd turns it into functional ATen forward and backward
+graphs (decomposing only the ops the lowering table lacks); each graph becomes one
+StableHLO module, lowered in C++ by the same table eager mode uses, compiled once
+through the shared cache and called from C++ (`_C._Graph`). This module only describes
+the graph to `_C`; it does no tensor math.
+
+Shapes: a program has static shapes. A graph Dynamo traced with symbolic sizes (after a
+shape change, or with `dynamic=True`) is specialised per concrete input signature: each
+new set of sizes compiles once and is cached, so results are always exact.
+"""
+
+import functools
+import operator
+import warnings
+
+import torch
+from torch import fx
+from torch._decomp import core_aten_decompositions
+from torch._dynamo.backends.common import aot_autograd
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from torch_tpu import _C
+
+_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+_IGNORED = (torch.device, torch.layout, torch.memory_format)
+
+
+class Unsupported(NotImplementedError):
+    """A graph the compiler cannot turn into one program; it runs op by op instead."""
+
+
+def tpu_backend(gm: fx.GraphModule, example_inputs, mode=None, options=None):
+    """The Dynamo backend registered as "tpu" (entry point `torch_dynamo_backends`).
+
+    Every mode gives the same thing, one executable per graph called from C++:
+    "reduce-overhead" (CUDA graphs elsewhere) is accepted and needs nothing more here.
+    """
+    if mode is not None and mode not in _MODES:
+        raise ValueError(f"backend 'tpu': unknown mode {mode!r}; expected one of {_MODES}")
+    if options:
+        raise ValueError(f"backend 'tpu' takes no options, got {sorted(options)}")
+    return aot_autograd(
+        fw_compiler=compile_graph,
+        bw_compiler=compile_graph,
+        inference_compiler=compile_graph,
+        decompositions=decompositions(),
+        keep_inference_input_mutations=True,
+    )(gm, example_inputs)
+
+
+def _schema_name(op) -> str:
+    schema = op._schema
+    name = schema.name.split("::", 1)[1]
+    return f"{name}.{schema.overload_name}" if schema.overload_name else name
+
+
+@functools.cache
+def decompositions() -> dict:
+    """Core-ATen decompositions, except for ops with a lowering of their own (one
+    lowering is fewer, better-fused StableHLO ops than its decomposition)."""
+    lowered = set(_C._graph_lowerings())
+    return {op: fn for op, fn in core_aten_decompositions().items()
+            if not isinstance(op, torch._ops.OpOverload) or _schema_name(op) not in lowered}
+
+
+def compile_graph(gm: fx.GraphModule, example_inputs):
+    """AOTAutograd's compiler: one graph (forward, backward or inference) to a callable
+    taking the inputs as a list (the boxed convention)."""
+    if any(not isinstance(v, torch.Tensor) for v in example_inputs) or _has_symbols(gm):
+        return _Specializing(gm)
+    return _lower(gm, _meta_vals(gm))
+
+
+def _has_symbols(gm: fx.GraphModule) -> bool:
+    for node in gm.graph.nodes:
+        val = node.meta.get("val")
+        for v in val if isinstance(val, (list, tuple)) else (val,):
+            if isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+                return True
+            if isinstance(v, torch.Tensor) and any(isinstance(s, torch.SymInt) for s in v.shape):
+                return True
+    return False
+
+
+def _meta_vals(gm: fx.GraphModule) -> dict:
+    return {node: node.meta.get("val") for node in gm.graph.nodes}
+
+
+_warned: set = set()
+
+
+def _lower(gm: fx.GraphModule, vals: dict, positions=None):
+    """A `_C._Graph` for `gm`, or, if some op has no lowering, `gm` itself run op by op
+    on the device (with a warning naming the op, counted in torch_tpu.metrics)."""
+    try:
+        spec, template = _spec(gm, vals)
+        graph = _boxed(_C._Graph(spec))
+    except NotImplementedError as e:
+        reason = str(e).split("\n", 1)[0]
+        if reason not in _warned:
+            _warned.add(reason)
+            warnings.warn(f"torch_tpu: a compiled graph runs op by op: {reason}", stacklevel=2)
+        _C._count_graph_fallback()
+        return _Eager(gm)
+    if template is None and positions is None:
+        return graph
+    return _Adapted(graph, template, positions)
+
+
+def _spec(gm: fx.GraphModule, vals: dict):
+    """The description `_C._Graph` takes (see csrc/compile/graph.h), and where the graph
+    returns constants rather than tensors (None if it returns only tensors)."""
+    refs: dict = {}      # fx node -> value id, list of ids, or a Python constant
+    values: list = []    # type of each value id
+    inputs: list = []
+    nodes: list = []
+    mutations: list = []
+
+    def new_value(val) -> int:
+        if val is None:
+            values.append(None)
+        else:
+            if not isinstance(val, torch.Tensor):
+                raise Unsupported(f"a graph value of type {type(val).__name__}")
+            values.append((val.dtype, [int(s) for s in val.shape]))
+        return len(values) - 1
+
+    def encode(a):
+        if isinstance(a, fx.Node):
+            r = refs[a]
+            if isinstance(r, _Const):
+                return r.value
+            if isinstance(r, list):
+                return [(i,) if i >= 0 else None for i in r]
+            return (r,)
+        if isinstance(a, (list, tuple)):
+            return [encode(x) for x in a]
+        if isinstance(a, _IGNORED):
+            return None
+        if a is None or isinstance(a, (bool, int, float, str, torch.dtype)):
+            return a
+        raise Unsupported(f"an argument of type {type(a).__name__}")
+
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for node in placeholders:
+        val = vals[node]
+        if not isinstance(val, torch.Tensor):
+            refs[node] = _Const(val)
+            continue
+        refs[node] = new_value(val)
+        inputs.append(values[-1])
+    if len(inputs) != len(values):
+        raise AssertionError("graph inputs must be numbered first")
+
+    template = None
+    for node in gm.graph.nodes:
+        val = vals.get(node)
+        if node.op == "placeholder":
+            continue
+        if node.op == "output":
+            outs, template = [], []
+            for o in node.args[0]:
+                r = refs[o] if isinstance(o, fx.Node) else _Const(o)
+                if isinstance(r, int):
+                    outs.append(r)
+                    template.append(None)
+                elif isinstance(r, _Const) and r.value is not None:
+                    outs.append(-1)
+                    template.append((r.value,))
+                elif isinstance(r, _Const):
+                    outs.append(-1)
+                    template.append(None)
+                else:
+                    raise Unsupported("a graph output that is a list")
+            if all(t is None for t in template):
+                template = None
+            return (inputs, values, nodes, outs, mutations), template
+        if node.op == "get_attr":
+            raise Unsupported("a tensor constant in the graph (get_attr)")
+        if node.op != "call_function":
+            raise Unsupported(f"an FX {node.op} node")
+        if not isinstance(val, (torch.Tensor, list, tuple)) and val is not None:
+            refs[node] = _Const(val)  # size arithmetic: known once shapes are
+            continue
+        target = node.target
+        if target is operator.getitem:
+            refs[node] = refs[node.args[0]][node.args[1]]
+            continue
+        if not isinstance(target, torch._ops.OpOverload) or target.namespace != "aten":
+            raise Unsupported(f"{target} has no tpu lowering")
+        if target is torch.ops.aten.copy_.default and node.args[0].op == "placeholder":
+            # A mutated input (keep_inference_input_mutations): the graph computes the new
+            # value, the call writes it into the input.
+            dst = refs[node.args[0]]
+            new = new_value(vals[node.args[0]])
+            nodes.append(("copy", [(dst,), encode(node.args[1]), False], [new]))
+            mutations.append((dst, new))
+            refs[node] = new
+            continue
+        args = _schema_args(target, node)
+        if isinstance(val, (list, tuple)):
+            ids = [new_value(v) for v in val]
+            refs[node] = ids
+        else:
+            ids = [new_value(val)]
+            refs[node] = ids[0]
+        nodes.append((_schema_name(target), [encode(a) for a in args], ids))
+    raise AssertionError("graph without an output node")
+
+
+class _Const:
+    """A plain number in the graph (a size, a flag): part of the program."""
+
+    def __init__(self, value):
+        if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            raise Unsupported("a symbolic size")
+        if value is not None and not isinstance(value, (bool, int, float)):
+            raise Unsupported(f"a graph value of type {type(value).__name__}")
+        self.value = value
+
+
+def _schema_args(op, node: fx.Node) -> list:
+    out = []
+    for i, arg in enumerate(op._schema.arguments):
+        if i < len(node.args):
+            out.append(node.args[i])
+        elif arg.name in node.kwargs:
+            out.append(node.kwargs[arg.name])
+        elif arg.has_default_value():
+            out.append(arg.default_value)
+        else:
+            raise Unsupported(f"{op}: argument {arg.name} is missing")
+    return out
+
+
+def _boxed(fn):
+    """Marks `fn` as taking its inputs as one list, which it empties (AOTAutograd's boxed
+    convention). An instance attribute: Dynamo's wrappers copy `__dict__`."""
+    fn._boxed_call = True
+    return fn
+
+
+class _Eager:
+    """A graph run op by op on the device: what a graph with an unlowered op falls back to."""
+
+    def __init__(self, gm: fx.GraphModule):
+        self.gm = gm
+        _boxed(self)
+
+    def __call__(self, args):
+        inputs = list(args)
+        args.clear()
+        return self.gm(*inputs)
+
+
+class _Adapted:
+    """A `_C._Graph` whose FX graph also takes or returns plain numbers."""
+
+    def __init__(self, graph, template, positions):
+        self.graph, self.template, self.positions = graph, template, positions
+        _boxed(self)
+
+    def __call__(self, args):
+        tensors = [args[i] for i in self.positions] if self.positions is not None else list(args)
+        args.clear()
+        outs = self.graph(tensors)
+        if self.template is None:
+            return outs
+        return [o if t is None else t[0] for o, t in zip(outs, self.template)]
+
+
+class _Interpreter(fx.Interpreter):
+    """Runs a graph on fake tensors of concrete sizes, recording every node's value."""
+
+    def __init__(self, gm):
+        super().__init__(gm)
+        self.vals = {}
+
+    def run_node(self, n):
+        result = super().run_node(n)
+        self.vals[n] = result
+        return result
+
+
+class _Specializing:
+    """A graph with symbolic sizes: one program per concrete input signature."""
+
+    def __init__(self, gm: fx.GraphModule):
+        self.gm = gm
+        self.programs = {}
+        _boxed(self)
+
+    def __call__(self, args):
+        key = tuple((a.dtype, tuple(a.shape), a.device.type) if isinstance(a, torch.Tensor)
+                    else a for a in args)
+        program = self.programs.get(key)
+        if program is None:
+            program = self.programs[key] = self._specialize(args)
+        return program(args)
+
+    def _specialize(self, args):
+        mode = FakeTensorMode(allow_non_fake_inputs=True)
+        with mode:
+            fake = [mode.from_tensor(a, static_shapes=True) if isinstance(a, torch.Tensor)
+                    else a for a in args]
+        interp = _Interpreter(self.gm)
+        with mode:
+            interp.run(*fake)
+        vals = dict(interp.vals)
+        positions = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+        return _lower(self.gm, vals, positions)
