@@ -93,8 +93,8 @@ struct Registrar {
 #define TORCH_TPU_LOWERING(id, ...) \
   static const ::torch_tpu::ops::Registrar torch_tpu_lowering_##id(__VA_ARGS__)
 struct GraphRegistrar {
-  GraphRegistrar(std::initializer_list<const char*> names, LowerFn fn) {
-    register_lowering(names, std::move(fn), false, /*graph_only=*/true);
+  GraphRegistrar(std::initializer_list<const char*> names, LowerFn fn, bool random = false) {
+    register_lowering(names, std::move(fn), random, /*graph_only=*/true);
   }
 };
 
