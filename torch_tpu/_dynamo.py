@@ -19,7 +19,7 @@ import torch
 from torch import fx
 from torch._decomp import core_aten_decompositions
 from torch._dynamo.backends.common import aot_autograd
-from torch._subclasses.fake_tensor import FakeTensorMode
+from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
 
 from torch_tpu import _C
 
@@ -95,8 +95,11 @@ def _lower(gm: fx.GraphModule, vals: dict, positions=None):
     """A `_C._Graph` for `gm`, or, if some op has no lowering, `gm` itself run op by op
     on the device (with a warning naming the op, counted in torch_tpu.metrics)."""
     try:
-        spec, template = _spec(gm, vals)
-        graph = _boxed(_C._Graph(spec))
+        # AOTAutograd may call the compiler under its fake mode; constants and the C++
+        # side work on real tensors.
+        with unset_fake_temporarily():
+            spec, template = _spec(gm, vals)
+            graph = _boxed(_C._Graph(spec))
     except NotImplementedError as e:
         reason = str(e).split("\n", 1)[0]
         if reason not in _warned:
@@ -117,6 +120,7 @@ def _spec(gm: fx.GraphModule, vals: dict):
     inputs: list = []
     nodes: list = []
     mutations: list = []
+    constants: list = []  # (value id, raw little-endian bytes) of tensor constants
 
     def new_value(val) -> int:
         if val is None:
@@ -176,9 +180,15 @@ def _spec(gm: fx.GraphModule, vals: dict):
                     raise Unsupported("a graph output that is a list")
             if all(t is None for t in template):
                 template = None
-            return (inputs, values, nodes, outs, mutations), template
+            return (inputs, values, nodes, outs, mutations, constants), template
         if node.op == "get_attr":
-            raise Unsupported("a tensor constant in the graph (get_attr)")
+            const = getattr(gm, node.target)
+            if not isinstance(const, torch.Tensor):
+                raise Unsupported(f"a graph attribute of type {type(const).__name__}")
+            refs[node] = new_value(const)
+            data = const.detach().cpu().contiguous()
+            constants.append((refs[node], data.view(-1).view(torch.uint8).numpy().tobytes()))
+            continue
         if node.op != "call_function":
             raise Unsupported(f"an FX {node.op} node")
         if not isinstance(val, (torch.Tensor, list, tuple)) and val is not None:

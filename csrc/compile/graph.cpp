@@ -158,6 +158,26 @@ hlo::Value scalar_constant(hlo::Builder& b, const c10::Scalar& value, c10::Scala
                 t);
 }
 
+// A tensor constant from its raw little-endian contents. Bools are written as bytes:
+// MLIR packs i1 hex data by bits.
+hlo::Value tensor_constant(hlo::Builder& b, const hlo::TensorType& type, const std::string& bytes) {
+  if (type.numel() == 0) return b.full(0, type);
+  TORCH_CHECK(bytes.size() == static_cast<size_t>(type.numel() * hlo::byte_width(type.dtype)),
+              "torch_tpu: a graph constant of type ", type.str(), " has ", bytes.size(), " bytes");
+  static const char* digits = "0123456789ABCDEF";
+  std::string hex = "0x";
+  hex.reserve(2 + 2 * bytes.size());
+  for (unsigned char c : bytes) {
+    hex += digits[c >> 4];
+    hex += digits[c & 15];
+  }
+  bool pred = type.dtype == hlo::DType::Pred;
+  hlo::TensorType stored{pred ? hlo::DType::U8 : type.dtype, type.shape};
+  hlo::Value v = b.emit("stablehlo.constant", {}, "value = dense<\"" + hex + "\"> : " + stored.str(),
+                        stored);
+  return pred ? b.compare(hlo::Compare::NE, v, b.full(0, stored)) : v;
+}
+
 c10::ScalarType scalar_operand_type(c10::ScalarType compute) {
   return compute == at::kBFloat16 || compute == at::kHalf ? at::kFloat : compute;
 }
@@ -176,7 +196,7 @@ bool is_dense(const at::Tensor& t, const runtime::DeviceBuffer& db, hlo::DType d
 Graph::Graph(const py::handle& spec_handle) {
   auto spec = spec_handle.cast<py::tuple>();
   py::list inputs = spec[0], values = spec[1], nodes = spec[2], outputs = spec[3],
-           mutations = spec[4];
+           mutations = spec[4], constants = spec[5];
 
   std::vector<std::optional<hlo::TensorType>> types;
   for (py::handle v : values) {
@@ -194,6 +214,10 @@ Graph::Graph(const py::handle& spec_handle) {
     size_t id = inputs_.size() - 1;
     vals[id] = param ? b.reshape(b.parameter({type.dtype, {type.numel()}}), type.shape)
                      : b.full(0, type);
+  }
+  for (py::handle c : constants) {
+    auto pair = c.cast<std::pair<int, std::string>>();
+    vals.at(pair.first) = tensor_constant(b, types.at(pair.first).value(), pair.second);
   }
   auto value = [&](int id, const std::string& op) -> const hlo::Value& {
     TORCH_CHECK(id >= 0 && static_cast<size_t>(id) < vals.size() && vals[id].has_value(),
@@ -368,9 +392,9 @@ std::vector<at::Tensor> Graph::run(const std::vector<at::Tensor>& inputs) const 
                 ", it was compiled for ", want.str());
     if (!input_is_param_[i]) continue;
     if (!t.device().is_privateuseone()) {
-      TORCH_CHECK(t.device().is_cpu() && t.dim() == 0,
-                  "Expected all tensors to be on the same device, but found at least two devices, "
-                  "tpu:", static_cast<int>(device), " and ", t.device(), "!");
+      // A CPU tensor the graph moves to the device itself (`cpu_tensor.to("tpu")`).
+      TORCH_CHECK(t.device().is_cpu(), "torch_tpu: input ", i, " of the compiled graph is on ",
+                  t.device());
       keep.push_back(aten::device_buffer(aten::from_host(t, device)).buffer);
     } else {
       runtime::DeviceBuffer& db = aten::device_buffer(t);

@@ -4,13 +4,14 @@
 // torch_tpu/_compile.py walks the FX graph and hands over a plain description (the
 // spec); everything from there on is here:
 //
-//   spec = (inputs, values, nodes, outputs, mutations)
+//   spec = (inputs, values, nodes, outputs, mutations, constants)
 //     inputs    [(dtype, shape)]             placeholder i is value i
 //     values    [(dtype, shape) or None]     the type of every value id
 //     nodes     [(schema name, args, [out value ids])], args in schema order: a tensor
 //               is (id,), a tensor list a list of (id,) / None, anything else as is
 //     outputs   [value id or -1 for None]
 //     mutations [(input index, value id)]    inputs the graph writes (copy_ into them)
+//     constants [(value id, bytes)]           tensor constants (get_attr), raw contents
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -31,9 +32,9 @@ class Graph {
   // no lowering, so the caller can run that graph another way.
   explicit Graph(const pybind11::handle& spec);
 
-  // Runs the program on `inputs` (tpu tensors of the spec's types; a 0-d CPU tensor is
-  // accepted where a 0-d input is expected) and returns the outputs, None where the
-  // graph returns None. Mutated inputs are written in place.
+  // Runs the program on `inputs` (tensors of the spec's types: tpu ones, or CPU ones the
+  // graph moves to the device) and returns the outputs, None where the graph returns
+  // None. Mutated inputs are written in place.
   std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs) const;
 
   const std::string& fingerprint() const { return program_->fingerprint; }
