@@ -154,12 +154,19 @@ def empty_cache() -> None:
 
 # --- compilation cache ---------------------------------------------------------
 
-def cache_stats() -> dict:
+def cache_stats(entries: bool = False) -> dict:
     """The compilation cache: entries and hits/misses in memory, compiles and their
     seconds, and the disk tier's directory, hits, misses, writes, bad (corrupt or
-    incompatible) entries, evictions and bytes on disk."""
+    incompatible) entries, evictions and bytes on disk.
+
+    With ``entries=True`` it also lists every program in memory, most recently used
+    first: its label (op name, or "graph (N ops)" for a compiled graph), fingerprint,
+    hits, compile seconds and whether it came from the disk tier."""
     init()
-    return _C._cache_stats()
+    stats = _C._cache_stats()
+    if entries:
+        stats["entries"] = _C._cache_entries()
+    return stats
 
 
 def clear_cache(memory: bool = True, disk: bool = False) -> None:

@@ -35,7 +35,7 @@ void materialize(runtime::DeviceBuffer& db, hlo::DType dtype, int64_t numel) {
   auto program = rt.cache().get(key, [&] {
     hlo::Builder b;
     hlo::Value zeros = b.full(0, {dtype, {numel}});
-    return runtime::Program{b.module({zeros}), {zeros.type}};
+    return runtime::Program{b.module({zeros}), {zeros.type}, "zeros"};
   });
   db.assign(rt.execute(*program, {}, db.device).at(0), dtype, numel);
 }
@@ -245,6 +245,7 @@ std::vector<at::Tensor> OpCall::execute(const Lowering& lower, size_t fresh,
     for (size_t i = program.outputs.size(); i < outputs.size(); ++i)
       program.outputs.push_back(outputs[i].type);
     program.mlir = b.module(outputs);
+    program.label = name_;
     return program;
   };
 

@@ -33,7 +33,7 @@ void resize_storage_bytes(const c10::Storage& storage, size_t nbytes) {
       hlo::Value out = new_n <= old_n
                            ? b.slice(flat, {0}, {new_n}, {1})
                            : b.pad(flat, b.constant(0, dtype), {0}, {new_n - old_n}, {0});
-      return runtime::Program{b.module({out}), {out.type}};
+      return runtime::Program{b.module({out}), {out.type}, "resize_storage"};
     });
     next.assign(rt.execute(*program, {old.buffer->raw()}, old.device).at(0), dtype, new_n);
   }

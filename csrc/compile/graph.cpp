@@ -358,7 +358,9 @@ Graph::Graph(const py::handle& spec_handle) {
   key.add(static_cast<int64_t>(mlir.size()));
   runtime::Runtime& rt = runtime::Runtime::get();
   try {
-    program_ = rt.cache().get(key, [&] { return runtime::Program{mlir, results_}; });
+    program_ = rt.cache().get(key, [&] {
+      return runtime::Program{mlir, results_, "graph (" + std::to_string(num_nodes_) + " ops)"};
+    });
   } catch (const c10::Error&) {
     throw;
   } catch (const std::exception& e) {

@@ -76,6 +76,20 @@ py::dict cache_stats() {
   return d;
 }
 
+py::list cache_entries() {
+  py::list out;
+  for (const runtime::EntryStats& e : runtime::Runtime::get().cache().entries()) {
+    py::dict d;
+    d["label"] = e.label;
+    d["fingerprint"] = e.fingerprint;
+    d["hits"] = e.hits;
+    d["compile_seconds"] = e.compile_seconds;
+    d["from_disk"] = e.from_disk;
+    out.append(d);
+  }
+  return out;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
@@ -145,6 +159,7 @@ PYBIND11_MODULE(_C, m) {
     if (runtime::Runtime::initialized()) runtime::Runtime::get().disk_cache().reset_stats();
   });
   m.def("_cache_stats", &cache_stats);
+  m.def("_cache_entries", &cache_entries);
   m.def("_count_graph_fallback", [] { runtime::metrics().graph_fallbacks++; });
   m.def("_clear_cache", [](bool memory, bool disk) {
     runtime::Runtime& rt = runtime::Runtime::get();

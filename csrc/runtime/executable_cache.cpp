@@ -32,6 +32,7 @@ std::shared_ptr<const CompiledProgram> ExecutableCache::get(
   auto it = entries_.find(key);
   if (it != entries_.end()) {
     Future future = it->second.future;
+    it->second.hits++;
     recency_.splice(recency_.begin(), recency_, it->second.recency);
     lock.unlock();  // other keys proceed while this one may still be compiling
     metrics().cache_hits++;
@@ -47,6 +48,7 @@ std::shared_ptr<const CompiledProgram> ExecutableCache::get(
     Program program = build();
     auto compiled = std::make_shared<CompiledProgram>();
     compiled->fingerprint = hlo::fingerprint(program.mlir);
+    compiled->label = std::move(program.label);
     dump(compiled->fingerprint, program.mlir);
     bool compiled_here = false;
     auto compile = [&](std::string* bytes) {
@@ -60,11 +62,14 @@ std::shared_ptr<const CompiledProgram> ExecutableCache::get(
             ? disk_->get<pjrt::Executable>(compiled->fingerprint, loader_, compile)
             : compile(nullptr);
     compiled->outputs = std::move(program.outputs);
+    compiled->from_disk = !compiled_here;
     if (compiled_here) {
+      int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                       std::chrono::steady_clock::now() - start)
+                       .count();
+      compiled->compile_seconds = ns / 1e9;
       metrics().compiles++;
-      metrics().compile_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                  std::chrono::steady_clock::now() - start)
-                                  .count();
+      metrics().compile_ns += ns;
     }
     promise.set_value(compiled);
     return compiled;
@@ -105,6 +110,23 @@ void ExecutableCache::evict_locked() {
 size_t ExecutableCache::size() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return entries_.size();
+}
+
+std::vector<EntryStats> ExecutableCache::entries() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<EntryStats> out;
+  for (const ProgramKey& key : recency_) {
+    const Entry& e = entries_.at(key);
+    if (e.future.wait_for(std::chrono::seconds(0)) != std::future_status::ready) continue;
+    std::shared_ptr<const CompiledProgram> p;
+    try {
+      p = e.future.get();
+    } catch (...) {
+      continue;  // a failed compile, about to be dropped
+    }
+    out.push_back({p->label, p->fingerprint, e.hits, p->compile_seconds, p->from_disk});
+  }
+  return out;
 }
 
 void ExecutableCache::clear() {

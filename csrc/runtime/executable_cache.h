@@ -48,12 +48,24 @@ struct ProgramKeyHash {
 struct Program {
   std::string mlir;
   std::vector<hlo::TensorType> outputs;
+  std::string label;  // what it is, for per-entry stats: the op name, or "graph (N ops)"
 };
 
 struct CompiledProgram {
   std::unique_ptr<pjrt::Executable> executable;
   std::vector<hlo::TensorType> outputs;
   std::string fingerprint;
+  std::string label;
+  double compile_seconds = 0;  // XLA compile time, 0 when it came from the disk tier
+  bool from_disk = false;
+};
+
+// One tier-1 entry as cache_stats reports it.
+struct EntryStats {
+  std::string label, fingerprint;
+  int64_t hits = 0;
+  double compile_seconds = 0;
+  bool from_disk = false;
 };
 
 class ExecutableCache {
@@ -80,6 +92,8 @@ class ExecutableCache {
                                              const std::function<Program()>& build);
   size_t size() const;
   void clear();
+  // The loaded programs, most recently used first (those still compiling are skipped).
+  std::vector<EntryStats> entries() const;
 
  private:
   using Future = std::shared_future<std::shared_ptr<const CompiledProgram>>;
@@ -90,6 +104,7 @@ class ExecutableCache {
   struct Entry {
     Future future;
     std::list<ProgramKey>::iterator recency;
+    int64_t hits = 0;
   };
   void evict_locked();
   size_t capacity_;

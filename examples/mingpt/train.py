@@ -1,6 +1,7 @@
 """Trains minGPT on the generated character-level addition text and prints each step's loss.
 
     python examples/mingpt/train.py --device tpu --steps 300 --out /tmp/mingpt.pt
+    python examples/mingpt/train.py --device tpu --steps 300 --compile   # torch.compile
     python examples/mingpt/generate.py --checkpoint /tmp/mingpt.pt --prompt "12+34="
 
 The model is built and initialised on the CPU from the seed, then moved to the device, so
@@ -39,16 +40,19 @@ def train_step(model: GPT, optimizer: torch.optim.Optimizer, x: torch.Tensor,
 
 
 def train(model: GPT, dataset: CharDataset, device: str, steps: int, batch: int,
-          lr: float = 1e-3, seed: int = 0, on_step=None) -> list[torch.Tensor]:
+          lr: float = 1e-3, seed: int = 0, on_step=None,
+          compile: str | None = None) -> list[torch.Tensor]:
     """Trains `model` (already on `device`) for `steps` steps; returns the per-step losses
-    as device tensors. `on_step(step, loss)` is called after each step."""
+    as device tensors. `on_step(step, loss)` is called after each step. With `compile`
+    (a torch.compile backend name), the model's forward and backward run compiled."""
     optimizer = make_optimizer(model, lr)
     batches = torch.Generator().manual_seed(seed)
     losses = []
     model.train()
+    step_model = torch.compile(model, backend=compile) if compile else model
     for step in range(steps):
         x, y = dataset.batch(batch, model.config.block_size, batches)
-        loss = train_step(model, optimizer, x.to(device), y.to(device))
+        loss = train_step(step_model, optimizer, x.to(device), y.to(device))
         losses.append(loss)
         if on_step is not None:
             on_step(step, loss)
@@ -66,6 +70,8 @@ def main():
     p.add_argument("--d", type=int, default=128)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--compile", action="store_true",
+                   help="torch.compile the model (backend tpu, or inductor on the CPU)")
     p.add_argument("--out", help="save the trained model here (for generate.py)")
     p.add_argument("--cpu-fallback", action="store_true",
                    help="run ops without a tpu lowering on the CPU and list them at the end")
@@ -87,7 +93,8 @@ def main():
         print(f"step {step:4d}  loss {loss.item():.4f}  "
               f"({time.perf_counter() - start:.1f} s)", flush=True)
 
-    train(model, dataset, args.device, args.steps, args.batch, args.lr, args.seed, log)
+    backend = ("tpu" if args.device == "tpu" else "inductor") if args.compile else None
+    train(model, dataset, args.device, args.steps, args.batch, args.lr, args.seed, log, backend)
 
     if args.out:
         torch.save({"config": dataclasses.asdict(model.config), "chars": dataset.chars,

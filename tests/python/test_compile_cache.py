@@ -1,9 +1,11 @@
-"""The disk tier of the compilation cache, seen from fresh processes."""
+"""The disk tier of the compilation cache, seen from fresh processes: eager programs and
+torch.compile graphs (minGPT training) share it."""
 import json
 import os
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
 import torch
 
@@ -22,10 +24,36 @@ print(json.dumps({"m": torch_tpu.metrics.snapshot(), "y": y.cpu().tolist(),
 """
 
 
-def run(cache_dir, **env):
-    r = run_python(WORKLOAD, env={"TORCH_TPU_CACHE_DIR": str(cache_dir), **env})
+# Two minGPT training steps with the model compiled by backend "tpu" (the optimizer runs
+# eagerly); prints the metrics and the losses.
+MINGPT = Path(__file__).resolve().parents[2] / "examples" / "mingpt"
+COMPILED = f"""
+import json, sys, torch, torch_tpu
+sys.path.insert(0, {str(MINGPT)!r})
+import data, train
+ds = data.CharDataset(data.make_text(lines=200))
+model = train.build(ds.vocab_size, block=32, layers=2, heads=4, d=64, seed=0).to("tpu")
+torch_tpu.metrics.reset()
+losses = train.train(model, ds, "tpu", steps=2, batch=4, compile="tpu")
+print(json.dumps({{"m": torch_tpu.metrics.snapshot(), "losses": [l.item() for l in losses]}}))
+"""
+
+
+def run(cache_dir, workload=WORKLOAD, **env):
+    r = run_python(workload, env={"TORCH_TPU_CACHE_DIR": str(cache_dir), **env})
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def run_concurrently(cache_dir, workload, n):
+    env = dict(os.environ, TORCH_TPU_CACHE_DIR=str(cache_dir))
+    procs = [subprocess.Popen([sys.executable, "-c", workload], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env,
+                              cwd=tempfile.gettempdir()) for _ in range(n)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    for p, (_, err) in zip(procs, outs):
+        assert p.returncode == 0, err
+    return [json.loads(o.strip().splitlines()[-1]) for o, _ in outs]
 
 
 def expected():
@@ -93,15 +121,43 @@ def test_disk_cache_can_be_disabled(tmp_path):
 
 def test_concurrent_processes_compile_each_program_once(tmp_path):
     single = run(tmp_path / "single")["m"]["compiles"]
-    env = dict(os.environ, TORCH_TPU_CACHE_DIR=str(tmp_path / "shared"))
-    procs = [subprocess.Popen([sys.executable, "-c", WORKLOAD], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env=env,
-                              cwd=tempfile.gettempdir()) for _ in range(3)]
-    outs = [p.communicate(timeout=300) for p in procs]
-    results = [json.loads(o.strip().splitlines()[-1]) for o, _ in outs]
+    results = run_concurrently(tmp_path / "shared", WORKLOAD, 3)
     for r in results:
         check_values(r)
     assert sum(r["m"]["compiles"] for r in results) == single
+
+
+def test_compiled_mingpt_second_process_compiles_nothing(tmp_path):
+    cold = run(tmp_path, COMPILED)
+    assert cold["m"]["graphs"] >= 2  # forward and backward, one program each
+    assert cold["m"]["graph_fallbacks"] == 0
+    assert cold["m"]["compiles"] > 0
+    warm = run(tmp_path, COMPILED)
+    assert warm["m"]["compiles"] == 0
+    assert warm["m"]["graphs"] == cold["m"]["graphs"]
+    assert warm["m"]["disk_hits"] == cold["m"]["compiles"]
+    assert warm["losses"] == cold["losses"]
+
+
+def test_compiled_graphs_from_two_processes_at_once_compile_once(tmp_path):
+    single = run(tmp_path / "single", COMPILED)
+    results = run_concurrently(tmp_path / "shared", COMPILED, 2)
+    assert sum(r["m"]["compiles"] for r in results) == single["m"]["compiles"]
+    assert len(entries(tmp_path / "shared")) == len(entries(tmp_path / "single"))
+    for r in results:
+        assert r["losses"] == single["losses"]
+
+
+def test_damaged_compiled_graph_entries_are_recovered(tmp_path):
+    cold = run(tmp_path, COMPILED)
+    for i, name in enumerate(sorted(entries(tmp_path))):
+        path = tmp_path / name
+        data = path.read_bytes()
+        path.write_bytes(data[: len(data) // 2] if i % 2 else b"garbage")
+    again = run(tmp_path, COMPILED)
+    assert again["losses"] == cold["losses"]
+    assert again["m"]["disk_bad_entries"] == cold["m"]["compiles"]
+    assert again["m"]["compiles"] == cold["m"]["compiles"]
 
 
 def test_cache_stats_and_clear_cache():
@@ -110,8 +166,14 @@ def test_cache_stats_and_clear_cache():
                 "compile_seconds", "disk_enabled", "disk_dir", "disk_hits", "disk_misses",
                 "disk_writes", "disk_bad_entries", "disk_evictions", "disk_bytes"):
         assert key in stats
-    torch.randn(3).to("tpu").exp()
+    x = torch.randn(3).to("tpu")
+    x.exp()
+    x.exp()
     assert torch.tpu.cache_stats()["memory_entries"] > 0
+    by_label = {e["label"]: e for e in torch.tpu.cache_stats(entries=True)["entries"]}
+    assert by_label["exp"]["hits"] >= 1
+    assert set(by_label["exp"]) == {"label", "fingerprint", "hits", "compile_seconds",
+                                    "from_disk"}
     torch.tpu.clear_cache()
     assert torch.tpu.cache_stats()["memory_entries"] == 0
     assert "disk" in torch_tpu.metrics.report()
