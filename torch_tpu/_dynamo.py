@@ -93,14 +93,17 @@ _warned: set = set()
 
 def _lower(gm: fx.GraphModule, vals: dict, positions=None):
     """A `_C._Graph` for `gm`, or, if some op has no lowering, `gm` itself run op by op
-    on the device (with a warning naming the op, counted in torch_tpu.metrics)."""
+    on the device (with a warning naming the op, counted in torch_tpu.metrics as
+    graph_fallbacks)."""
     try:
         # AOTAutograd may call the compiler under its fake mode; constants and the C++
         # side work on real tensors.
         with unset_fake_temporarily():
             spec, template = _spec(gm, vals)
             graph = _boxed(_C._Graph(spec))
-    except NotImplementedError as e:
+    except (NotImplementedError, RuntimeError, TypeError, ValueError) as e:
+        # Whatever stops the graph from becoming one program (an op without a lowering
+        # above all), eager mode can still run it: warn once per reason, count it.
         reason = str(e).split("\n", 1)[0]
         if reason not in _warned:
             _warned.add(reason)

@@ -389,7 +389,7 @@ std::vector<at::Tensor> Graph::run(const std::vector<at::Tensor>& inputs) const 
     const at::Tensor& t = inputs[i];
     const hlo::TensorType& want = inputs_[i];
     TORCH_CHECK(t.defined(), "torch_tpu: input ", i, " of the compiled graph is None");
-    TORCH_CHECK(aten::to_hlo(t.scalar_type()) == want.dtype && t.sizes().vec() == want.shape,
+    TORCH_CHECK(aten::to_hlo(t.scalar_type()) == want.dtype && t.sizes().equals(want.shape),
                 "torch_tpu: input ", i, " of the compiled graph is ", t.scalar_type(), t.sizes(),
                 ", it was compiled for ", want.str());
     if (!input_is_param_[i]) continue;

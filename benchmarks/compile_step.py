@@ -1,0 +1,190 @@
+"""Compiled training steps: minGPT and Hugging Face Llama-tiny, each on tpu compiled
+(backend "tpu"), tpu eager, CPU eager and CPU compiled (Inductor), every one in its own
+subprocess, in one run; then the first compiled tpu step in a fresh process with a cold
+disk cache against one with a warm disk cache.
+
+    python benchmarks/compile_step.py [--models mingpt llama] [--warmup 3] [--rounds 5]
+
+A step is forward, loss, backward, clip_grad_norm_ and AdamW; "compiled" compiles the
+model (forward and backward), the optimizer runs eagerly in every mode. Times are the
+median of the rounds after warm-up; tpu rounds end with one synchronize. The CPU
+processes do not load torch_tpu. The first-step runs use a private TORCH_TPU_CACHE_DIR.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+MODES = ("tpu-compiled", "tpu-eager", "cpu-eager", "cpu-inductor")
+# minGPT as in eager_step.py; Llama-tiny as in examples/hf_tiny.py.
+CONFIGS = {
+    "mingpt": dict(batch=8, block=64, layers=4, heads=4, d=128),
+    "llama": dict(batch=4, seq=64, layers=2, hidden=64),
+}
+
+
+def build(model_name: str, device: str):
+    """The model on `device`, its optimizer, and a function giving one step's batch."""
+    import torch
+
+    sys.path[:0] = [str(EXAMPLES), str(EXAMPLES / "mingpt")]
+    c = CONFIGS[model_name]
+    batches = torch.Generator().manual_seed(0)
+    if model_name == "mingpt":
+        from data import CharDataset, make_text
+        from train import build as build_gpt, make_optimizer
+
+        dataset = CharDataset(make_text())
+        model = build_gpt(dataset.vocab_size, c["block"], c["layers"], c["heads"], c["d"], 0)
+        model.to(device)
+
+        def batch():
+            x, y = dataset.batch(c["batch"], c["block"], batches)
+            return (x.to(device), y.to(device)), {}
+
+        def loss_of(out):
+            return out[1]
+
+        return model, make_optimizer(model, 1e-3), batch, loss_of
+    import hf_tiny
+
+    model = hf_tiny.build("llama", seed=0, layers=c["layers"], hidden=c["hidden"]).to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1)
+
+    def batch():
+        ids = torch.randint(3, hf_tiny.VOCAB, (c["batch"], c["seq"]), generator=batches)
+        ids = ids.to(device)
+        return (), {"input_ids": ids, "labels": ids}
+
+    def loss_of(out):
+        return out.loss
+
+    return model, optimizer, batch, loss_of
+
+
+def child(args) -> None:
+    """Runs in the subprocess: trains and prints one JSON line of results."""
+    import torch
+
+    device, _, how = args.mode.partition("-")
+    if device == "tpu":
+        import torch_tpu
+        sync = torch.tpu.synchronize
+    else:
+        def sync():
+            pass
+    model, optimizer, batch, loss_of = build(args.model, device)
+    model.train()
+    run = model
+    if how == "compiled":
+        run = torch.compile(model, backend="tpu")
+    elif how == "inductor":
+        run = torch.compile(model, backend="inductor")
+
+    def step():
+        a, kw = batch()
+        loss = loss_of(run(*a, **kw))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        return loss.detach()
+
+    start = time.perf_counter()
+    first_loss = step().item()
+    first_step_s = time.perf_counter() - start
+    result = {"first_step_s": first_step_s, "first_loss": first_loss,
+              "threads": torch.get_num_threads()}
+    if device == "tpu":
+        result["first_step_compiles"] = torch_tpu.metrics.snapshot()["compiles"]
+    if args.first_step_only:
+        print(json.dumps(result))
+        return
+    for _ in range(args.warmup - 1):
+        loss = step()
+    loss.item()
+    if device == "tpu":
+        torch_tpu.metrics.reset()
+    rounds = []
+    for _ in range(args.rounds):
+        sync()
+        start = time.perf_counter()
+        for _ in range(args.steps):
+            loss = step()
+        sync()
+        rounds.append((time.perf_counter() - start) / args.steps)
+    result.update(step_s=statistics.median(rounds), rounds_s=rounds, final_loss=loss.item())
+    if device == "tpu":
+        m = torch_tpu.metrics.snapshot()
+        result.update(timed_compiles=m["compiles"], graph_runs=m["graph_runs"],
+                      graph_fallbacks=m["graph_fallbacks"], executions=m["executions"],
+                      device_name=torch.tpu.get_device_name(0))
+    print(json.dumps(result))
+
+
+def run_child(mode: str, model: str, args, env_extra=None, first_step_only=False) -> dict:
+    env = dict(os.environ, **(env_extra or {}))
+    if mode.startswith("cpu"):
+        env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+    cmd = [sys.executable, __file__, "--child", "--mode", mode, "--model", model,
+           "--warmup", str(args.warmup), "--rounds", str(args.rounds), "--steps", str(args.steps)]
+    if first_step_only:
+        cmd.append("--first-step-only")
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, env=env, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"{model} {mode} failed with exit code {proc.returncode}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--models", nargs="+", choices=tuple(CONFIGS), default=list(CONFIGS))
+    p.add_argument("--warmup", type=int, default=3, help="untimed steps (compiles happen here)")
+    p.add_argument("--rounds", type=int, default=5, help="timed rounds; the median is reported")
+    p.add_argument("--steps", type=int, default=10, help="steps per timed round")
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--mode", choices=MODES, help=argparse.SUPPRESS)
+    p.add_argument("--model", choices=tuple(CONFIGS), help=argparse.SUPPRESS)
+    p.add_argument("--first-step-only", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.child:
+        child(args)
+        return
+
+    print(f"warm-up {args.warmup} steps, median of {args.rounds} rounds x {args.steps} steps")
+    for model in args.models:
+        with tempfile.TemporaryDirectory() as cache:
+            r = {mode: run_child(mode, model, args, {"TORCH_TPU_CACHE_DIR": cache})
+                 for mode in MODES}
+        print(f"\n{model} {CONFIGS[model]}: {r['tpu-compiled']['device_name']}, "
+              f"CPU threads {r['cpu-eager']['threads']}")
+        print(f"{'':<14} {'step ms':>9} {'first step s':>13} {'final loss':>11}")
+        for mode in MODES:
+            print(f"{mode:<14} {r[mode]['step_s'] * 1e3:>9.2f} {r[mode]['first_step_s']:>13.2f} "
+                  f"{r[mode]['final_loss']:>11.4f}")
+        c = r["tpu-compiled"]
+        for other in MODES[1:]:
+            print(f"tpu-compiled / {other:<13} {c['step_s'] / r[other]['step_s']:>6.2f}")
+        print(f"tpu-compiled timed steps: {c['timed_compiles']} compiles, "
+              f"{c['graph_fallbacks']} graphs run op by op, "
+              f"{c['executions'] / (args.rounds * args.steps):.1f} programs per step")
+
+        with tempfile.TemporaryDirectory() as cache:
+            env = {"TORCH_TPU_CACHE_DIR": cache}
+            cold = run_child("tpu-compiled", model, args, env, first_step_only=True)
+            warm = run_child("tpu-compiled", model, args, env, first_step_only=True)
+        print(f"first compiled step, fresh process: cold disk cache {cold['first_step_s']:.2f} s "
+              f"({cold['first_step_compiles']} compiles), warm {warm['first_step_s']:.2f} s "
+              f"({warm['first_step_compiles']} compiles), warm / cold "
+              f"{warm['first_step_s'] / cold['first_step_s']:.2f}")
+
+
+if __name__ == "__main__":
+    main()
