@@ -201,13 +201,7 @@ at::Tensor repeat_interleave_kernel(const at::Tensor& repeats,
       })[0];
 }
 
-// Ranges. Float outputs compute in f64 (f32 for bf16/f16), as CPU's accumulate type does,
-// so the values are the correctly rounded start + i * step.
-c10::ScalarType range_math(c10::ScalarType dtype) {
-  if (!c10::isFloatingType(dtype)) return at::kLong;
-  return dtype == at::kHalf || dtype == at::kBFloat16 ? at::kFloat : at::kDouble;
-}
-
+// Ranges: the scalars enter in ops::arange_math of the output dtype.
 at::Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c10::Scalar& step,
                        at::Tensor& out) {
   at::Tensor meta = at::empty({0}, out.options().device(c10::kMeta));
@@ -215,8 +209,8 @@ at::Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c
   at::native::resize_output(out, meta.sizes());
   const int64_t n = meta.numel();
   if (n == 0) return out;
-  c10::ScalarType math = range_math(out.scalar_type());
   hlo::DType dtype = to_hlo(out.scalar_type());
+  c10::ScalarType math = to_torch(ops::arange_math(dtype));
   OpCall call("arange");
   call.scalar(start, math).scalar(step, math).key(n).key(static_cast<int64_t>(dtype));
   call.write([&](hlo::Builder& b, const V& in) {

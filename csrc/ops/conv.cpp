@@ -159,4 +159,13 @@ TORCH_TPU_LOWERING(convolution_backward,
                    {"convolution_backward_overrideable", "convolution_backward_overrideable.out"},
                    lower_convolution_backward);
 
+// Compiled graphs see the ops PyTorch routes to the *_overrideable ones in eager mode.
+// convolution takes the same arguments; convolution_backward has bias_sizes (argument 3)
+// besides, which the bias gradient's shape in the output already gives.
+TORCH_TPU_GRAPH_LOWERING(convolution_graph, {"convolution"}, lower_convolution);
+TORCH_TPU_GRAPH_LOWERING(convolution_backward_graph, {"convolution_backward"}, [](Node& n) {
+  n.args.erase(n.args.begin() + 3);
+  return lower_convolution_backward(n);
+});
+
 }  // namespace torch_tpu::ops

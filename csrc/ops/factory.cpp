@@ -1,5 +1,6 @@
-// Factories: ranges and identity matrices. Constant fills (full, zeros, ones, *_like,
-// new_*) reach the device as fill_ on an empty tensor and need nothing here.
+// Factories: ranges and identity matrices. In eager mode constant fills (full, zeros,
+// ones, *_like, new_*) reach the device as fill_ on an empty tensor and need nothing here;
+// compiled graphs see the factories themselves (graph-only lowerings at the end).
 #include "ops/factory.h"
 
 #include "ops/registry.h"
@@ -21,7 +22,49 @@ std::vector<Value> lower_eye(Node& n) {
   return {n.b.convert(diagonal, out.dtype)};
 }
 
+// A Scalar argument's value as a `dtype` constant, converted as PyTorch converts a Scalar:
+// integers exactly (no detour through double), floats truncated toward zero for integer
+// dtypes.
+Value scalar_value(Node& n, size_t i, DType dtype) {
+  const Attr& a = n.args.at(i).attr;
+  if (const int64_t* v = std::get_if<int64_t>(&a)) return n.b.constant_int(*v, dtype);
+  if (const bool* v = std::get_if<bool>(&a)) return n.b.constant(*v ? 1 : 0, dtype);
+  return n.b.constant(n.f64(i), dtype);
+}
+
+// The output filled with the Scalar argument `i`.
+LowerFn fill_with(size_t i) {
+  return [i](Node& n) {
+    const TensorType& out = n.out();
+    return std::vector<Value>{n.b.broadcast_in_dim(scalar_value(n, i, out.dtype), out.shape, {})};
+  };
+}
+
+// The output filled with `value`; empty tensors are zeros (any contents are valid).
+LowerFn fill_constant(double value) {
+  return [value](Node& n) { return std::vector<Value>{n.b.full(value, n.out())}; };
+}
+
+// fill.Tensor(self, value): a 0-d tensor's value.
+std::vector<Value> lower_fill_tensor(Node& n) {
+  return {cast_to(n.b, n.in(1), n.out().dtype, n.out().shape)};
+}
+
+// arange.start_step(start, end, step): the length comes from the meta kernel.
+std::vector<Value> lower_arange_graph(Node& n) {
+  const TensorType& out = n.out();
+  if (out.numel() == 0) return {n.b.full(0, out)};
+  DType math = arange_math(out.dtype);
+  return {lower_arange(n.b, scalar_value(n, 0, math), scalar_value(n, 2, math), out.shape.at(0),
+                       out.dtype)};
+}
+
 }  // namespace
+
+DType arange_math(DType dtype) {
+  if (!hlo::is_float(dtype)) return DType::S64;
+  return dtype == DType::BF16 || dtype == DType::F16 ? DType::F32 : DType::F64;
+}
 
 Value lower_arange(hlo::Builder& b, const Value& start, const Value& step, int64_t n,
                    DType dtype) {
@@ -63,5 +106,16 @@ Value lower_linspace(hlo::Builder& b, const Value& start, const Value& end, int6
 }
 
 TORCH_TPU_LOWERING(eye, {"eye.out", "eye.m_out"}, lower_eye);
+
+TORCH_TPU_GRAPH_LOWERING(full, {"full", "full_like", "fill.Scalar"}, fill_with(1));
+TORCH_TPU_GRAPH_LOWERING(new_full, {"new_full"}, fill_with(2));
+TORCH_TPU_GRAPH_LOWERING(scalar_tensor, {"scalar_tensor"}, fill_with(0));
+TORCH_TPU_GRAPH_LOWERING(fill_tensor, {"fill.Tensor"}, lower_fill_tensor);
+TORCH_TPU_GRAPH_LOWERING(zeros, {"zeros", "zeros_like", "new_zeros", "zero", "empty.memory_format",
+                                 "empty_like", "empty_strided", "empty_permuted", "new_empty",
+                                 "new_empty_strided"},
+                         fill_constant(0));
+TORCH_TPU_GRAPH_LOWERING(ones, {"ones", "ones_like", "new_ones"}, fill_constant(1));
+TORCH_TPU_GRAPH_LOWERING(arange, {"arange.start_step"}, lower_arange_graph);
 
 }  // namespace torch_tpu::ops

@@ -4,6 +4,7 @@
 // checking device-resident indices would need a sync per op.
 #include "ops/indexing.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -677,6 +678,99 @@ Value lower_repeat_interleave(hlo::Builder& b, const Value& repeats, int64_t tot
                         b.full(1, {DType::S64, {n}}), {}, {0}, {0}, Combine::Add);
   return b.slice(cumsum_1d(b, marks), {0}, {total}, {1});
 }
+
+// ---- compiled graphs ----------------------------------------------------------------------
+// Eager mode runs embedding as index_select (a composite) and index / index_put through
+// csrc/aten/indexing_kernels.cpp, which turns bool masks into integer indices by reading
+// the count; a graph has static shapes, so its masks stay masks.
+
+namespace {
+
+bool is_mask(const Value& index) {
+  return index.type.dtype == DType::Pred || index.type.dtype == DType::U8;
+}
+
+// self[mask] = values (+= with `accumulate`) for a bool mask covering self's dims
+// [d, d + mask.rank): a select over the masked elements, each taking the row of `values`
+// (broadcast to the indexing result, the true elements in dim d) that its rank among the
+// true elements gives.
+Value mask_put(hlo::Builder& b, const Value& self, int64_t d, const Value& mask,
+               const Value& values, bool accumulate) {
+  const std::vector<int64_t>& shape = self.type.shape;
+  const int64_t k = mask.type.rank();
+  if (k == 0) throw std::invalid_argument("index_put: a 0-d mask index is not supported");
+  // values against the indexing result's shape (the mask's elements collapse to dim d).
+  std::vector<int64_t> vshape(shape.begin(), shape.begin() + d);
+  vshape.push_back(1);
+  vshape.insert(vshape.end(), shape.begin() + d + k, shape.end());
+  std::vector<int64_t> padded(vshape.size() - std::min(vshape.size(), values.type.shape.size()), 1);
+  padded.insert(padded.end(), values.type.shape.begin(), values.type.shape.end());
+  vshape[d] = padded[d];
+  DType dtype = accumulate ? math_dtype(self.type.dtype) : self.type.dtype;
+  Value v = broadcast_to(b, b.convert(b.reshape(values, padded), dtype), vshape);
+  Value m = b.convert(mask, DType::Pred);
+  if (vshape[d] == 1) {
+    std::vector<int64_t> spread = shape;
+    for (int64_t i = d; i < d + k; ++i) spread[i] = 1;
+    v = broadcast_to(b, b.reshape(v, spread), shape);
+  } else {
+    // One row per true element, in row-major order; rows past the count are unused.
+    Value r = mask_rank(b, b.reshape(m, {mask.type.numel()}));
+    r = b.binary("maximum", b.binary("minimum", r, b.full(static_cast<double>(vshape[d] - 1), r.type)),
+                 b.full(0, r.type));
+    v = b.reshape(select_along(b, v, d, r), shape);
+  }
+  std::vector<int64_t> mask_dims;
+  for (int64_t i = d; i < d + k; ++i) mask_dims.push_back(i);
+  Value where = b.broadcast_in_dim(m, shape, mask_dims);
+  Value x = b.convert(self, dtype);
+  if (accumulate) v = b.binary("add", x, v);
+  return b.convert(b.select(where, v, x), self.type.dtype);
+}
+
+V graph_index(Node& n) {
+  for (const auto& i : n.list(1))
+    if (i && is_mask(*i))
+      throw std::invalid_argument("index: a bool mask index has a data-dependent shape");
+  return {lower_index(n.b, n.in(0), n.list(1))};
+}
+
+V graph_index_put(Node& n) {
+  const auto& indices = n.list(1);
+  int64_t present = 0, mask_at = -1;
+  for (size_t i = 0; i < indices.size(); ++i) {
+    if (!indices[i]) continue;
+    ++present;
+    if (is_mask(*indices[i])) mask_at = static_cast<int64_t>(i);
+  }
+  if (mask_at < 0) return {lower_index_put(n.b, n.in(0), indices, n.in(2), n.flag(3))};
+  if (present > 1)
+    throw std::invalid_argument("index_put: a bool mask index with other indices has a "
+                                "data-dependent shape");
+  return {mask_put(n.b, n.in(0), mask_at, *indices[mask_at], n.in(2), n.flag(3))};
+}
+
+// embedding(weight, indices, padding_idx, scale_grad_by_freq, sparse): rows of weight.
+V graph_embedding(Node& n) {
+  if (n.out().numel() == 0) return {n.b.full(0, n.out())};
+  return {n.b.reshape(select_along(n.b, n.in(0), 0, n.in(1)), n.out().shape)};
+}
+
+// _assert_async(cond, msg), as graphs check index ranges (one_hot's decomposition): not
+// checked, for the reason out-of-range indices are not (see the top of this file). It
+// has no results; the graph may still ask for placeholders.
+V graph_assert_async(Node& n) {
+  V out;
+  for (const TensorType& t : n.outputs) out.push_back(n.b.full(0, t));
+  return out;
+}
+
+}  // namespace
+
+TORCH_TPU_GRAPH_LOWERING(index, {"index.Tensor", "_unsafe_index.Tensor"}, graph_index);
+TORCH_TPU_GRAPH_LOWERING(index_put, {"index_put", "_unsafe_index_put"}, graph_index_put);
+TORCH_TPU_GRAPH_LOWERING(embedding, {"embedding"}, graph_embedding);
+TORCH_TPU_GRAPH_LOWERING(assert_async, {"_assert_async", "_assert_async.msg"}, graph_assert_async);
 
 TORCH_TPU_LOWERING(gather, {"gather", "gather.out"}, lower_gather);
 TORCH_TPU_LOWERING(scatter, {"scatter.src", "scatter_.src", "scatter.src_out", "scatter.value",

@@ -3,6 +3,7 @@
 // the order of calls: the same on every run, process and plugin. A draw of k elements
 // uses at most k counters, which the generator's offset advance already covers.
 #include <cmath>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -87,23 +88,31 @@ Value standard_normal(hlo::Builder& b, const Value& state, const std::vector<int
 
 // ---- uniform, normal, exponential -------------------------------------------------------
 
-V lower_uniform(Node& n) {
-  const TensorType& out = n.out();
-  const double from = n.f64(1), to = n.f64(2);
+// Uniform on [from, to) of type `out`.
+Value uniform(hlo::Builder& b, const Value& state, const TensorType& out, double from, double to) {
   check(hlo::is_float(out.dtype), "uniform_ expects a floating-point tensor");
   check(from <= to, "uniform_ expects to return a [from, to) range, but found from=" +
                         std::to_string(from) + " > to=" + std::to_string(to));
-  Value u = uniform01(n.b, n.rng_state(3), out.shape, out.dtype);
-  Value x = n.b.convert(affine(n.b, u, n.b.full(to - from, u.type), n.b.full(from, u.type)),
-                        out.dtype);
+  Value u = uniform01(b, state, out.shape, out.dtype);
+  Value x = b.convert(affine(b, u, b.full(to - from, u.type), b.full(from, u.type)), out.dtype);
   // Rounding to the output dtype can reach `to`; map it back to `from` so the range stays
   // half-open, as PyTorch's CUDA generator does.
-  Value at_to = n.b.compare(Compare::EQ, x, n.b.full(to, out));
-  return {n.b.select(at_to, n.b.full(from, out), x)};
+  Value at_to = b.compare(Compare::EQ, x, b.full(to, out));
+  return b.select(at_to, b.full(from, out), x);
 }
 
-// mean + std * N(0, 1); mean and std are tensors or floats at argument positions 0 and 1
-// (normal.*) or 1 and 2 (normal_ / normal.out, after self).
+V lower_uniform(Node& n) {
+  return {uniform(n.b, n.rng_state(3), n.out(), n.f64(1), n.f64(2))};
+}
+
+// mean + std * N(0, 1) of `out`'s shape, in math_dtype(out.dtype) as `mean` and `std` are.
+Value normal_sample(hlo::Builder& b, const Value& state, const TensorType& out, const Value& mean,
+                    const Value& std) {
+  return affine(b, standard_normal(b, state, out.shape, out.dtype), std, mean);
+}
+
+// mean and std are tensors or floats at argument positions 0 and 1 (normal.*) or 1 and 2
+// (normal_ / normal.out, after self).
 LowerFn normal(size_t mean, size_t std, size_t gen) {
   return [=](Node& n) {
     const TensorType& out = n.out();
@@ -112,8 +121,7 @@ LowerFn normal(size_t mean, size_t std, size_t gen) {
       if (n.has(i)) return cast_to(n.b, n.in(i), m, out.shape);
       return n.b.full(n.f64(i), {m, out.shape});
     };
-    Value z = standard_normal(n.b, n.rng_state(gen), out.shape, out.dtype);
-    return V{affine(n.b, z, operand(std), operand(mean))};
+    return V{normal_sample(n.b, n.rng_state(gen), out, operand(mean), operand(std))};
   };
 }
 
@@ -241,20 +249,24 @@ V lower_random_to(Node& n) {  // random_.to(self, to, *, generator)
   return {random_ints(n.b, n.rng_state(2), n.out(), 0, static_cast<uint64_t>(n.i64(1)))};
 }
 
-V lower_random_from(Node& n) {  // random_.from(self, from, to?, *, generator)
-  const int64_t from = n.i64(1);
-  const DType dtype = n.out().dtype;
+// Integers uniform on [from, to), or from `from` up to the dtype's default maximum.
+Value random_range(hlo::Builder& b, const Value& state, const TensorType& out, int64_t from,
+                   std::optional<int64_t> to) {
   uint64_t range;
-  if (auto to = n.opt_i64(2)) {
+  if (to) {
     check(from < *to, "random_ expects 'from' to be less than 'to', but got from=" +
                           std::to_string(from) + " >= to=" + std::to_string(*to));
     range = static_cast<uint64_t>(*to) - static_cast<uint64_t>(from);
-  } else if (dtype == DType::S64 && from == INT64_MIN) {
+  } else if (out.dtype == DType::S64 && from == INT64_MIN) {
     range = 0;  // the full 64-bit range
   } else {
-    range = default_max(dtype) - static_cast<uint64_t>(from) + 1;
+    range = default_max(out.dtype) - static_cast<uint64_t>(from) + 1;
   }
-  return {random_ints(n.b, n.rng_state(3), n.out(), from, range)};
+  return random_ints(b, state, out, from, range);
+}
+
+V lower_random_from(Node& n) {  // random_.from(self, from, to?, *, generator)
+  return {random_range(n.b, n.rng_state(3), n.out(), n.i64(1), n.opt_i64(2))};
 }
 
 // A permutation of 0..n-1: indices sorted by random 64-bit keys.
@@ -331,6 +343,27 @@ V lower_multinomial(Node& n) {  // multinomial(self, num_samples, replacement, *
   return {n.b.convert(n.b.reshape(index, out.shape), out.dtype)};
 }
 
+// ---- compiled graphs --------------------------------------------------------------------
+// Eager mode runs the random factories as empty + the in-place op (rand: uniform_(0, 1),
+// randn: normal_(0, 1), randint: random_(low, high)); these draw the same numbers from the
+// same generator state, so a compiled graph and eager mode agree for a seed.
+
+V graph_rand(Node& n) { return {uniform(n.b, n.rng_state(), n.out(), 0, 1)}; }
+
+V graph_randn(Node& n) {
+  const TensorType& out = n.out();
+  const TensorType m{math_dtype(out.dtype), out.shape};
+  return {normal_sample(n.b, n.rng_state(), out, n.b.full(0, m), n.b.full(1, m))};
+}
+
+// randint(high, size) and randint_like(self, high): low 0; randint.low(low, high, size)
+// and randint_like.low_dtype(self, low, high).
+LowerFn graph_randint(std::optional<size_t> low, size_t high) {
+  return [=](Node& n) {
+    return V{random_range(n.b, n.rng_state(), n.out(), low ? n.i64(*low) : 0, n.i64(high))};
+  };
+}
+
 }  // namespace
 
 TORCH_TPU_LOWERING(uniform, {"uniform_"}, lower_uniform, true);
@@ -357,5 +390,29 @@ TORCH_TPU_LOWERING(native_dropout, {"native_dropout", "native_dropout.out"}, low
 TORCH_TPU_LOWERING(native_dropout_backward,
                    {"native_dropout_backward", "native_dropout_backward.out"},
                    lower_native_dropout_backward);
+
+// Compiled graphs: the factories, and the functional forms of the in-place ops above
+// (what functionalization turns x.uniform_() into), with the same argument positions.
+// (Dynamo does not trace Tensor.random_, so graphs never hold its functional form.)
+TORCH_TPU_GRAPH_LOWERING(rand, {"rand", "rand.generator", "rand_like", "rand_like.generator"},
+                         graph_rand, true);
+TORCH_TPU_GRAPH_LOWERING(randn, {"randn", "randn.generator", "randn_like", "randn_like.generator"},
+                         graph_randn, true);
+TORCH_TPU_GRAPH_LOWERING(randint, {"randint", "randint.generator"}, graph_randint(std::nullopt, 0),
+                         true);
+TORCH_TPU_GRAPH_LOWERING(randint_low, {"randint.low", "randint.low_generator"}, graph_randint(0, 1),
+                         true);
+TORCH_TPU_GRAPH_LOWERING(randint_like, {"randint_like", "randint_like.generator"},
+                         graph_randint(std::nullopt, 1), true);
+TORCH_TPU_GRAPH_LOWERING(randint_like_low, {"randint_like.low_dtype",
+                                            "randint_like.low_generator_dtype"},
+                         graph_randint(1, 2), true);
+TORCH_TPU_GRAPH_LOWERING(normal_float_float, {"normal.float_float"}, normal(0, 1, 3), true);
+TORCH_TPU_GRAPH_LOWERING(uniform_functional, {"uniform"}, lower_uniform, true);
+TORCH_TPU_GRAPH_LOWERING(normal_functional, {"normal_functional"}, normal(1, 2, 3), true);
+TORCH_TPU_GRAPH_LOWERING(exponential_functional, {"exponential"}, lower_exponential, true);
+TORCH_TPU_GRAPH_LOWERING(log_normal_functional, {"log_normal"}, lower_log_normal, true);
+TORCH_TPU_GRAPH_LOWERING(cauchy_functional, {"cauchy"}, lower_cauchy, true);
+TORCH_TPU_GRAPH_LOWERING(geometric_functional, {"geometric"}, lower_geometric, true);
 
 }  // namespace torch_tpu::ops
