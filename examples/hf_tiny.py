@@ -1,7 +1,7 @@
 """Hugging Face `LlamaForCausalLM` and `Qwen3ForCausalLM` from tiny configs with random
 weights (nothing is downloaded): a few AdamW training steps, then greedy generation.
 
-    python examples/hf_tiny.py --model qwen3 --device tpu --steps 20
+    python examples/hf_tiny.py --model qwen3 --device tpu --steps 20 [--compile]
 
 The model is initialised on the CPU from the seed and then moved, so `--device tpu` and
 `--device cpu` start from the same weights and train on the same random token batches.
@@ -41,15 +41,17 @@ def batches(steps: int, batch: int, seq: int, seed: int = 0) -> list[torch.Tenso
 
 
 def train(model: torch.nn.Module, data: list[torch.Tensor], device: str, lr: float = 1e-3,
-          on_step=None) -> list[torch.Tensor]:
+          on_step=None, compile: str | None = None) -> list[torch.Tensor]:
     """One AdamW step per batch of `data` (the labels are the inputs: the model shifts them);
-    returns the per-step losses as tensors on `device`."""
+    returns the per-step losses as tensors on `device`. With `compile` (a torch.compile
+    backend name) the model's forward and backward run compiled."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.1)
     model.train()
+    step_model = torch.compile(model, backend=compile) if compile else model
     losses = []
     for step, ids in enumerate(data):
         ids = ids.to(device)
-        loss = model(input_ids=ids, labels=ids).loss
+        loss = step_model(input_ids=ids, labels=ids).loss
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -73,15 +75,19 @@ def main():
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--seq", type=int, default=32)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--compile", action="store_true",
+                   help="torch.compile the model (backend tpu, or inductor on the CPU)")
     args = p.parse_args()
 
     model = build(args.model, args.seed).to(args.device)
     print(f"{type(model).__name__}: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M "
           f"parameters, device {args.device}")
     start = time.perf_counter()
+    backend = ("tpu" if args.device == "tpu" else "inductor") if args.compile else None
     train(model, batches(args.steps, args.batch, args.seq, args.seed), args.device,
           on_step=lambda step, loss: print(f"step {step:3d}  loss {loss.item():.4f}  "
-                                           f"({time.perf_counter() - start:.1f} s)"))
+                                           f"({time.perf_counter() - start:.1f} s)"),
+          compile=backend)
     prompt = batches(1, 1, 8, args.seed + 1)[0].to(args.device)
     print("greedy:", greedy(model, prompt, 16)[0].tolist())
     if args.device == "tpu":
