@@ -6,6 +6,7 @@
 #include <torch/csrc/Dtype.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include <chrono>
 #include <cstdio>
 #include <mutex>
 #include <unordered_map>
@@ -194,6 +195,7 @@ bool is_dense(const at::Tensor& t, const runtime::DeviceBuffer& db, hlo::DType d
 }  // namespace
 
 Graph::Graph(const py::handle& spec_handle) {
+  auto start = std::chrono::steady_clock::now();
   auto spec = spec_handle.cast<py::tuple>();
   py::list inputs = spec[0], values = spec[1], nodes = spec[2], outputs = spec[3],
            mutations = spec[4], constants = spec[5];
@@ -367,6 +369,9 @@ Graph::Graph(const py::handle& spec_handle) {
     TORCH_CHECK(false, "torch_tpu: compiling a graph of ", num_nodes_, " ops failed: ", e.what());
   }
   runtime::metrics().graphs++;
+  runtime::metrics().graph_build_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                           std::chrono::steady_clock::now() - start)
+                                           .count();
 }
 
 std::vector<at::Tensor> Graph::run(const std::vector<at::Tensor>& inputs) const {

@@ -36,6 +36,7 @@ py::dict metrics_dict() {
   d["graphs"] = m.graphs.load();
   d["graph_runs"] = m.graph_runs.load();
   d["graph_fallbacks"] = m.graph_fallbacks.load();
+  d["graph_build_seconds"] = m.graph_build_ns.load() / 1e9;
   py::dict fallbacks;
   for (const auto& [op, count] : m.fallbacks()) fallbacks[py::str(op)] = count;
   d["fallbacks"] = fallbacks;

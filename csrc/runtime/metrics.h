@@ -23,6 +23,7 @@ struct Metrics {
   std::atomic<int64_t> graphs{0};
   std::atomic<int64_t> graph_runs{0};
   std::atomic<int64_t> graph_fallbacks{0};
+  std::atomic<int64_t> graph_build_ns{0};  // lowering graphs and getting their programs
 
   void count_fallback(const std::string& op);
   std::map<std::string, int64_t> fallbacks() const;
