@@ -74,6 +74,13 @@ def child(args) -> None:
     """Runs in the subprocess: trains and prints one JSON line of results."""
     import torch
 
+    result = {"threads": torch.get_num_threads()}
+    # PyTorch's compile stack (Dynamo, AOTAutograd, sympy...) loads on first use, whatever
+    # the backend (torch.compile imports it); timed apart from the step.
+    start = time.perf_counter()
+    import torch._dynamo  # noqa: F401
+    import torch._functorch.aot_autograd  # noqa: F401
+    result["import_s"] = time.perf_counter() - start
     device, _, how = args.mode.partition("-")
     if device == "tpu":
         import torch_tpu
@@ -98,15 +105,6 @@ def child(args) -> None:
         optimizer.step()
         return loss.detach()
 
-    result = {"threads": torch.get_num_threads()}
-    if args.first_step_only:
-        # PyTorch's compile stack (Dynamo, AOTAutograd, sympy...) loads on first use,
-        # whatever the backend; timed apart so the step's own cost is visible.
-        start = time.perf_counter()
-        import torch._dynamo  # noqa: F401
-        import torch._functorch.aot_autograd  # noqa: F401
-        import torch_tpu._dynamo  # noqa: F401
-        result["import_s"] = time.perf_counter() - start
     start = time.perf_counter()
     result["first_loss"] = step().item()
     result["first_step_s"] = time.perf_counter() - start
