@@ -192,57 +192,23 @@ bool is_dense(const at::Tensor& t, const runtime::DeviceBuffer& db, hlo::DType d
          db.numel == t.numel();
 }
 
-}  // namespace
+// Lowers the graph's nodes one by one into a builder, keeping every value it made.
+struct Lowerer {
+  hlo::Builder& b;
+  const std::vector<std::optional<hlo::TensorType>>& types;  // of each value id
+  std::vector<std::optional<hlo::Value>> vals;                // each value id's value
+  // The generator's (seed, offset) as runtime scalars, when some node draws, and how far
+  // the nodes lowered so far have advanced the offset.
+  std::optional<hlo::Value> seed, offset;
+  uint64_t rng_advance = 0;
 
-Graph::Graph(const py::handle& spec_handle) {
-  auto start = std::chrono::steady_clock::now();
-  auto spec = spec_handle.cast<py::tuple>();
-  py::list inputs = spec[0], values = spec[1], nodes = spec[2], outputs = spec[3],
-           mutations = spec[4], constants = spec[5];
-
-  std::vector<std::optional<hlo::TensorType>> types;
-  for (py::handle v : values) {
-    if (v.is_none()) types.emplace_back();
-    else types.push_back(type_of(v));
-  }
-
-  hlo::Builder b;
-  std::vector<std::optional<hlo::Value>> vals(types.size());
-  for (py::handle in : inputs) {
-    hlo::TensorType type = type_of(in);
-    inputs_.push_back(type);
-    bool param = type.numel() > 0;
-    input_is_param_.push_back(param);
-    size_t id = inputs_.size() - 1;
-    vals[id] = param ? b.reshape(b.parameter({type.dtype, {type.numel()}}), type.shape)
-                     : b.full(0, type);
-  }
-  for (py::handle c : constants) {
-    auto pair = c.cast<std::pair<int, std::string>>();
-    vals.at(pair.first) = tensor_constant(b, types.at(pair.first).value(), pair.second);
-  }
-  auto value = [&](int id, const std::string& op) -> const hlo::Value& {
+  const hlo::Value& value(int id, const std::string& op) const {
     TORCH_CHECK(id >= 0 && static_cast<size_t>(id) < vals.size() && vals[id].has_value(),
                 "torch_tpu: ", op, " reads a value the graph has not produced (", id, ")");
     return *vals[id];
-  };
-
-  // The generator's (seed, offset) enter as two runtime scalars when any node draws.
-  std::optional<hlo::Value> seed, offset;
-  for (py::handle node : nodes) {
-    std::string name = node.cast<py::tuple>()[0].cast<std::string>();
-    const ops::OpDef* def = ops::find_lowering(name);
-    if (def != nullptr && def->random) random_ = true;
-    if (def != nullptr) {
-      for (ArgKind k : schema_info(name).kinds) random_ |= k == ArgKind::Generator;
-    }
-  }
-  if (random_) {
-    seed = b.reshape(b.parameter({hlo::DType::S64, {}}), {1});
-    offset = b.parameter({hlo::DType::S64, {}});
   }
 
-  for (py::handle node_handle : nodes) {
+  void lower(const py::handle& node_handle) {
     auto node = node_handle.cast<py::tuple>();
     std::string name = node[0].cast<std::string>();
     py::list py_args = node[1];
@@ -305,12 +271,12 @@ Graph::Graph(const py::handle& spec_handle) {
       int64_t numel = 0;
       for (const hlo::TensorType& t : n.outputs) numel += t.numel();
       hlo::Value at_offset = b.reshape(
-          b.binary("add", *offset, b.constant_int(static_cast<int64_t>(rng_advance_), hlo::DType::S64)),
+          b.binary("add", *offset, b.constant_int(static_cast<int64_t>(rng_advance), hlo::DType::S64)),
           {1});
       n.rng = b.bitcast_convert(b.concatenate({*seed, at_offset}, 0), {hlo::DType::U64, {2}});
       for (size_t i = 0; i < args.size(); ++i)
         if (args[i].kind == ArgKind::Generator) n.args[i].value = n.rng;
-      rng_advance_ += ((static_cast<uint64_t>(numel) + 3) / 4) * 4;
+      rng_advance += ((static_cast<uint64_t>(numel) + 3) / 4) * 4;
     }
 
     std::vector<hlo::Value> results = def->lower(n);
@@ -325,8 +291,54 @@ Graph::Graph(const py::handle& spec_handle) {
                   ", the graph expects ", want.str());
       vals[id] = b.convert(results[k], want.dtype);
     }
+  }
+};
+
+}  // namespace
+
+Graph::Graph(const py::handle& spec_handle) {
+  auto start = std::chrono::steady_clock::now();
+  auto spec = spec_handle.cast<py::tuple>();
+  py::list inputs = spec[0], values = spec[1], nodes = spec[2], outputs = spec[3],
+           mutations = spec[4], constants = spec[5];
+
+  std::vector<std::optional<hlo::TensorType>> types;
+  for (py::handle v : values) {
+    if (v.is_none()) types.emplace_back();
+    else types.push_back(type_of(v));
+  }
+
+  hlo::Builder b;
+  Lowerer lw{b, types, std::vector<std::optional<hlo::Value>>(types.size())};
+  for (py::handle in : inputs) {
+    hlo::TensorType type = type_of(in);
+    inputs_.push_back(type);
+    bool param = type.numel() > 0;
+    input_is_param_.push_back(param);
+    lw.vals[inputs_.size() - 1] =
+        param ? b.reshape(b.parameter({type.dtype, {type.numel()}}), type.shape) : b.full(0, type);
+  }
+  for (py::handle c : constants) {
+    auto pair = c.cast<std::pair<int, std::string>>();
+    lw.vals.at(pair.first) = tensor_constant(b, types.at(pair.first).value(), pair.second);
+  }
+  // The generator's (seed, offset) enter as two runtime scalars when any node draws.
+  for (py::handle node : nodes) {
+    std::string name = node.cast<py::tuple>()[0].cast<std::string>();
+    const ops::OpDef* def = ops::find_lowering(name);
+    if (def == nullptr) continue;  // lower() reports it
+    random_ |= def->random;
+    for (ArgKind k : schema_info(name).kinds) random_ |= k == ArgKind::Generator;
+  }
+  if (random_) {
+    lw.seed = b.reshape(b.parameter({hlo::DType::S64, {}}), {1});
+    lw.offset = b.parameter({hlo::DType::S64, {}});
+  }
+  for (py::handle node : nodes) {
+    lw.lower(node);
     ++num_nodes_;
   }
+  rng_advance_ = lw.rng_advance;
 
   std::vector<hlo::Value> program_outputs;
   for (py::handle o : outputs) {
@@ -335,7 +347,7 @@ Graph::Graph(const py::handle& spec_handle) {
     if (id >= 0 && static_cast<size_t>(id) < inputs_.size()) {
       out.input = id;
     } else if (id >= 0) {
-      const hlo::Value& v = value(id, "the graph output");
+      const hlo::Value& v = lw.value(id, "the graph output");
       out.result = static_cast<int>(program_outputs.size());
       results_.push_back(v.type);
       program_outputs.push_back(b.reshape(v, {v.type.numel()}));
@@ -344,7 +356,7 @@ Graph::Graph(const py::handle& spec_handle) {
   }
   for (py::handle m : mutations) {
     auto pair = m.cast<std::pair<int, int>>();
-    const hlo::Value& v = value(pair.second, "an input write-back");
+    const hlo::Value& v = lw.value(pair.second, "an input write-back");
     TORCH_CHECK(v.type == inputs_.at(pair.first), "torch_tpu: the graph writes a ", v.type.str(),
                 " into input ", pair.first, " of type ", inputs_[pair.first].str());
     mutations_.emplace_back(pair.first, static_cast<int>(program_outputs.size()));
