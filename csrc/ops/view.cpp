@@ -142,8 +142,78 @@ V lower_select_scatter(Node& n) {
   return {scatter_slice(n.b, self, n.b.reshape(n.in(1), shape), dim, index, 1)};
 }
 
+// diagonal(self, offset, dim1, dim2): with dim1 and dim2 moved last and merged, the
+// diagonal is every (n2 + 1)-th element from the first one on it.
+struct Diagonal {
+  std::vector<int64_t> perm;    // dim1 and dim2 moved last
+  std::vector<int64_t> merged;  // the permuted shape with those two merged
+  int64_t start = 0, step = 1;  // of the diagonal along the merged dim
+
+  Diagonal(const TensorType& x, int64_t offset, int64_t dim1, int64_t dim2) {
+    const int64_t rank = x.rank();
+    const int64_t d1 = wrap_dim(dim1, rank), d2 = wrap_dim(dim2, rank);
+    for (int64_t d = 0; d < rank; ++d)
+      if (d != d1 && d != d2) {
+        perm.push_back(d);
+        merged.push_back(x.shape[d]);
+      }
+    perm.push_back(d1);
+    perm.push_back(d2);
+    const int64_t n2 = x.shape[d2];
+    merged.push_back(x.shape[d1] * n2);
+    start = offset >= 0 ? offset : -offset * n2;
+    step = n2 + 1;
+  }
+  Value flat(hlo::Builder& b, const Value& x) const {
+    return b.reshape(b.transpose(x, perm), merged);
+  }
+};
+
+V lower_diagonal(Node& n) {
+  const TensorType& out = n.out();
+  if (out.numel() == 0) return {n.b.full(0, out)};
+  Diagonal d(n.in(0).type, n.i64(1), n.i64(2), n.i64(3));
+  return {take_slice(n.b, d.flat(n.b, n.in(0)), out.rank() - 1, d.start, d.step, out.shape.back())};
+}
+
+// diagonal_scatter(self, src, offset, dim1, dim2): self with that diagonal replaced by src.
+V lower_diagonal_scatter(Node& n) {
+  const Value& self = n.in(0);
+  const Value& src = n.in(1);
+  if (src.type.numel() == 0) return {self};
+  Diagonal d(self.type, n.i64(2), n.i64(3), n.i64(4));
+  Value flat = scatter_slice(n.b, d.flat(n.b, self), src, src.type.rank() - 1, d.start, d.step);
+  std::vector<int64_t> permuted, inverse(d.perm.size());
+  for (size_t i = 0; i < d.perm.size(); ++i) {
+    permuted.push_back(self.type.shape[d.perm[i]]);
+    inverse[d.perm[i]] = static_cast<int64_t>(i);
+  }
+  return {n.b.transpose(n.b.reshape(flat, permuted), inverse)};
+}
+
+// unfold(self, dimension, size, step): windows of `size` along `dimension`, `step` apart,
+// as a new last dim.
+V lower_unfold(Node& n) {
+  const Value& x = n.in(0);
+  const TensorType& out = n.out();
+  if (out.numel() == 0) return {n.b.full(0, out)};
+  const int64_t dim = wrap_dim(n.i64(1), std::max<int64_t>(x.type.rank(), 1));
+  const int64_t size = n.i64(2), step = n.i64(3);
+  if (x.type.rank() == 0) return {n.b.reshape(x, out.shape)};
+  const int64_t count = out.shape[dim];
+  std::vector<int64_t> piece_shape = out.shape;
+  piece_shape.back() = 1;
+  V pieces;
+  for (int64_t j = 0; j < size; ++j)
+    pieces.push_back(n.b.reshape(take_slice(n.b, x, dim, j, step, count), piece_shape));
+  return {pieces.size() == 1 ? pieces[0] : n.b.concatenate(pieces, out.rank() - 1)};
+}
+
 }  // namespace
 
+TORCH_TPU_GRAPH_LOWERING(diagonal, {"diagonal", "diagonal_copy"}, lower_diagonal);
+TORCH_TPU_GRAPH_LOWERING(diagonal_scatter, {"diagonal_scatter"}, lower_diagonal_scatter);
+TORCH_TPU_GRAPH_LOWERING(unfold, {"unfold", "unfold_copy"}, lower_unfold);
 TORCH_TPU_GRAPH_LOWERING(view, {"view", "_unsafe_view", "view_copy", "unsqueeze",
                                 "unsqueeze_copy", "squeeze", "squeeze.dim", "squeeze.dims",
                                 "squeeze_copy", "squeeze_copy.dim", "squeeze_copy.dims"},

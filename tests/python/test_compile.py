@@ -237,3 +237,50 @@ def test_low_precision_and_integer_graphs():
     # bf16 rounding of eager, not bit-equal.
     assert_same(a, ra, rtol=8e-3, atol=8e-3)
     assert_same(b, rb)
+
+
+@pytest.mark.parametrize("f,shape", [
+    (lambda x: x.diagonal() + 1, (4, 5)),
+    (lambda x: x.diagonal(1) * 2, (4, 5)),
+    (lambda x: x.diagonal(-2) - 1, (4, 5)),
+    (lambda x: torch.diagonal(x, -1, 2, 0) * 1, (3, 2, 4)),
+    (lambda x: x.diagonal(7) + 0, (4, 5)),
+    (lambda x: x.unfold(1, 3, 2) + 1, (2, 7)),
+    (lambda x: x.unfold(0, 4, 3).sum(-1), (11,)),
+    (lambda x: x.t()[1:, ::2].unsqueeze(0).expand(2, -1, -1) * 2, (5, 4)),
+    (lambda x: torch.stack(x.unbind(1)[::-1], 0) + x.split([1, 3], 1)[1].sum(), (3, 4)),
+], ids=["diag", "diag_up", "diag_down", "diag_3d", "diag_empty", "unfold", "unfold_1d",
+        "view_chain", "unbind_split"])
+def test_views_in_graphs_match_cpu_with_gradients(f, shape):
+    x = torch.randn(*shape, requires_grad=True)
+    tx = x.detach().to("tpu").requires_grad_()
+    out = torch.compile(f, backend="tpu", fullgraph=True)(tx)
+    ref = f(x)
+    assert_same(out, ref)
+    out.square().sum().backward()
+    ref.square().sum().backward()
+    assert_same(tx.grad, x.grad, rtol=1e-5, atol=1e-5)
+    assert torch_tpu.metrics.snapshot()["graph_fallbacks"] == 0
+
+
+@torch.library.custom_op("torch_tpu_test::triple", mutates_args=())
+def _triple(x: torch.Tensor) -> torch.Tensor:
+    return x * 3
+
+
+@_triple.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+def test_a_graph_without_lowerings_runs_op_by_op_with_a_warning():
+    def f(x):
+        return _triple(x.sin()) + 1
+
+    x = torch.randn(6)
+    with pytest.warns(UserWarning, match="runs op by op: .*torch_tpu_test.triple"):
+        out = torch.compile(f, backend="tpu")(x.to("tpu"))
+    assert_same(out, f(x), rtol=1e-6, atol=1e-6)
+    m = torch_tpu.metrics.snapshot()
+    assert m["graph_fallbacks"] == 1 and m["graphs"] == 0
+    assert "1 run op by op" in torch_tpu.metrics.report()
