@@ -19,6 +19,13 @@ over the samples that are not skipped:
   match rate        = match / samples
   native match rate = native match / samples
 
+With --compile, tpu runs each sample through `torch.compile(lambda *a, **k: op(*a, **k),
+backend="tpu", dynamic=False)` (a fresh Dynamo cache per sample), still against CPU eager.
+A sample during which a graph ran op by op (`graph_fallbacks` of `torch_tpu.metrics`) is
+not native; the backend's reasons are recorded per op, and `no_graph` counts samples that
+ran no compiled program. --write-docs keeps these runs in the page's "Compiled mode"
+section, apart from the eager ones.
+
 Ops run in worker subprocesses, one op after another; when a worker dies the parent
 counts a crash for the sample in progress, starts a fresh worker and resumes the op after
 that sample. Sample generation is seeded per (op, dtype) so a fresh worker regenerates
@@ -29,11 +36,13 @@ Usage (from the repository root, with a built torch_tpu importable):
   python tools/opinfo_conformance.py --subset ci      # the pinned CI subset
   python tools/opinfo_conformance.py --all            # the whole op_db
   python tools/opinfo_conformance.py --ops sum,nn.functional.gelu --dtypes float32
+  python tools/opinfo_conformance.py --subset ci --compile --max-samples 5
   ... --json report.json --write-docs docs/conformance.md --grad --timeout 300
 """
 
 import argparse
 import collections
+import contextlib
 import datetime
 import json
 import math
@@ -272,47 +281,81 @@ def _short(exc) -> str:
     return text[:DETAIL_CHARS]
 
 
-def _fallbacks():
-    return dict(torch_tpu.metrics.snapshot()["fallbacks"])
+GRAPH_WARNING = "torch_tpu: a compiled graph runs op by op: "
 
 
-def _fallback_diff(before, after):
-    return {op: after[op] - before.get(op, 0) for op in after if after[op] != before.get(op, 0)}
+@contextlib.contextmanager
+def _watch(into, compiled):
+    """Records in `into` what left the native path meanwhile: "fallback", {aten op: count}
+    of the ops that ran on CPU; with `compiled` also "graph_fallback", the graphs that ran
+    op by op, the backend's reasons ("graph_reasons") and "graph_runs", the compiled
+    programs run."""
+    before = torch_tpu.metrics.snapshot()
+    with warnings.catch_warnings(record=True) as caught:
+        if compiled:
+            from torch_tpu import _dynamo as backend  # the compile stack only when used
+
+            # The backend warns once per reason and process; each sample wants its own.
+            backend._warned.clear()
+            warnings.simplefilter("always")
+        try:
+            yield
+        finally:
+            after = torch_tpu.metrics.snapshot()
+            old = before["fallbacks"]
+            into["fallback"] = {op: n - old.get(op, 0) for op, n in after["fallbacks"].items()
+                                if n != old.get(op, 0)}
+            if compiled:
+                into["graph_fallback"] = after["graph_fallbacks"] - before["graph_fallbacks"]
+                into["graph_runs"] = after["graph_runs"] - before["graph_runs"]
+                reasons = {str(w.message)[len(GRAPH_WARNING):] for w in caught
+                           if str(w.message).startswith(GRAPH_WARNING)}
+                if reasons:
+                    into["graph_reasons"] = sorted(reasons)
 
 
-def _run_sample(op, sample, values, grad):
-    """One sample on CPU and tpu: {status, fallback: {aten op: count}, detail}."""
-    # The tpu copy comes first: the CPU call may modify its arguments in place.
-    before = _fallbacks()
-    grad_pairs = []
-    try:
-        tpu_input = _to_tpu(sample.input, grad_pairs)
-        tpu_args = _to_tpu(sample.args, grad_pairs)
-        tpu_kwargs = _to_tpu(sample.kwargs, grad_pairs)
-        copy_error = None
-    except Exception as e:  # noqa: BLE001 — any failure to move the sample is the device's
-        copy_error = e
-    try:
-        expected = op(sample.input, *sample.args, **sample.kwargs)
-    except Exception as e:  # noqa: BLE001
-        return {"status": "skip", "detail": "CPU: " + _short(e)}
+def _compiled(op):
+    """--compile: the op as Dynamo captures a call of it, for the tpu backend. Python
+    scalars and sizes are constants of the graph (dynamic=False)."""
+    torch._dynamo.reset()  # every sample compiles afresh: no recompile limit, and a
+    # graph cached by an earlier sample cannot hide this sample's op-by-op fallback
+    return torch.compile(lambda *a, **k: op(*a, **k), backend="tpu", fullgraph=False,
+                         dynamic=False)
+
+
+def _run_sample(op, sample, values, grad, compiled):
+    """One sample on CPU and tpu: {status, fallback: {aten op: count}, detail}, and with
+    `compiled` (tpu runs the op through torch.compile) what _watch adds."""
     result = {}
-    try:
-        if copy_error is not None:
-            raise copy_error
-        actual = op(tpu_input, *tpu_args, **tpu_kwargs)
-        want_tpu = _has_tpu_tensor((tpu_input, tpu_args, tpu_kwargs))
-        _compare(actual, expected, "out", values, want_tpu)
-        result["status"] = "match"
-    except Mismatch as e:
-        result.update(status="mismatch", detail=str(e)[:DETAIL_CHARS])
-    except Exception as e:  # noqa: BLE001
-        result.update(status="error", detail=_short(e))
-    result["fallback"] = _fallback_diff(before, _fallbacks())
+    with _watch(result, compiled):
+        # The tpu copy comes first: the CPU call may modify its arguments in place.
+        grad_pairs = []
+        try:
+            tpu_input = _to_tpu(sample.input, grad_pairs)
+            tpu_args = _to_tpu(sample.args, grad_pairs)
+            tpu_kwargs = _to_tpu(sample.kwargs, grad_pairs)
+            copy_error = None
+        except Exception as e:  # noqa: BLE001 — any failure to move the sample is the device's
+            copy_error = e
+        try:
+            expected = op(sample.input, *sample.args, **sample.kwargs)
+        except Exception as e:  # noqa: BLE001
+            return {"status": "skip", "detail": "CPU: " + _short(e)}
+        try:
+            if copy_error is not None:
+                raise copy_error
+            actual = (_compiled(op) if compiled else op)(tpu_input, *tpu_args, **tpu_kwargs)
+            want_tpu = _has_tpu_tensor((tpu_input, tpu_args, tpu_kwargs))
+            _compare(actual, expected, "out", values, want_tpu)
+            result["status"] = "match"
+        except Mismatch as e:
+            result.update(status="mismatch", detail=str(e)[:DETAIL_CHARS])
+        except Exception as e:  # noqa: BLE001
+            result.update(status="error", detail=_short(e))
     if grad and result["status"] == "match" and grad_pairs:
-        before = _fallbacks()
-        result["grad"] = _run_grad(expected, actual, grad_pairs, values)
-        result["grad"]["fallback"] = _fallback_diff(before, _fallbacks())
+        result["grad"] = {}
+        with _watch(result["grad"], compiled):
+            result["grad"].update(_run_grad(expected, actual, grad_pairs, values))
     return result
 
 
@@ -365,7 +408,7 @@ def _samples(op, dtypes, grad, max_samples):
     return out
 
 
-def worker_main(dtypes, grad, max_samples):
+def worker_main(dtypes, grad, max_samples, compiled):
     """Reads {"op", "from"} lines on stdin; writes JSON events to the original stdout."""
     channel = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # ops and libraries that print must not corrupt the channel
@@ -397,7 +440,7 @@ def worker_main(dtypes, grad, max_samples):
             start = time.perf_counter()
             # A sample that draws dropout (SDPA's dropout_p) is random too.
             random_sample = float(sample.kwargs.get("dropout_p", 0) or 0) > 0
-            result = _run_sample(op, sample, values and not random_sample, grad)
+            result = _run_sample(op, sample, values and not random_sample, grad, compiled)
             send(ev="result", k=k, dtype=dtype, ms=round(1000 * (time.perf_counter() - start), 1),
                  **result)
         send(ev="done")
@@ -413,6 +456,7 @@ class Worker:
         cmd = [sys.executable, os.path.abspath(__file__), "--worker",
                "--dtypes", ",".join(args.dtypes), "--max-samples", str(args.max_samples)]
         cmd += ["--grad"] if args.grad else []
+        cmd += ["--compile"] if args.compile else []
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self.stderr, text=True, bufsize=1)
         self.events = queue.Queue()
@@ -442,10 +486,17 @@ class Worker:
         self.stderr.close()
 
 
-def new_op_record():
+# --compile's counters of samples: a graph ran op by op; no compiled program ran at all
+# (Dynamo captured no op, or fell back to eager without a graph).
+COMPILE_COUNTERS = ("graph_fallback", "no_graph")
+
+
+def new_op_record(compiled=False):
     record = {s: 0 for s in STATUSES}
     record.update(samples=0, native_match=0, fallback=0, fallback_ops={}, failures=[],
                   by_dtype={}, seconds=0.0)
+    if compiled:
+        record.update({k: 0 for k in COMPILE_COUNTERS}, graph_reasons={})
     return record
 
 
@@ -461,7 +512,13 @@ def add_result(record, event, grad):
             record["fallback"] += 1
             for aten, count in fallback.items():
                 record["fallback_ops"][aten] = record["fallback_ops"].get(aten, 0) + count
-        elif status == "match":
+        if event.get("graph_fallback"):
+            record["graph_fallback"] += 1
+            for reason in event.get("graph_reasons", ()):
+                record["graph_reasons"][reason] = record["graph_reasons"].get(reason, 0) + 1
+        elif event.get("graph_runs") == 0 and status in ("match", "mismatch"):
+            record["no_graph"] += 1
+        if status == "match" and not fallback and not event.get("graph_fallback"):
             record["native_match"] += 1
         if status != "match" and len(record["failures"]) < 5:
             record["failures"].append(f"{event['dtype']} #{event['k']} {status}: "
@@ -469,7 +526,8 @@ def add_result(record, event, grad):
     if grad and "grad" in event:
         g = record.setdefault("grad", dict({s: 0 for s in STATUSES}, native_match=0))
         g[event["grad"]["status"]] += 1
-        g["native_match"] += event["grad"]["status"] == "match" and not event["grad"]["fallback"]
+        g["native_match"] += (event["grad"]["status"] == "match" and not event["grad"]["fallback"]
+                              and not event["grad"].get("graph_fallback"))
         if event["grad"]["status"] in ("mismatch", "error") and len(record["failures"]) < 5:
             record["failures"].append(f"{event['dtype']} #{event['k']} grad "
                                       f"{event['grad']['status']}: "
@@ -491,7 +549,7 @@ def _wait(worker, deadline, on_event):
 
 def run_op(name, state, args):
     """Runs every sample of one op, restarting the worker after crashes."""
-    record = new_op_record()
+    record = new_op_record(args.compile)
     started = time.monotonic()
     deadline = started + args.timeout
     progress = {"start": 0, "total": None, "current": None}
@@ -544,7 +602,9 @@ def run_op(name, state, args):
 
 
 def summarize(records, names):
-    s = {k: 0 for k in ("samples", "native_match", "fallback") + STATUSES}
+    counted = ("samples", "native_match", "fallback") + STATUSES
+    counted += tuple(k for k in COMPILE_COUNTERS if any(k in r for r in records.values()))
+    s = {k: 0 for k in counted}
     ops = 0
     for name in names:
         if name not in records:
@@ -577,14 +637,20 @@ def write_docs(report, path):
     """docs/conformance.md from this report, keeping the summaries of selections not run
     now and the rows of ops not run now from the page's earlier data."""
     data = read_docs_data(path)
+    compiled = report.get("compile")
+    mode = data.setdefault("compiled", {"runs": {}, "ops": {}}) if compiled else data
     for key, summary in report["summary"].items():
         if key == "ops":
             continue
-        data["runs"][key] = dict(summary, date=report["date"], torch=report["torch_version"],
+        mode["runs"][key] = dict(summary, date=report["date"], torch=report["torch_version"],
                                  torch_tpu=report["torch_tpu_version"],
                                  max_samples=report["max_samples"])
     for name, r in report["ops"].items():
-        data["ops"][name] = [r[c] for c in OP_COLUMNS] + [sorted(r["fallback_ops"])]
+        if compiled:
+            mode["ops"][name] = ([r[c] for c in OP_COLUMNS + COMPILE_COUNTERS]
+                                 + [sorted(r["graph_reasons"]), r["failures"][:1]])
+        else:
+            mode["ops"][name] = [r[c] for c in OP_COLUMNS] + [sorted(r["fallback_ops"])]
     lines = [
         "# OpInfo conformance",
         "",
@@ -625,6 +691,7 @@ def write_docs(report, path):
         "  --grad             also compare input gradients (backward through both devices)",
         "  --timeout S        per-op limit (default 300)   --workers N",
         "  --max-samples N    at most N samples per (op, dtype), evenly spaced: a quicker sweep",
+        "  --compile          tpu runs each sample through torch.compile (see Compiled mode)",
         "```",
         "",
         "The issue set is `ISSUE_FAMILIES` in the tool: issue 3's op families mapped to OpInfo",
@@ -636,18 +703,12 @@ def write_docs(report, path):
         "",
         "## Latest summary",
         "",
-        "| selection | date | torch | ops | samples | match | mismatch | error | crash "
-        "| fallback | skip | match rate | native match rate |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for key, s in data["runs"].items():
-        capped = f" (max {s['max_samples']}/op/dtype)" if s.get("max_samples") else ""
-        lines.append(f"| {key}{capped} | {s['date']} | {s['torch']} | {s['ops']} "
-                     f"| {s['samples']} | {s['match']} | {s['mismatch']} | {s['error']} "
-                     f"| {s['crash']} | {s['fallback']} | {s['skip']} "
-                     f"| {100 * s['match_rate']:.1f}% | {100 * s['native_match_rate']:.1f}% |")
+    lines += _summary_table(data["runs"], SUMMARY_COUNTERS)
     if "whole op_db" not in data["runs"]:
         lines += ["", "The whole op_db has not been swept yet (`--all`)."]
+    if "compiled" in data:
+        lines += _compiled_section(data["compiled"], _kept_notes(path))
     lines += [
         "",
         "## Per op",
@@ -669,6 +730,60 @@ def write_docs(report, path):
     lines += ["", DOCS_DATA, json.dumps(data, separators=(",", ":")), "-->"]
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
+
+
+SUMMARY_COUNTERS = ("match", "mismatch", "error", "crash", "fallback", "skip")
+NOTES = ("<!-- compiled-notes: kept by --write-docs -->", "<!-- /compiled-notes -->")
+
+
+def _summary_table(runs, counters):
+    header = ["selection", "date", "torch", "ops", "samples"]
+    header += [c.replace("_", " ") for c in counters] + ["match rate", "native match rate"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for key, s in runs.items():
+        capped = f" (max {s['max_samples']}/op/dtype)" if s.get("max_samples") else ""
+        lines.append(f"| {key}{capped} | {s['date']} | {s['torch']} | {s['ops']} "
+                     f"| {s['samples']} | " + " | ".join(str(s[c]) for c in counters)
+                     + f" | {100 * s['match_rate']:.1f}% | {100 * s['native_match_rate']:.1f}% |")
+    return lines
+
+
+def _kept_notes(path):
+    """The hand-written triage of the compiled section, which --write-docs keeps."""
+    text = open(path).read() if os.path.exists(path) else ""
+    if NOTES[0] not in text:
+        return ""
+    return text.split(NOTES[0], 1)[1].split(NOTES[1], 1)[0].strip("\n")
+
+
+def _compiled_section(compiled, notes):
+    lines = [
+        "",
+        "## Compiled mode",
+        "",
+        "`--compile` runs each sample on tpu as `torch.compile(lambda *a, **k: op(*a, **k),",
+        "backend=\"tpu\", dynamic=False)` with a fresh Dynamo cache (its Python scalars and",
+        "sizes are constants of the graph) and compares it with CPU eager as above. A sample",
+        "during which a graph ran op by op (`graph_fallbacks` in `torch_tpu.metrics`) is a",
+        "*graph fallback* and not native; *no graph* counts the samples that ran no compiled",
+        "program at all (Dynamo captured no op). Counts are over the same samples as eager",
+        "mode's with the same `--max-samples`.",
+        "",
+    ]
+    lines += _summary_table(compiled["runs"], SUMMARY_COUNTERS[:-1] + COMPILE_COUNTERS + ("skip",))
+    lines += ["", NOTES[0], notes, NOTES[1], "",
+              "Ops with samples that are not native compiled matches, with the first failure",
+              "or the reasons a graph ran op by op:", "",
+              "| op | samples | match | mismatch | error | crash | fallback | native "
+              "| graph fallback | no graph | first failure / op-by-op reasons |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
+    rows = sorted(compiled["ops"].items(), key=lambda kv: (kv[1][6] - kv[1][0], kv[0]))
+    for name, row in rows:
+        if row[6] == row[0]:
+            continue
+        why = "; ".join(row[9] + row[10]).replace("|", "\\|")[:DETAIL_CHARS]
+        lines.append(f"| {name} | " + " | ".join(str(v) for v in row[:9]) + f" | {why} |")
+    return lines
 
 
 def select_ops(args, all_names):
@@ -693,6 +808,8 @@ def main():
     parser.add_argument("--ops", help="comma-separated OpInfo names (name.variant)")
     parser.add_argument("--dtypes", default=",".join(DTYPES))
     parser.add_argument("--grad", action="store_true", help="also compare input gradients")
+    parser.add_argument("--compile", action="store_true",
+                        help="run each sample on tpu through torch.compile(backend='tpu')")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per op")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--max-samples", type=int, default=0,
@@ -705,7 +822,7 @@ def main():
     args = parser.parse_args()
     args.dtypes = args.dtypes.split(",")
     if args.worker:
-        worker_main(args.dtypes, args.grad, args.max_samples)
+        worker_main(args.dtypes, args.grad, args.max_samples, args.compile)
         return
 
     from torch.testing._internal.common_methods_invocations import op_db
@@ -728,10 +845,12 @@ def main():
                 with lock:
                     records[name] = record
                     if not args.quiet:
+                        graph = (f"{record['graph_fallback']} graph fallback, "
+                                 if args.compile else "")
                         print(f"[{len(records)}/{len(names)}] {name}: {record['samples']} samples, "
                               f"{record['match']} match, {record['native_match']} native, "
                               f"{record['mismatch']} mismatch, {record['error']} error, "
-                              f"{record['crash']} crash, {record['seconds']} s", flush=True)
+                              f"{record['crash']} crash, {graph}{record['seconds']} s", flush=True)
         except RuntimeError as e:
             fatal.append(str(e))
         finally:
@@ -760,6 +879,7 @@ def main():
         "selection": selection,
         "dtypes": args.dtypes,
         "grad": args.grad,
+        "compile": args.compile,
         "max_samples": args.max_samples,
         "tolerances": TOLERANCES,
         "nondeterministic_ops": sorted(NONDETERMINISTIC),
@@ -779,7 +899,14 @@ def main():
         print(f"{key}: {s['ops']} ops, {s['samples']} samples — match rate "
               f"{100 * s['match_rate']:.1f}%, native match rate "
               f"{100 * s['native_match_rate']:.1f}% (mismatch {s['mismatch']}, error "
-              f"{s['error']}, crash {s['crash']}, fallback {s['fallback']}, skip {s['skip']})")
+              f"{s['error']}, crash {s['crash']}, fallback {s['fallback']}, skip {s['skip']}"
+              + "".join(f", {k.replace('_', ' ')} {s[k]}" for k in COMPILE_COUNTERS if k in s)
+              + ")")
+    reasons = collections.Counter()
+    for r in records.values():
+        reasons.update(r.get("graph_reasons", {}))
+    for reason, count in reasons.most_common(15):
+        print(f"graph ran op by op ({count} samples): {reason}")
     print(f"report: {args.json}")
 
 
