@@ -368,6 +368,43 @@ Value index_counts(hlo::Builder& b, const Value& idx, int64_t num_weights, DType
   return b.gather_flat(counts, idx);
 }
 
+// The p-norm of each row of x [N, D] (in x's float dtype), p static.
+Value row_norms(hlo::Builder& b, const Value& x, double p) {
+  Value a = b.unary("abs", x);
+  DType dtype = x.type.dtype;
+  if (std::isinf(p)) return reduce_extreme(b, a, {1}, p > 0);
+  if (p == 0) return lower_sum(b, b.convert(b.compare(Compare::NE, a, b.full(0, a.type)), dtype),
+                               {1}, false, dtype);
+  if (p == 1) return lower_sum(b, a, {1}, false, dtype);
+  if (p == 2) return b.unary("sqrt", lower_sum(b, b.binary("multiply", a, a), {1}, false, dtype));
+  Value powered = lower_sum(b, b.binary("power", a, b.full(p, a.type)), {1}, false, dtype);
+  return b.binary("power", powered, b.full(1 / p, powered.type));
+}
+
+// embedding_renorm(self [N, D], indices, max_norm, norm_type): self with each row that
+// `indices` names scaled by max_norm / (norm + 1e-7) where its norm exceeds max_norm
+// (F.embedding's max_norm). As on CPU, the norm and the scale are rounded to self's dtype.
+V lower_embedding_renorm(Node& n) {
+  hlo::Builder& b = n.b;
+  const Value& self = n.in(0);
+  const int64_t rows = self.type.shape.at(0), m = n.in(1).type.numel();
+  if (m == 0 || self.type.numel() == 0) return {self};
+  const DType acc = math_dtype(self.type.dtype);
+  const double max_norm = n.f64(2);
+  Value x = b.convert(self, acc);
+  Value norm = b.convert(b.convert(row_norms(b, x, n.f64(3)), self.type.dtype), acc);
+  Value named = scatter(b, b.full(0, {DType::Pred, {rows}}),
+                        b.reshape(wrap(b, b.reshape(n.in(1), {m}), rows), {m, 1}),
+                        b.full(1, {DType::Pred, {m}}), {}, {0}, {0}, Combine::Add);
+  Value scaled = b.binary("and", named, b.compare(Compare::GT, norm, b.full(max_norm, norm.type)));
+  Value scale = b.binary("divide", b.full(max_norm, norm.type),
+                         b.binary("add", norm, b.full(1e-7, norm.type)));
+  scale = b.select(scaled, scale, b.full(1, scale.type));
+  scale = b.convert(b.convert(scale, self.type.dtype), acc);
+  Value out = b.binary("multiply", x, b.broadcast_in_dim(scale, self.type.shape, {0}));
+  return {b.convert(out, self.type.dtype)};
+}
+
 // grad_output(0) [..., D], indices(1), num_weights(2), padding_idx(3), scale_grad_by_freq(4)
 V lower_embedding_dense_backward(Node& n) {
   hlo::Builder& b = n.b;
@@ -800,6 +837,9 @@ TORCH_TPU_LOWERING(masked_scatter, {"masked_scatter", "masked_scatter_"}, lower_
 TORCH_TPU_LOWERING(embedding_dense_backward,
                    {"embedding_dense_backward", "embedding_dense_backward.out"},
                    lower_embedding_dense_backward);
+TORCH_TPU_LOWERING(embedding_renorm,
+                   {"embedding_renorm", "embedding_renorm_", "embedding_renorm.out"},
+                   lower_embedding_renorm);
 TORCH_TPU_LOWERING(embedding_bag, {"_embedding_bag", "_embedding_bag_forward_only"},
                    lower_embedding_bag);
 TORCH_TPU_LOWERING(embedding_bag_backward, {"_embedding_bag_backward"},

@@ -264,6 +264,20 @@ def test_embedding():
     compare(lambda e, i: e(i), emb, torch.tensor([[0, 2], [2, 9], [0, 2]]), backward=True)
 
 
+@pytest.mark.parametrize("norm_type,dtype", [(2.0, torch.float32), (1.0, torch.float32),
+                                             (3.0, torch.float32), (float("inf"), torch.float32),
+                                             (2.0, torch.bfloat16), (1.0, torch.float16)])
+def test_embedding_max_norm(norm_type, dtype):
+    # max_norm renormalises the rows the indices name in place: a graph holds it as
+    # embedding_renorm and an input mutation. The weight comes back to check the rows.
+    # In half precision the bag's mean is one rounding from CPU's, as in eager mode.
+    w = (randn(6, 4) * 2).to(dtype)
+    idx = torch.tensor([[0, 2], [2, 5], [3, 0]])
+    compare(lambda w, i: (F.embedding(i, w, max_norm=1.0, norm_type=norm_type),
+                          F.embedding_bag(i, w, max_norm=0.5, norm_type=norm_type), w),
+            w, idx, tol=TOL if dtype == torch.float32 else dict(rtol=1.6e-2, atol=1e-2))
+
+
 def test_advanced_indexing():
     idx = torch.tensor([0, 3, 1, 3])
     rows = torch.tensor([[0, 4], [-1, 2]])

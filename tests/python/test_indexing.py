@@ -80,6 +80,21 @@ def test_embedding_bag(mode, last):
     grad_check(fn, w)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
+@pytest.mark.parametrize("norm_type", [2.0, 1.0, 3.0, float("inf")])
+def test_embedding_renorm(dtype, norm_type):
+    # F.embedding's max_norm: the rows the indices name (repeats and all) scaled in place
+    # where their norm exceeds max_norm; the others stay as they are. Bit for bit but in
+    # f32, whose scale CPU divides in f64.
+    w = make((6, 4), dtype) * 2
+    idx = torch.tensor([[0, 2], [2, 5], [3, 0]])
+    got = tpu(w)
+    out = F.embedding(tpu(idx), got, max_norm=1.0, norm_type=norm_type)
+    tol = {} if dtype == torch.float32 else dict(rtol=0, atol=0)
+    assert_same(out, F.embedding(idx, w, max_norm=1.0, norm_type=norm_type), **tol)
+    assert_same(got, w, **tol)
+
+
 @pytest.mark.parametrize("mode", ["sum", "mean"])
 def test_embedding_bag_scale_grad_by_freq(mode):
     # CPU's embedding_bag scales some rows by another index's count (torch 2.13); the
