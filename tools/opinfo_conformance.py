@@ -772,16 +772,16 @@ def _compiled_section(compiled, notes):
     ]
     lines += _summary_table(compiled["runs"], SUMMARY_COUNTERS[:-1] + COMPILE_COUNTERS + ("skip",))
     lines += ["", NOTES[0], notes, NOTES[1], "",
-              "Ops with samples that are not native compiled matches, with the first failure",
-              "or the reasons a graph ran op by op:", "",
+              "Ops with samples that are not native compiled matches or ran no graph, with the",
+              "first failure or the reasons a graph ran op by op:", "",
               "| op | samples | match | mismatch | error | crash | fallback | native "
               "| graph fallback | no graph | first failure / op-by-op reasons |",
               "|---|---|---|---|---|---|---|---|---|---|---|"]
     rows = sorted(compiled["ops"].items(), key=lambda kv: (kv[1][6] - kv[1][0], kv[0]))
     for name, row in rows:
-        if row[6] == row[0]:
+        if row[6] == row[0] and not row[8]:
             continue
-        why = "; ".join(row[9] + row[10]).replace("|", "\\|")[:DETAIL_CHARS]
+        why = "; ".join(row[9] + row[10]).replace("|", "\\|")[:DETAIL_CHARS // 2]
         lines.append(f"| {name} | " + " | ".join(str(v) for v in row[:9]) + f" | {why} |")
     return lines
 

@@ -106,3 +106,40 @@ def test_compare_finds_differences(actual, expected):
 ])
 def test_compare_accepts_equal_outputs(actual, expected):
     compare(actual, expected)
+
+
+def test_compile_mode(tmp_path):
+    docs = tmp_path / "conformance.md"
+    report, out = run_tool(tmp_path, "--ops", "add,nonzero", "--dtypes", "float32",
+                           "--max-samples", "2", "--compile", "--write-docs", str(docs))
+    assert report["compile"] is True
+    add, nonzero = report["ops"]["add"], report["ops"]["nonzero"]
+    check_record(add)
+    check_record(nonzero)
+    assert add["native_match"] == add["samples"] == 2
+    assert add["graph_fallback"] == add["no_graph"] == 0
+    # nonzero's output shape depends on the data: Dynamo runs it eagerly, no graph.
+    assert nonzero["match"] == nonzero["no_graph"] == 2
+    assert "graph fallback 0, no graph 2" in out
+    data = conformance.read_docs_data(docs)
+    assert data["ops"] == {} and data["compiled"]["ops"]["add"][0] == 2
+    # The compiled section's hand-written notes survive the next --write-docs.
+    start, end = conformance.NOTES
+    text = docs.read_text()
+    assert "## Compiled mode" in text and "| nonzero |" in text
+    docs.write_text(text.replace(f"{start}\n\n{end}", f"{start}\nnotes\n{end}"))
+    conformance.write_docs(report, docs)
+    assert f"{start}\nnotes\n{end}" in docs.read_text()
+
+
+def test_graph_fallback_is_not_native():
+    record = conformance.new_op_record(compiled=True)
+    reason = "torch_tpu: no tpu lowering for aten::x in a compiled graph"
+    for k, ran_op_by_op in enumerate([0, 1, 1]):
+        event = {"k": k, "dtype": "float32", "status": "match", "fallback": {},
+                 "graph_fallback": ran_op_by_op, "graph_runs": 1 - ran_op_by_op}
+        if ran_op_by_op:
+            event["graph_reasons"] = [reason]
+        conformance.add_result(record, event, grad=False)
+    assert record["match"] == 3 and record["native_match"] == 1
+    assert record["graph_fallback"] == 2 and record["graph_reasons"] == {reason: 2}
