@@ -317,8 +317,9 @@ def _watch(into, compiled):
 def _compiled(op):
     """--compile: the op as Dynamo captures a call of it, for the tpu backend. Python
     scalars and sizes are constants of the graph (dynamic=False)."""
-    torch._dynamo.reset()  # every sample compiles afresh: no recompile limit, and a
-    # graph cached by an earlier sample cannot hide this sample's op-by-op fallback
+    # Every sample compiles afresh: no recompile limit to reach, and a graph an earlier
+    # sample compiled cannot hide this sample's op-by-op fallback (counted at compile).
+    torch._dynamo.reset()
     return torch.compile(lambda *a, **k: op(*a, **k), backend="tpu", fullgraph=False,
                          dynamic=False)
 
@@ -635,22 +636,23 @@ def read_docs_data(path):
 
 def write_docs(report, path):
     """docs/conformance.md from this report, keeping the summaries of selections not run
-    now and the rows of ops not run now from the page's earlier data."""
+    now and the rows of ops not run now from the page's earlier data. A --compile report
+    updates the compiled section's data only."""
     data = read_docs_data(path)
     compiled = report.get("compile")
-    mode = data.setdefault("compiled", {"runs": {}, "ops": {}}) if compiled else data
+    target = data.setdefault("compiled", {"runs": {}, "ops": {}}) if compiled else data
     for key, summary in report["summary"].items():
         if key == "ops":
             continue
-        mode["runs"][key] = dict(summary, date=report["date"], torch=report["torch_version"],
-                                 torch_tpu=report["torch_tpu_version"],
-                                 max_samples=report["max_samples"])
+        target["runs"][key] = dict(summary, date=report["date"], torch=report["torch_version"],
+                                   torch_tpu=report["torch_tpu_version"],
+                                   max_samples=report["max_samples"])
     for name, r in report["ops"].items():
         if compiled:
-            mode["ops"][name] = ([r[c] for c in OP_COLUMNS + COMPILE_COUNTERS]
-                                 + [sorted(r["graph_reasons"]), r["failures"][:1]])
+            target["ops"][name] = ([r[c] for c in OP_COLUMNS + COMPILE_COUNTERS]
+                                   + [sorted(r["graph_reasons"]), r["failures"][:1]])
         else:
-            mode["ops"][name] = [r[c] for c in OP_COLUMNS] + [sorted(r["fallback_ops"])]
+            target["ops"][name] = [r[c] for c in OP_COLUMNS] + [sorted(r["fallback_ops"])]
     lines = [
         "# OpInfo conformance",
         "",
