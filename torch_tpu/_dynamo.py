@@ -22,8 +22,16 @@ from torch._dynamo.backends.common import aot_autograd
 from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
 
 from torch_tpu import _C
+from torch_tpu import tpu as _tpu
 
 _MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+# Dynamo runs torch.cuda's generator functions eagerly (torch/ is in its skip list) but
+# would trace into torch.tpu's, which read and write the generator through _C: keep them
+# eager too (a graph break), as they must run when called, e.g. under no_dispatch().
+for _name in ("manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed",
+              "get_rng_state", "get_rng_state_all", "set_rng_state", "set_rng_state_all"):
+    setattr(_tpu, _name, torch._dynamo.disable(getattr(_tpu, _name)))
 _IGNORED = (torch.device, torch.layout, torch.memory_format)
 
 

@@ -284,3 +284,20 @@ def test_a_graph_without_lowerings_runs_op_by_op_with_a_warning():
     m = torch_tpu.metrics.snapshot()
     assert m["graph_fallbacks"] == 1 and m["graphs"] == 0
     assert "1 run op by op" in torch_tpu.metrics.report()
+
+
+def test_rng_state_calls_inside_compiled_code_run_eagerly():
+    from torch.testing._utils import freeze_rng_state
+
+    def f(a):
+        with freeze_rng_state():
+            torch.manual_seed(42)
+            return torch.rand_like(a)
+
+    a = torch.zeros(3, 4, device="tpu")
+    torch.tpu.manual_seed(5)
+    out = torch.compile(f, backend="tpu")(a)
+    after = torch.rand(2, device="tpu")
+    torch.tpu.manual_seed(5)
+    assert torch.equal(out.cpu(), f(a).cpu())
+    assert torch.equal(after.cpu(), torch.rand(2, device="tpu").cpu())  # state restored
