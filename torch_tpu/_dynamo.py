@@ -32,6 +32,7 @@ _MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagra
 for _name in ("manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed",
               "get_rng_state", "get_rng_state_all", "set_rng_state", "set_rng_state_all"):
     setattr(_tpu, _name, torch._dynamo.disable(getattr(_tpu, _name)))
+
 _IGNORED = (torch.device, torch.layout, torch.memory_format)
 
 
