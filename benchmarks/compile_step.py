@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _timing import timed_rounds
+
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 MODES = ("tpu-compiled", "tpu-eager", "cpu-eager", "cpu-inductor")
 # minGPT as in eager_step.py; Llama-tiny as in examples/hf_tiny.py.
@@ -106,7 +108,8 @@ def child(args) -> None:
         return loss.detach()
 
     start = time.perf_counter()
-    result["first_loss"] = step().item()
+    loss = step()
+    result["first_loss"] = loss.item()
     result["first_step_s"] = time.perf_counter() - start
     if device == "tpu":
         m = torch_tpu.metrics.snapshot()
@@ -120,14 +123,7 @@ def child(args) -> None:
     loss.item()
     if device == "tpu":
         torch_tpu.metrics.reset()
-    rounds = []
-    for _ in range(args.rounds):
-        sync()
-        start = time.perf_counter()
-        for _ in range(args.steps):
-            loss = step()
-        sync()
-        rounds.append((time.perf_counter() - start) / args.steps)
+    rounds, loss = timed_rounds(step, sync, args.rounds, args.steps)
     result.update(step_s=statistics.median(rounds), rounds_s=rounds, final_loss=loss.item())
     if device == "tpu":
         m = torch_tpu.metrics.snapshot()

@@ -14,8 +14,9 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
+
+from _timing import timed_rounds
 
 MINGPT = Path(__file__).resolve().parents[1] / "examples" / "mingpt"
 CONFIG = dict(batch=8, block=64, layers=4, heads=4, d=128)
@@ -53,14 +54,7 @@ def child(args) -> None:
     first_loss = loss.item()
     if device == "tpu":
         torch_tpu.metrics.reset()
-    rounds = []
-    for _ in range(args.rounds):
-        sync()
-        start = time.perf_counter()
-        for _ in range(args.steps):
-            loss = step()
-        sync()
-        rounds.append((time.perf_counter() - start) / args.steps)
+    rounds, loss = timed_rounds(step, sync, args.rounds, args.steps)
     result = {"step_s": statistics.median(rounds), "rounds_s": rounds,
               "loss_after_warmup": first_loss, "final_loss": loss.item(),
               "threads": torch.get_num_threads()}
