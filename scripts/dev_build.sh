@@ -14,6 +14,9 @@ fi
 cmake --build "$dir" -j "${JOBS:-2}" --target _C
 mkdir -p "$dir/pkg/torch_tpu"
 for f in torch_tpu/*.py; do ln -sf "$PWD/$f" "$dir/pkg/torch_tpu/"; done
+for d in torch_tpu/*/; do  # subpackages (serving/)
+  [ "$(basename "$d")" = __pycache__ ] || ln -sfn "$PWD/${d%/}" "$dir/pkg/torch_tpu/"
+done
 # Replace, never overwrite: a running test process may have the old library mapped.
 for so in "$dir"/_C*.so; do
   cp "$so" "$dir/pkg/torch_tpu/.tmp.so" && mv -f "$dir/pkg/torch_tpu/.tmp.so" "$dir/pkg/torch_tpu/$(basename "$so")"

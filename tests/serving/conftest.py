@@ -1,0 +1,63 @@
+"""Fixtures for the serving tests: tiny models written on the fly (no downloads) and
+the Hugging Face reference generation on the CPU.
+
+These tests run in an engine's venv (scripts/serving_venvs.sh); the engine-specific
+files skip when their engine is not importable, the paged-attention tests run anywhere.
+"""
+
+import os
+import pathlib
+import sys
+
+import pytest
+import torch
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "examples" / "serving"))
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+from tiny_model import make_tiny_model  # noqa: E402
+
+# Prompts of different lengths (1 to ~40 tokens), so a batch mixes short and long
+# prefills and decodes of different context lengths.
+PROMPTS = [
+    "Hello",
+    "The quick brown fox jumps over the lazy dog.",
+    "A tensor is a multi-dimensional array of numbers on a device. Paged attention "
+    "stores keys and values in fixed-size blocks of a cache.",
+    "Once upon a time",
+    "XLA compiles programs ahead of time; shapes decide how many programs exist, "
+    "so serving engines pad",
+]
+
+
+@pytest.fixture(scope="session")
+def model_dir(tmp_path_factory):
+    """tiny_model(arch) -> path of a saved random-weight model of that architecture."""
+    made = {}
+
+    def get(arch: str = "llama") -> str:
+        if arch not in made:
+            made[arch] = str(make_tiny_model(tmp_path_factory.mktemp(arch), arch=arch))
+        return made[arch]
+
+    return get
+
+
+def hf_greedy(path: str, prompts: list[str], max_new_tokens: int) -> list[list[int]]:
+    """Greedy continuations from Hugging Face `generate` on the CPU, one prompt at a
+    time (no padding), as token ids."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    out = []
+    for prompt in prompts:
+        ids = tok(prompt, return_tensors="pt").input_ids
+        with torch.no_grad():
+            gen = model.generate(ids, max_new_tokens=max_new_tokens, do_sample=False,
+                                 min_new_tokens=max_new_tokens, pad_token_id=tok.pad_token_id)
+        out.append(gen[0, ids.shape[1]:].tolist())
+    return out

@@ -1,0 +1,144 @@
+"""vLLM's Platform for `tpu` (out of tree): names the device, the attention backend
+and the worker, and fits vLLM's configuration to a device that runs XLA programs."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+from vllm.logger import init_logger
+from vllm.platforms.interface import Platform, PlatformEnum
+
+import torch_tpu
+
+logger = init_logger(__name__)
+
+
+def _host_memory_bytes() -> int:
+    pages, page_size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
+    return pages * page_size
+
+
+class TpuPlatform(Platform):
+    _enum = PlatformEnum.OOT
+    device_name: str = "tpu"
+    device_type: str = "tpu"
+    dispatch_key: str = "PrivateUse1"
+    # Single-device serving needs no device collective; vLLM's groups still want a
+    # backend, and gloo works with CPU tensors everywhere.
+    dist_backend: str = "gloo"
+    device_control_env_var: str = "TORCH_TPU_VISIBLE_DEVICES"
+    # Small helpers vLLM compiles on their own (sampler, logprobs) use dynamic shapes;
+    # they stay eager ops on the device, the model step is what we compile.
+    simple_compile_backend: str = "eager"
+
+    @property
+    def supported_dtypes(self) -> list[torch.dtype]:
+        return [torch.bfloat16, torch.float16, torch.float32]
+
+    @classmethod
+    def get_attn_backend_cls(cls, selected_backend, attn_selector_config,
+                             num_heads: int | None = None) -> str:
+        if attn_selector_config.use_mla or attn_selector_config.use_sparse:
+            raise NotImplementedError("MLA and sparse attention are not supported on tpu")
+        if selected_backend is not None and selected_backend.name != "CUSTOM":
+            logger.info("attention backend %s is not available on tpu; using TPU_PAGED",
+                        selected_backend.name)
+        return "torch_tpu.serving.vllm.attention.TpuPagedAttentionBackend"
+
+    @classmethod
+    def get_device_name(cls, device_id: int = 0) -> str:
+        return torch.tpu.get_device_name(device_id)
+
+    @classmethod
+    def get_device_total_memory(cls, device_id: int = 0) -> int:
+        return device_total_memory(device_id)
+
+    @classmethod
+    def set_device(cls, device: torch.device) -> None:
+        torch.tpu.set_device(device)
+
+    @classmethod
+    def manual_seed_all(cls, seed: int) -> None:
+        torch.tpu.manual_seed_all(seed)
+
+    @classmethod
+    def is_pin_memory_available(cls) -> bool:
+        return False
+
+    @classmethod
+    def get_current_memory_usage(cls, device=None) -> float:
+        return float(torch.tpu.memory_allocated(device))
+
+    @classmethod
+    def import_kernels(cls) -> None:
+        """vLLM's compiled kernels (vllm._C) are CUDA/CPU code; tpu runs none of them."""
+
+    @classmethod
+    def register_triton_kernel_overrides(cls) -> None:
+        from vllm.triton_utils.dispatcher import register_kernels
+
+        from torch_tpu.serving.vllm.slot_mapping import compute_slot_mapping
+
+        register_kernels({"vllm.v1.worker.block_table.ComputeSlotMappingKernel.kernel":
+                          compute_slot_mapping})
+
+    @classmethod
+    def get_device_communicator_cls(cls) -> str:
+        return ("vllm.distributed.device_communicators.base_device_communicator."
+                "DeviceCommunicatorBase")
+
+    @classmethod
+    def check_and_update_config(cls, vllm_config) -> None:
+        from vllm.config import CompilationMode, CUDAGraphMode
+
+        parallel = vllm_config.parallel_config
+        if parallel.worker_cls == "auto":
+            parallel.worker_cls = "torch_tpu.serving.vllm.worker.TpuWorker"
+        if parallel.world_size > 1:
+            raise NotImplementedError("tensor/pipeline parallel serving on tpu is not "
+                                      "supported yet (needs the tpu_dist backend)")
+        cache = vllm_config.cache_config
+        if cache is not None and not cache.user_specified_block_size:
+            cache.block_size = 16
+        # The engine's step loop is synchronous here; async scheduling overlaps
+        # with CUDA streams we do not have.
+        vllm_config.scheduler_config.async_scheduling = False
+
+        compilation = vllm_config.compilation_config
+        # No CUDA graphs: the compiled step program is the graph. "Capture" in the
+        # worker is our warm-up over the shape buckets instead.
+        compilation.cudagraph_mode = CUDAGraphMode.NONE
+        compilation.cudagraph_capture_sizes = []
+        model = vllm_config.model_config
+        eager = (model is not None and model.enforce_eager) or \
+            os.environ.get("TORCH_TPU_VLLM_EAGER", "0") == "1"
+        if eager or compilation.mode == CompilationMode.NONE:
+            compilation.mode = CompilationMode.NONE
+        else:
+            # vLLM's own compile mode drives Inductor; the standard torch.compile path
+            # takes any backend, so the model step becomes one tpu program per bucket.
+            compilation.mode = CompilationMode.STOCK_TORCH_COMPILE
+            compilation.backend = "tpu"
+
+        # The engine core and workers start by spawn: a forked child would inherit
+        # the parent's PJRT client and its threads.
+        os.environ["VLLM_WORKER_MULTIPROC_METHOD"] = "spawn"
+
+
+# XLA:CPU's buffers are host memory, shared with the engine, the tokenizer and anything
+# else on the machine: it is reported as this share of the host's memory, so the
+# default KV cache (gpu_memory_utilization of it) fits beside them.
+CPU_DEVICE_SHARE = 0.25
+
+
+def device_total_memory(device_id: int = 0) -> int:
+    """The device's memory as the engines should budget it."""
+    props = torch.tpu.get_device_properties(device_id)
+    total = int(props.total_memory)
+    if props.platform.lower() in ("cpu", "host") or total <= 0:
+        total = int(_host_memory_bytes() * CPU_DEVICE_SHARE)
+    return total
+
+
+__all__ = ["TpuPlatform", "device_total_memory", "torch_tpu"]

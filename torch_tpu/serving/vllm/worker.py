@@ -1,0 +1,61 @@
+"""vLLM's worker on `tpu`: the GPU worker with tpu's device set-up, runner and memory
+accounting (no CUDA memory pools, no sleep mode)."""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+from vllm.logger import init_logger
+from vllm.platforms import current_platform
+from vllm.utils.torch_utils import set_random_seed
+from vllm.v1.worker.gpu_worker import Worker, init_worker_distributed_environment
+
+from torch_tpu.serving.vllm.model_runner import TpuModelRunner
+
+logger = init_logger(__name__)
+
+
+class TpuWorker(Worker):
+    def init_device(self) -> None:
+        self.device = torch.device("tpu", self.local_rank)
+        torch.tpu.set_device(self.device)
+        current_platform.check_if_supports_dtype(self.model_config.dtype)
+        init_worker_distributed_environment(self.vllm_config, self.rank,
+                                            self.distributed_init_method,
+                                            self.local_rank, current_platform.dist_backend)
+        set_random_seed(self.model_config.seed)
+        self._init_workspace_and_model_runner()
+
+    def _make_model_runner(self) -> TpuModelRunner:
+        return TpuModelRunner(self.vllm_config, self.device)
+
+    def _maybe_get_memory_pool_context(self, tag: str):
+        # CUDA's sleep-mode allocator pools do not exist here; plain allocation.
+        return contextlib.nullcontext()
+
+    def _scoped_allocator_max_split(self, max_split_size_mb: int):
+        return contextlib.nullcontext()
+
+    def sleep(self, level: int = 1) -> None:
+        logger.warning("sleep mode is not supported on tpu; ignored")
+
+    def wake_up(self, tags=None) -> None:
+        logger.warning("sleep mode is not supported on tpu; ignored")
+
+    @torch.inference_mode()
+    def determine_available_memory(self) -> int:
+        """Runs the largest batch once (which also compiles it), then leaves
+        `gpu_memory_utilization` of the device's memory, less the peak the weights and
+        that batch used, to the KV cache (or exactly `kv_cache_memory_bytes`)."""
+        torch.tpu.reset_peak_memory_stats(self.device)
+        self.model_runner.profile_run()
+        torch.tpu.synchronize()
+        if self.cache_config.kv_cache_memory_bytes:
+            return int(self.cache_config.kv_cache_memory_bytes)
+        total = current_platform.get_device_total_memory(self.device.index or 0)
+        peak = torch.tpu.max_memory_allocated(self.device)
+        available = int(total * self.cache_config.gpu_memory_utilization) - peak
+        logger.info("tpu memory: %.2f GiB total, %.2f GiB peak in profiling, %.2f GiB "
+                    "for the KV cache", total / 2**30, peak / 2**30, available / 2**30)
+        return max(available, 0)
