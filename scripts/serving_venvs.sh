@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# Builds the serving engines' virtual environments, one per engine (vLLM and SGLang pin
+# Builds the serving engines' virtual environments, one per engine (engines pin
 # conflicting versions of openai, tokenizers and compressed-tensors, so they cannot share
 # one). Idempotent: a venv whose stamp matches is left as it is; the engine wheels built
 # from source are kept in a wheelhouse, so a rebuilt venv installs in seconds.
 #
-#   bash scripts/serving_venvs.sh [vllm] [sglang]     (default: both)
+#   bash scripts/serving_venvs.sh [vllm]     (default: every engine below)
+#
+# SGLang is not here yet: sglang 0.5.21 requires CUDA-only packages (cuda-tile is a
+# placeholder that downloads from NVIDIA's index at install time), so it needs a
+# curated dependency set.
 #
 # Venvs go to $TORCH_TPU_SERVING_VENVS (default /work/venvs): outside the repository, so
 # that fresh clones (CI) reuse them. They see the system site-packages, where torch
@@ -16,10 +20,9 @@ root=${TORCH_TPU_SERVING_VENVS:-/work/venvs}
 wheels=$root/wheels
 mkdir -p "$wheels"
 engines=("$@")
-[ ${#engines[@]} -gt 0 ] || engines=(vllm sglang)
+[ ${#engines[@]} -gt 0 ] || engines=(vllm)
 
 VLLM_VERSION=0.32.0
-SGLANG_VERSION=0.5.21
 # What the tests need besides the engine; torch is pinned so pip never swaps in another
 # build (an unpinned resolve would pull a multi-GB CUDA torch).
 COMMON=("torch==2.13.0" pytest requests)
@@ -62,17 +65,6 @@ build_vllm() {
   "$venv/bin/pip" install -q "$wheels"/vllm-$VLLM_VERSION-*.whl "${COMMON[@]}"
   stamp_of vllm > "$venv/.stamp"
   echo "vllm venv ready: $venv"
-}
-
-build_sglang() {
-  local venv=$root/sglang
-  if [ "$(cat "$venv/.stamp" 2>/dev/null)" = "$(stamp_of sglang)" ]; then
-    echo "sglang venv up to date: $venv"; return
-  fi
-  make_venv sglang
-  "$venv/bin/pip" install -q "sglang==$SGLANG_VERSION" "${COMMON[@]}"
-  stamp_of sglang > "$venv/.stamp"
-  echo "sglang venv ready: $venv"
 }
 
 for engine in "${engines[@]}"; do

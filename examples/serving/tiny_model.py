@@ -30,7 +30,7 @@ CHAT_TEMPLATE = (
 SIZES = {
     # name: hidden, layers, heads, kv heads, intermediate
     "tiny": (64, 2, 4, 2, 128),
-    "30m": (512, 6, 8, 4, 1536),
+    "30m": (512, 10, 8, 4, 1536),  # ~32M parameters
 }
 
 

@@ -103,8 +103,8 @@ def test_decode_only_batch():
 def test_same_buckets_compile_nothing_new():
     run(make_case(MIXED, seed=2, num_tokens=16), "tpu")
     before = torch_tpu.metrics.snapshot()["compiles"]
-    # other request count, query lengths and context lengths, same buckets (R=4, Q=8,
-    # W=8 blocks, T=16)
+    # other request count, query lengths and context lengths, same buckets (T=16 token
+    # rows, W=4 blocks)
     case = make_case([(2, 6), (9, 1), (1, 2)], seed=3, num_tokens=16)
     out, _ = run(case, "tpu")
     assert torch_tpu.metrics.snapshot()["compiles"] == before

@@ -1,8 +1,11 @@
 """vLLM's offline API (`LLM`) on tpu: greedy tokens equal Hugging Face `generate` on the
-CPU for a tiny Llama and a tiny Qwen3, eager and compiled, and a compiled session
-compiles nothing after its warm-up."""
+CPU for a tiny Llama and a tiny Qwen3, eager and compiled; a compiled session compiles
+no step program after its warm-up in a run of mixed request sizes; seeded random sampling is
+reproducible; a KV cache too small for the batch preempts and still finishes every
+request with the right tokens."""
 
 import os
+import random
 
 import pytest
 
@@ -15,12 +18,13 @@ from conftest import PROMPTS, hf_greedy  # noqa: E402
 os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
 
 MAX_TOKENS = 12
+MAX_MODEL_LEN = 64  # small buckets keep the warm-up short: widths 1, 2, 4 blocks
 
 
-def make_llm(path, eager, **kw):
-    return vllm.LLM(model=path, dtype="float32", enforce_eager=eager, max_model_len=256,
-                    max_num_seqs=8, max_num_batched_tokens=256,
-                    kv_cache_memory_bytes=32 << 20, seed=0, **kw)
+def make_llm(path, eager, kv_bytes=16 << 20, **kw):
+    return vllm.LLM(model=path, dtype="float32", enforce_eager=eager,
+                    max_model_len=MAX_MODEL_LEN, max_num_seqs=8,
+                    max_num_batched_tokens=64, kv_cache_memory_bytes=kv_bytes, seed=0, **kw)
 
 
 def greedy(llm, prompts, max_tokens=MAX_TOKENS):
@@ -29,14 +33,75 @@ def greedy(llm, prompts, max_tokens=MAX_TOKENS):
     return [list(o.outputs[0].token_ids) for o in llm.generate(prompts, params)]
 
 
-@pytest.mark.parametrize("arch,eager", [("llama", True), ("llama", False),
-                                        ("qwen3", False)])
+@pytest.fixture(scope="module")
+def compiled_llama(model_dir):
+    llm = make_llm(model_dir("llama"), eager=False)
+    yield llm
+    del llm
+
+
+def test_compiled_llama_matches_hf(model_dir, compiled_llama):
+    assert compiled_llama.llm_engine.vllm_config.device_config.device_type == "tpu"
+    assert greedy(compiled_llama, PROMPTS) == hf_greedy(model_dir("llama"), PROMPTS,
+                                                        MAX_TOKENS)
+
+
+def test_no_step_compile_after_warmup(compiled_llama):
+    """The model steps (one Dynamo graph, one XLA program per token and width bucket)
+    all compiled during warm-up. The runner's small per-batch-size eager ops (input
+    staging, logits of the sampled rows, argmax) may still compile once per new
+    request or token count; none of them is a step program."""
+    import torch
+
+    rng = random.Random(0)
+    words = "the quick brown fox jumps over a lazy dog while tensors flow".split()
+    before = torch_tpu.metrics.snapshot()
+    known = {e["fingerprint"] for e in torch.tpu.cache_stats(entries=True)["entries"]}
+    for _ in range(3):  # batches of 1..8 requests, prompts of 1..20 words, 1..20 tokens
+        prompts = [" ".join(rng.choice(words) for _ in range(rng.randint(1, 20)))
+                   for _ in range(rng.randint(1, 8))]
+        params = [vllm.SamplingParams(temperature=0.0, max_tokens=rng.randint(1, 20))
+                  for _ in prompts]
+        compiled_llama.generate(prompts, params)
+    after = torch_tpu.metrics.snapshot()
+    assert after["graphs"] == before["graphs"]  # no new Dynamo graph
+    new = [e["label"] for e in torch.tpu.cache_stats(entries=True)["entries"]
+           if e["fingerprint"] not in known]
+    assert not [label for label in new if label.startswith("graph")]
+
+
+def test_seeded_sampling_is_reproducible(compiled_llama):
+    params = vllm.SamplingParams(temperature=0.8, top_p=0.9, top_k=20, seed=1234,
+                                 max_tokens=10, min_tokens=10)
+    first = [o.outputs[0].token_ids for o in compiled_llama.generate(PROMPTS[:3], params)]
+    again = [o.outputs[0].token_ids for o in compiled_llama.generate(PROMPTS[:3], params)]
+    assert first == again
+    assert all(len(t) == 10 for t in first)
+
+
+@pytest.mark.parametrize("arch,eager", [("llama", True), ("qwen3", False)])
 def test_greedy_matches_hf(model_dir, arch, eager):
     path = model_dir(arch)
     llm = make_llm(path, eager)
     try:
-        assert llm.llm_engine.vllm_config.device_config.device_type == "tpu"
         got = greedy(llm, PROMPTS)
     finally:
         del llm
     assert got == hf_greedy(path, PROMPTS, MAX_TOKENS)
+
+
+def test_kv_cache_exhaustion_preempts_and_finishes(model_dir):
+    """A cache of 12 blocks of 16 tokens cannot hold 8 requests of ~50 tokens at once:
+    the scheduler preempts and recomputes, and every request still gets HF's tokens."""
+    path = model_dir("llama")
+    prompts = [PROMPTS[2], PROMPTS[4]] * 4
+    # 2 layers x 16 tokens x 2 kv heads x 2 x 16 dims x 4 bytes = 8 KiB per block
+    llm = make_llm(path, eager=True, kv_bytes=12 * 8192, disable_log_stats=False)
+    try:
+        got = greedy(llm, prompts, max_tokens=20)
+        metrics = {m.name: m for m in llm.get_metrics()}
+    finally:
+        del llm
+    assert metrics["vllm:num_preemptions"].value > 0
+    want = hf_greedy(path, PROMPTS, 20)
+    assert got == [want[2], want[4]] * 4

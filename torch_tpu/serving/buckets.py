@@ -26,3 +26,13 @@ def buckets_up_to(maximum: int, minimum: int = 1) -> list[int]:
         b *= 2
     out.append(maximum)
     return sorted(set(out))
+
+
+# Smallest token bucket: decode batches of 1..16 requests share one program.
+MIN_TOKENS = 16
+
+
+def token_bucket(num_tokens: int, max_tokens: int) -> int:
+    """The padded token count of a step of `num_tokens` tokens (at most `max_tokens`,
+    the engine's per-step token budget)."""
+    return bucket(num_tokens, minimum=MIN_TOKENS, maximum=max(max_tokens, MIN_TOKENS))

@@ -8,9 +8,13 @@ keys and values side by side in the last dimension, so a token's slot is one row
 cache viewed as ``[num_blocks * block_size, num_kv_heads, 2 * head_size]`` and one
 scatter writes both.
 
-Batch description (`PagedBatch`), all device tensors with padded ("bucketed") shapes:
-R requests by Q query tokens each, W blocks of context each. Each op below is one
-program per bucket combination, never a Python loop over sequences.
+Batch description (`PagedBatch`): every token carries its position and its request's
+row of the block table, padded to W blocks. Attention then is per token over W blocks:
+its programs depend on two sizes only, the token count T and the width W, both rounded
+up to buckets, whatever mix of prefills, decodes and chunks the batch holds. Each op is
+one program per (T, W), never a Python loop over sequences. The price: keys and values
+are gathered per token ([T, W * block_size] rows), which is cheap for decode and costs
+memory for long prefills.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import dataclasses
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from torch_tpu.serving.buckets import bucket
 
@@ -31,31 +36,28 @@ _MASKED = -1e30
 @dataclasses.dataclass
 class PagedBatch:
     slot_mapping: torch.Tensor   # [T] int64: cache row of each token (padding: row 0)
-    query_index: torch.Tensor    # [R, Q] int64: token index of query j of request r
-    query_pos: torch.Tensor      # [R, Q] int64: absolute position; -1 for padding
-    block_table: torch.Tensor    # [R, W] int32/64: blocks of each request (pad: 0)
-    output_index: torch.Tensor   # [T] int64: r * Q + j for each token (padding: 0)
+    token_pos: torch.Tensor      # [T] int64: absolute position of each token; -1: padding
+    token_blocks: torch.Tensor   # [T, W] int64: block table row of each token's request
     num_tokens: int              # T, the padded token count the model runs with
     num_actual_tokens: int
 
     def fit(self, num_tokens: int) -> "PagedBatch":
-        """The batch for a model that runs `num_tokens` token rows (the runner may pad
+        """The batch for a model that runs `num_tokens` token rows (a runner may pad
         past the count the metadata was built for): padding rows write to the null
-        slot and read output row 0. Done once per step; every layer reuses it."""
+        slot and see no keys. Done once per step; every layer reuses it."""
         if num_tokens == self.num_tokens:
             return self
         fitted = self.__dict__.setdefault("_fitted", {})
-        if num_tokens in fitted:
-            return fitted[num_tokens]
-        if num_tokens < self.num_actual_tokens:
-            raise ValueError(f"{num_tokens} token rows for a batch of "
-                             f"{self.num_actual_tokens} tokens")
-        n = self.num_actual_tokens
-        pad = (0, num_tokens - n)
-        fitted[num_tokens] = dataclasses.replace(
-            self, slot_mapping=torch.nn.functional.pad(self.slot_mapping[:n], pad),
-            output_index=torch.nn.functional.pad(self.output_index[:n], pad),
-            num_tokens=num_tokens)
+        if num_tokens not in fitted:
+            n = self.num_actual_tokens
+            if num_tokens < n:
+                raise ValueError(f"{num_tokens} token rows for a batch of {n} tokens")
+            pad = (0, num_tokens - n)
+            fitted[num_tokens] = dataclasses.replace(
+                self, slot_mapping=F.pad(self.slot_mapping[:n], pad),
+                token_pos=F.pad(self.token_pos[:n], pad, value=-1),
+                token_blocks=F.pad(self.token_blocks[:n], (0, 0) + pad),
+                num_tokens=num_tokens)
         return fitted[num_tokens]
 
 
@@ -71,45 +73,36 @@ def _full(t: torch.Tensor) -> torch.Tensor:
 
 def build_batch(query_start_loc: np.ndarray, seq_lens: np.ndarray,
                 block_table: torch.Tensor, slot_mapping: torch.Tensor,
-                num_tokens: int, block_size: int, device: torch.device) -> PagedBatch:
+                num_tokens: int, block_size: int, device: torch.device,
+                min_blocks: int = 1) -> PagedBatch:
     """Describes a batch from host metadata: `query_start_loc` ([R+1]) and `seq_lens`
     ([R], context length including this step's tokens) as numpy arrays; `block_table`
     ([>=R, max_blocks]) and `slot_mapping` ([>= num_actual], -1 for padding) as device
-    tensors, possibly views of larger buffers.
-
-    Requests, query length and block-table width are rounded up to buckets; what the
-    host computes becomes four device tensors (one transfer each)."""
+    tensors, possibly views of larger buffers. `num_tokens` (T) is the padded token
+    count; the width W is the blocks of the longest context, rounded up to a bucket
+    (at least `min_blocks`)."""
     num_reqs = len(seq_lens)
     query_start_loc = np.asarray(query_start_loc[: num_reqs + 1], dtype=np.int64)
     seq_lens = np.asarray(seq_lens, dtype=np.int64)
     query_lens = np.diff(query_start_loc)
     num_actual = int(query_start_loc[-1])
     table = _full(block_table)
-    R = bucket(num_reqs)
-    Q = bucket(int(query_lens.max()))
-    W = bucket(-(-int(seq_lens.max()) // block_size), maximum=table.shape[1])
+    W = bucket(max(-(-int(seq_lens.max()) // block_size), min_blocks),
+               maximum=table.shape[1])
 
-    j = np.arange(Q, dtype=np.int64)
-    valid = j[None, :] < query_lens[:, None]                       # [r, Q]
-    query_index = np.zeros((R, Q), np.int64)
-    query_pos = np.full((R, Q), -1, np.int64)
-    query_index[:num_reqs] = np.where(valid, query_start_loc[:-1, None] + j[None, :], 0)
-    query_pos[:num_reqs] = np.where(valid, (seq_lens - query_lens)[:, None] + j[None, :], -1)
-
-    output_index = np.zeros(num_tokens, np.int64)
-    req_of_token = np.repeat(np.arange(num_reqs, dtype=np.int64), query_lens)
-    pos_in_query = np.arange(num_actual, dtype=np.int64) - query_start_loc[req_of_token]
-    output_index[:num_actual] = req_of_token * Q + pos_in_query
-
-    # Padding rows read request 0's blocks: their outputs are dropped. Columns past a
-    # request's last block hold stale ids; the causal mask hides whatever they point at.
-    rows = np.minimum(np.arange(R), num_reqs - 1)
+    req = np.repeat(np.arange(num_reqs, dtype=np.int64), query_lens)
+    token_pos = np.full(num_tokens, -1, np.int64)
+    token_pos[:num_actual] = (seq_lens - query_lens)[req] + \
+        np.arange(num_actual, dtype=np.int64) - query_start_loc[req]
+    # Row and column of the block table each token reads; padding tokens read row 0,
+    # columns past a request's last block hold stale ids: the causal mask hides both.
+    rows = np.zeros(num_tokens, np.int64)
+    rows[:num_actual] = req
     flat = rows[:, None] * table.shape[1] + np.arange(W)[None, :]
 
     slots = _full(slot_mapping)
     if slots.shape[0] < num_tokens:
-        slots = torch.nn.functional.pad(slots[:num_actual], (0, num_tokens - num_actual),
-                                        value=-1)
+        slots = F.pad(slots[:num_actual], (0, num_tokens - num_actual), value=-1)
     # Padding tokens (PAD_SLOT_ID, -1) write into row 0: block 0 is the engines' null
     # block, never handed to a request, so nothing reads what lands there.
     slots = slots[:num_tokens].to(torch.int64).clamp(min=0)
@@ -117,11 +110,9 @@ def build_batch(query_start_loc: np.ndarray, seq_lens: np.ndarray,
     def dev(a: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(a).to(device)
 
-    return PagedBatch(slot_mapping=slots, query_index=dev(query_index),
-                      query_pos=dev(query_pos),
-                      block_table=table.reshape(-1)[dev(flat)].to(torch.int64),
-                      output_index=dev(output_index), num_tokens=num_tokens,
-                      num_actual_tokens=num_actual)
+    return PagedBatch(slot_mapping=slots, token_pos=dev(token_pos),
+                      token_blocks=table.reshape(-1)[dev(flat)].to(torch.int64),
+                      num_tokens=num_tokens, num_actual_tokens=num_actual)
 
 
 def write_kv(kv_cache: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -140,24 +131,22 @@ def paged_attention(query: torch.Tensor, kv_cache: torch.Tensor, batch: PagedBat
     T, heads, head_size = query.shape
     num_blocks, block_size, kv_heads, _ = kv_cache.shape
     group = heads // kv_heads
-    R, Q = batch.query_index.shape
-    W = batch.block_table.shape[1]
+    W = batch.token_blocks.shape[1]
     L = W * block_size
 
-    q = query[batch.query_index.reshape(-1)].reshape(R, Q, kv_heads, group, head_size)
-    kv = kv_cache[batch.block_table.reshape(-1)].reshape(R, L, kv_heads, 2 * head_size)
-    k, v = kv[..., :head_size], kv[..., head_size:]
+    q = query.reshape(T, kv_heads, group, head_size).float()
+    kv = kv_cache[batch.token_blocks.reshape(-1)].reshape(T, L, kv_heads, 2 * head_size)
+    k, v = kv[..., :head_size].float(), kv[..., head_size:].float()
 
-    scores = torch.einsum("rqkgd,rlkd->rkgql", q.float(), k.float()) * scale
+    scores = torch.einsum("tkgd,tlkd->tkgl", q, k) * scale
     if logits_soft_cap:
         scores = logits_soft_cap * torch.tanh(scores / logits_soft_cap)
-    key_pos = torch.arange(L, device=query.device)
-    qpos = batch.query_pos[:, :, None]                               # [R, Q, 1]
-    allowed = key_pos[None, None, :] <= qpos                         # causal, [R, Q, L]
+    key_pos = torch.arange(L, device=query.device)[None, :]
+    pos = batch.token_pos[:, None]
+    allowed = key_pos <= pos                                          # causal, [T, L]
     if sliding_window:
-        allowed = allowed & (key_pos[None, None, :] > qpos - sliding_window)
-    scores = scores.masked_fill(~allowed[:, None, None], _MASKED)
+        allowed = allowed & (key_pos > pos - sliding_window)
+    scores = scores.masked_fill(~allowed[:, None, None, :], _MASKED)
     probs = torch.softmax(scores, dim=-1)
-    out = torch.einsum("rkgql,rlkd->rqkgd", probs, v.float())       # [R, Q, kvh, g, d]
-    out = out.reshape(R * Q, heads, head_size)[batch.output_index]
-    return out.to(query.dtype)
+    out = torch.einsum("tkgl,tlkd->tkgd", probs, v)
+    return out.reshape(T, heads, head_size).to(query.dtype)

@@ -15,7 +15,10 @@ from vllm.v1.attention.backend import (
     CommonAttentionMetadata,
 )
 
+from vllm.v1.attention.backends.registry import AttentionBackendEnum, register_backend
+
 from torch_tpu.serving import paged_attention as pa
+from torch_tpu.serving.buckets import token_bucket
 
 
 class TpuPagedAttentionBackend(AttentionBackend):
@@ -50,15 +53,16 @@ class TpuPagedMetadataBuilder(AttentionMetadataBuilder[pa.PagedBatch]):
     def __init__(self, kv_cache_spec, layer_names, vllm_config, device):
         super().__init__(kv_cache_spec, layer_names, vllm_config, device)
         self.block_size = kv_cache_spec.block_size
+        self.max_tokens = vllm_config.scheduler_config.max_num_batched_tokens
 
     def build(self, common_prefix_len: int, common_attn_metadata: CommonAttentionMetadata,
               fast_build: bool = False) -> pa.PagedBatch:
         m = common_attn_metadata
         seq_lens = m.seq_lens_cpu_upper_bound
         seq_lens = (m.seq_lens.cpu() if seq_lens is None else seq_lens)[: m.num_reqs]
-        # The runner may pad the token count (to our buckets); slot_mapping has that
-        # length, and the model runs with it.
-        num_tokens = max(int(m.slot_mapping.shape[0]), m.num_actual_tokens)
+        # The runner pads the model's tokens to the same bucket (the metadata comes
+        # unpadded): a batch then has the token count its compiled step was traced with.
+        num_tokens = token_bucket(m.num_actual_tokens, self.max_tokens)
         return pa.build_batch(m.query_start_loc_cpu.numpy(), np.asarray(seq_lens),
                               m.block_table_tensor, m.slot_mapping, num_tokens,
                               self.block_size, self.device)
@@ -98,3 +102,9 @@ class TpuPagedAttentionImpl(AttentionImpl[pa.PagedBatch]):
                                  self.sliding_window, self.logits_soft_cap)
         output.copy_(out.reshape(output.shape))
         return output
+
+
+# Attention layers look their backend up by name in vLLM's registry; out-of-tree
+# backends enter it by name (once per process: importing this module).
+if "TPU_PAGED" not in AttentionBackendEnum.__members__:
+    register_backend("TPU_PAGED", f"{__name__}.TpuPagedAttentionBackend")

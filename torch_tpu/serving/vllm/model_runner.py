@@ -9,19 +9,17 @@ import dataclasses
 import time
 
 import torch
+from vllm.config import CUDAGraphMode
 from vllm.logger import init_logger
 from vllm.v1.kv_cache_interface import AttentionSpec, KVCacheConfig
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 from vllm.v1.worker.utils import bind_kv_cache
 
 import torch_tpu
-from torch_tpu.serving.buckets import bucket, buckets_up_to
+from torch_tpu.serving.buckets import MIN_TOKENS, buckets_up_to, token_bucket
 
-logger = init_logger(__name__)
-
-# Smallest token bucket: decode batches of 1..16 requests share one program.
-MIN_TOKENS = 16
-
+# Under "vllm." so that vLLM's logging configuration shows these messages.
+logger = init_logger(f"vllm.{__name__}")
 
 class _Event:
     """Stands in for torch.Event/torch.cuda.Event: tpu work is ordered by data
@@ -73,6 +71,11 @@ class TpuModelRunner(GPUModelRunner):
         with _without_cuda_streams():
             super().__init__(vllm_config, device)
         self.use_cuda_graph = False
+        # Dynamo sees each (token bucket, width bucket) step as a recompile of the
+        # model's forward; its default limit (8) is far below that bounded count.
+        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 512)
+        torch._dynamo.config.accumulated_recompile_limit = max(
+            torch._dynamo.config.accumulated_recompile_limit, 4096)
 
     # --- device differences ---------------------------------------------------
 
@@ -120,26 +123,33 @@ class TpuModelRunner(GPUModelRunner):
 
     # --- bounded compiles -----------------------------------------------------
 
-    def _token_bucket(self, num_tokens: int) -> int:
-        return bucket(num_tokens, minimum=MIN_TOKENS, maximum=self.max_num_tokens)
-
     def _determine_batch_execution_and_padding(self, num_tokens, *args, **kwargs):
         mode, desc, ubatch, across_dp, stats = \
             super()._determine_batch_execution_and_padding(num_tokens, *args, **kwargs)
-        desc = dataclasses.replace(desc, num_tokens=self._token_bucket(desc.num_tokens))
+        desc = dataclasses.replace(desc, num_tokens=token_bucket(desc.num_tokens,
+                                                                 self.max_num_tokens))
         return mode, desc, ubatch, across_dp, stats
 
     def capture_model(self) -> int:
-        """vLLM's CUDA-graph capture hook, used for warm-up: runs the model once per
-        token bucket (prefill shapes) and decode batches of every request bucket, so
-        the programs a session needs compile (or load from the disk cache) now."""
+        """vLLM's CUDA-graph capture hook, used for warm-up: runs the model once for
+        every (token bucket, block-table width bucket) pair, attention included, so
+        every step program a session can need compiles (or loads from the disk cache)
+        now. Returns the bytes graphs hold: none."""
         start = time.perf_counter()
         compiles = torch_tpu.metrics.snapshot()["compiles"]
-        sizes = buckets_up_to(self.max_num_tokens, MIN_TOKENS)
-        for num_tokens in reversed(sizes):
-            self._dummy_run(num_tokens, skip_eplb=True)
+        block_size = self.cache_config.block_size
+        max_blocks = -(-self.max_model_len // block_size)
+        token_buckets = buckets_up_to(self.max_num_tokens, MIN_TOKENS)
+        width_buckets = buckets_up_to(max_blocks)
+        # A step of one token is its own Dynamo graph (Dynamo specializes sizes of 1).
+        for blocks in width_buckets:
+            for num_tokens in [*reversed(token_buckets), 1]:
+                self._dummy_run(num_tokens, cudagraph_runtime_mode=CUDAGraphMode.NONE,
+                                force_attention=True, skip_eplb=True,
+                                profile_seq_lens=blocks * block_size)
         torch.tpu.synchronize()
-        compiled = torch_tpu.metrics.snapshot()["compiles"] - compiles
-        logger.info("tpu warm-up: %d token buckets %s, %d programs compiled, %.1f s",
-                    len(sizes), sizes, compiled, time.perf_counter() - start)
+        self.warmup_compiles = torch_tpu.metrics.snapshot()["compiles"] - compiles
+        logger.info("tpu warm-up: token buckets %s x block-table widths %s: %d programs "
+                    "compiled in %.1f s", token_buckets, width_buckets,
+                    self.warmup_compiles, time.perf_counter() - start)
         return 0

@@ -11,7 +11,8 @@ from vllm.platforms.interface import Platform, PlatformEnum
 
 import torch_tpu
 
-logger = init_logger(__name__)
+# Under "vllm." so that vLLM's logging configuration shows these messages.
+logger = init_logger(f"vllm.{__name__}")
 
 
 def _host_memory_bytes() -> int:
@@ -45,6 +46,11 @@ class TpuPlatform(Platform):
             logger.info("attention backend %s is not available on tpu; using TPU_PAGED",
                         selected_backend.name)
         return "torch_tpu.serving.vllm.attention.TpuPagedAttentionBackend"
+
+    @classmethod
+    def check_if_supports_dtype(cls, dtype: torch.dtype) -> None:
+        if dtype not in (torch.bfloat16, torch.float16, torch.float32):
+            raise ValueError(f"dtype {dtype} is not supported on tpu")
 
     @classmethod
     def get_device_name(cls, device_id: int = 0) -> str:

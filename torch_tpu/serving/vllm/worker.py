@@ -8,12 +8,15 @@ import contextlib
 import torch
 from vllm.logger import init_logger
 from vllm.platforms import current_platform
+from vllm.config import CUDAGraphMode
 from vllm.utils.torch_utils import set_random_seed
+from vllm.v1.worker.worker_base import CompilationTimes
 from vllm.v1.worker.gpu_worker import Worker, init_worker_distributed_environment
 
 from torch_tpu.serving.vllm.model_runner import TpuModelRunner
 
-logger = init_logger(__name__)
+# Under "vllm." so that vLLM's logging configuration shows these messages.
+logger = init_logger(f"vllm.{__name__}")
 
 
 class TpuWorker(Worker):
@@ -59,3 +62,19 @@ class TpuWorker(Worker):
         logger.info("tpu memory: %.2f GiB total, %.2f GiB peak in profiling, %.2f GiB "
                     "for the KV cache", total / 2**30, peak / 2**30, available / 2**30)
         return max(available, 0)
+
+    def compile_or_warm_up_model(self) -> CompilationTimes:
+        """tpu's warm-up instead of the GPU worker's (CUDA kernel tuning, graph
+        capture): every token bucket once, unless the model runs eagerly, then the
+        sampler at its largest batch; the random state is reset after."""
+        if not self.model_config.enforce_eager:
+            self.model_runner.capture_model()
+        max_reqs = min(self.scheduler_config.max_num_seqs,
+                       self.scheduler_config.max_num_batched_tokens)
+        _, last_hidden = self.model_runner._dummy_run(
+            num_tokens=max_reqs, skip_eplb=True, cudagraph_runtime_mode=CUDAGraphMode.NONE)
+        self.model_runner._dummy_sampler_run(hidden_states=last_hidden)
+        set_random_seed(self.model_config.seed)
+        return CompilationTimes(
+            language_model=self.compilation_config.compilation_time,
+            encoder=self.compilation_config.encoder_compilation_time)

@@ -1,0 +1,129 @@
+"""Serving throughput on one run: a ~30M-parameter Llama (random weights, own
+tokenizer), 32 requests of 64 prompt tokens and 64 output tokens, greedy.
+
+Rows: vLLM's offline API on tpu (compiled steps, after its warm-up), Hugging Face
+`generate` on tpu (static cache, so shapes do not change per token) and on the CPU (its
+default dynamic cache), both batching all 32 requests and warmed up first. Prints output
+tokens/s, time to first token and the compiles in the timed part; run it in the vLLM
+venv (scripts/serving_venvs.sh):
+
+    /work/venvs/vllm/bin/python benchmarks/serving.py [--rows vllm,hf-tpu,hf-cpu]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # metrics see the engine
+
+import torch
+
+import torch_tpu
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "examples" / "serving"))
+from tiny_model import make_tiny_model  # noqa: E402
+
+NUM_REQUESTS, PROMPT_LEN, OUTPUT_LEN = 32, 64, 64
+
+
+def prompts(vocab: int) -> list[list[int]]:
+    g = torch.Generator().manual_seed(0)
+    return torch.randint(3, vocab, (NUM_REQUESTS, PROMPT_LEN), generator=g).tolist()
+
+
+def bench_vllm(path: str, ids: list[list[int]], eager: bool) -> dict:
+    import vllm
+
+    start = time.perf_counter()
+    llm = vllm.LLM(model=path, dtype="float32", enforce_eager=eager,
+                   max_model_len=PROMPT_LEN + OUTPUT_LEN, max_num_seqs=NUM_REQUESTS,
+                   max_num_batched_tokens=512, kv_cache_memory_bytes=256 << 20, seed=0)
+    startup = time.perf_counter() - start
+    params = vllm.SamplingParams(temperature=0.0, max_tokens=OUTPUT_LEN,
+                                 min_tokens=OUTPUT_LEN)
+    reqs = [{"prompt_token_ids": p} for p in ids]
+    llm.generate(reqs[:4], params, use_tqdm=False)  # warm the per-batch-size ops too
+    before = torch_tpu.metrics.snapshot()["compiles"]
+    start = time.perf_counter()
+    outs = llm.generate(reqs, params, use_tqdm=False)
+    seconds = time.perf_counter() - start
+    tokens = sum(len(o.outputs[0].token_ids) for o in outs)
+    ttft = [o.metrics.first_token_latency for o in outs
+            if o.metrics is not None and getattr(o.metrics, "first_token_latency", None)]
+    del llm
+    return dict(tokens=tokens, seconds=seconds, startup=startup,
+                ttft=max(ttft) if ttft else float("nan"),
+                compiles=torch_tpu.metrics.snapshot()["compiles"] - before)
+
+
+def bench_hf(path: str, ids: list[list[int]], device: str) -> dict:
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval().to(device)
+    input_ids = torch.tensor(ids, device=device)
+    kw = dict(do_sample=False, pad_token_id=model.config.pad_token_id)
+    if device == "tpu":
+        kw["cache_implementation"] = "static"
+
+    def run(new_tokens):
+        with torch.no_grad():
+            out = model.generate(input_ids, max_new_tokens=new_tokens,
+                                 min_new_tokens=new_tokens, **kw)
+        return out[:, PROMPT_LEN:].cpu()
+
+    run(OUTPUT_LEN)  # warm-up: compiles every program of the timed run
+    start = time.perf_counter()
+    run(1)
+    ttft = time.perf_counter() - start
+    before = torch_tpu.metrics.snapshot()["compiles"]
+    start = time.perf_counter()
+    out = run(OUTPUT_LEN)
+    seconds = time.perf_counter() - start
+    return dict(tokens=out.numel(), seconds=seconds, ttft=ttft, startup=float("nan"),
+                compiles=torch_tpu.metrics.snapshot()["compiles"] - before)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", default="vllm,hf-tpu,hf-cpu")
+    parser.add_argument("--eager", action="store_true", help="vLLM without compiled steps")
+    args = parser.parse_args()
+    rows = args.rows.split(",")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = str(make_tiny_model(tmp, "llama", "30m"))
+        from safetensors.torch import load_file
+
+        weights = load_file(str(pathlib.Path(path) / "model.safetensors"))
+        params = sum(w.numel() for w in weights.values())
+        ids = prompts(weights["model.embed_tokens.weight"].shape[0])
+        results = {}
+        for row in rows:
+            if row == "vllm":
+                results["vLLM on tpu" + (" (eager)" if args.eager else "")] = \
+                    bench_vllm(path, ids, args.eager)
+            elif row == "hf-tpu":
+                results["HF generate on tpu (static cache)"] = bench_hf(path, ids, "tpu")
+            elif row == "hf-cpu":
+                results["HF generate on CPU"] = bench_hf(path, ids, "cpu")
+            else:
+                raise SystemExit(f"unknown row {row!r}")
+    print(f"{NUM_REQUESTS} requests x {PROMPT_LEN} prompt + {OUTPUT_LEN} output tokens, "
+          f"greedy, Llama of {params / 1e6:.1f}M parameters (random weights)")
+    print(f"{'':36} {'tokens/s':>9} {'TTFT s':>8} {'startup s':>10} {'compiles':>9}")
+    for name, r in results.items():
+        print(f"{name:36} {r['tokens'] / r['seconds']:9.1f} {r['ttft']:8.2f} "
+              f"{r['startup']:10.1f} {r['compiles']:9d}")
+    base = results.get("HF generate on CPU")
+    if base:
+        for name, r in results.items():
+            print(f"  {name}: {r['tokens'] / r['seconds'] / (base['tokens'] / base['seconds']):.2f}x HF CPU")
+
+
+if __name__ == "__main__":
+    main()

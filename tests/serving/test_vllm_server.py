@@ -1,0 +1,150 @@
+"""`vllm serve ./model` on tpu, on 127.0.0.1: completions, chat, streaming and 16
+concurrent requests answered with the tokens Hugging Face gives on the CPU; a prompt
+longer than max_model_len gets HTTP 400 and the server keeps serving; a client that
+disconnects mid-stream does not stop it. Every wait is bounded; the server is killed at
+the end."""
+
+import concurrent.futures
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytest.importorskip("vllm")
+requests = pytest.importorskip("requests")
+
+from conftest import PROMPTS, hf_greedy  # noqa: E402
+
+MAX_MODEL_LEN = 128
+STARTUP_TIMEOUT = 600
+REQUEST_TIMEOUT = 120
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(model_dir, tmp_path_factory):
+    path = model_dir("llama")
+    port = free_port()
+    vllm_cli = shutil.which("vllm", path=os.path.dirname(sys.executable)) or "vllm"
+    log = tmp_path_factory.mktemp("vllm-server") / "server.log"
+    cmd = [vllm_cli, "serve", path, "--host", "127.0.0.1", "--port", str(port),
+           "--dtype", "float32", "--max-model-len", str(MAX_MODEL_LEN),
+           "--max-num-seqs", "16", "--max-num-batched-tokens", "256",
+           "--kv-cache-memory-bytes", str(32 << 20), "--seed", "0"]
+    with open(log, "w") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"vllm serve exited with {proc.returncode}:\n"
+                            + log.read_text()[-5000:])
+            try:
+                if requests.get(base + "/health", timeout=5).status_code == 200:
+                    break
+            except requests.ConnectionError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail("vllm serve did not become healthy:\n" + log.read_text()[-5000:])
+            time.sleep(2)
+        yield base, path, proc
+    finally:
+        # The server's process group: the API server and its engine-core child.
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=60)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+
+
+def complete(base, path, prompt, max_tokens=8, **kw):
+    body = {"model": path, "prompt": prompt, "max_tokens": max_tokens,
+            "min_tokens": max_tokens, "temperature": 0.0, "return_token_ids": True, **kw}
+    r = requests.post(base + "/v1/completions", json=body, timeout=REQUEST_TIMEOUT)
+    assert r.status_code == 200, r.text
+    return r.json()["choices"][0]
+
+
+def test_completions_match_hf(server):
+    base, path, _ = server
+    expected = hf_greedy(path, PROMPTS[:3], 8)
+    for prompt, want in zip(PROMPTS[:3], expected):
+        choice = complete(base, path, prompt)
+        assert choice["token_ids"] == want
+
+
+def test_chat_and_streaming(server):
+    base, path, _ = server
+    body = {"model": path, "messages": [{"role": "user", "content": "Hello, how are you?"}],
+            "max_tokens": 6, "min_tokens": 6, "temperature": 0.0}
+    r = requests.post(base + "/v1/chat/completions", json=body, timeout=REQUEST_TIMEOUT)
+    assert r.status_code == 200, r.text
+    whole = r.json()["choices"][0]["message"]["content"]
+    assert whole
+
+    pieces = []
+    with requests.post(base + "/v1/chat/completions", json={**body, "stream": True},
+                       stream=True, timeout=REQUEST_TIMEOUT) as r:
+        assert r.status_code == 200
+        for line in r.iter_lines():
+            if not line.startswith(b"data: ") or line == b"data: [DONE]":
+                continue
+            delta = json.loads(line[6:])["choices"][0]["delta"]
+            pieces.append(delta.get("content") or "")
+    assert len([p for p in pieces if p]) > 1  # it streamed
+    assert "".join(pieces) == whole
+
+
+def test_sixteen_concurrent_requests(server):
+    base, path, _ = server
+    prompts = [PROMPTS[i % len(PROMPTS)] + " " * (i // len(PROMPTS)) for i in range(16)]
+    expected = dict(zip(PROMPTS, hf_greedy(path, PROMPTS, 8)))
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        choices = list(pool.map(lambda p: complete(base, path, p), prompts))
+    for prompt, choice in zip(prompts, choices):
+        if prompt in expected:  # trailing spaces change the tokens of the others
+            assert choice["token_ids"] == expected[prompt]
+        assert len(choice["token_ids"]) == 8
+
+
+def test_too_long_prompt_is_400_and_server_survives(server):
+    base, path, proc = server
+    body = {"model": path, "prompt": "fox " * (MAX_MODEL_LEN * 2), "max_tokens": 4}
+    r = requests.post(base + "/v1/completions", json=body, timeout=REQUEST_TIMEOUT)
+    assert r.status_code == 400, r.text
+    assert proc.poll() is None
+    assert len(complete(base, path, "Hello")["token_ids"]) == 8
+
+
+def test_client_disconnect_mid_stream(server):
+    base, path, proc = server
+    body = {"model": path, "prompt": "Once upon a time", "max_tokens": 100,
+            "min_tokens": 100, "temperature": 0.0, "stream": True}
+    with requests.post(base + "/v1/completions", json=body, stream=True,
+                       timeout=REQUEST_TIMEOUT) as r:
+        next(r.iter_lines())  # one chunk, then hang up
+    assert proc.poll() is None
+    assert len(complete(base, path, "Hello")["token_ids"]) == 8
+    metrics = requests.get(base + "/metrics", timeout=REQUEST_TIMEOUT).text
+    running = [l for l in metrics.splitlines() if l.startswith("vllm:num_requests_running")]
+    deadline = time.monotonic() + 30
+    while running and any(float(l.split()[-1]) > 0 for l in running):
+        assert time.monotonic() < deadline, running  # the abandoned sequence was freed
+        time.sleep(1)
+        metrics = requests.get(base + "/metrics", timeout=REQUEST_TIMEOUT).text
+        running = [l for l in metrics.splitlines()
+                   if l.startswith("vllm:num_requests_running")]
