@@ -15,7 +15,8 @@
 # 2.13.0 and torch_tpu are installed (.ci/run installs torch_tpu there); for a developer
 # build, TORCH_TPU_PKG=build/dev-NAME/pkg adds that directory with a .pth file instead.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+self=$(realpath "$0")
+cd "$(dirname "$self")/.."
 root=${TORCH_TPU_SERVING_VENVS:-/work/venvs}
 wheels=$root/wheels
 mkdir -p "$wheels"
@@ -27,8 +28,8 @@ VLLM_VERSION=0.32.0
 # build (an unpinned resolve would pull a multi-GB CUDA torch).
 COMMON=("torch==2.13.0" pytest requests)
 
-# A venv is rebuilt when this script changes.
-stamp_of() { echo "$1 $(sha256sum "$0" | cut -c1-16)"; }
+# A venv is rebuilt when this script or its constraints change.
+stamp_of() { echo "$1 $(cat "$self" scripts/serving-*-constraints.txt | sha256sum | cut -c1-16)"; }
 
 make_venv() {  # name
   local venv=$root/$1
@@ -62,7 +63,15 @@ build_vllm() {
     PATH=$path_no_cargo VLLM_TARGET_DEVICE=empty VLLM_SKIP_VERSION_SUFFIX=1 \
       "$venv/bin/pip" wheel -q --no-deps --no-binary vllm "vllm==$VLLM_VERSION" -w "$wheels"
   fi
-  "$venv/bin/pip" install -q "$wheels"/vllm-$VLLM_VERSION-*.whl "${COMMON[@]}"
+  # Pinned to the versions of a resolved venv (pip's own resolution of vLLM's
+  # dependencies takes minutes), from the wheelhouse alone when it has them all.
+  local pins=scripts/serving-vllm-constraints.txt
+  local install=("$venv/bin/pip" install -q -c "$pins" "$wheels"/vllm-$VLLM_VERSION-*.whl
+                 "${COMMON[@]}")
+  if ! "${install[@]}" --no-index --find-links "$wheels" 2> /dev/null; then
+    "${install[@]}"
+    "$venv/bin/pip" download -q --no-deps -d "$wheels" -r <(grep -v '^#' "$pins")
+  fi
   stamp_of vllm > "$venv/.stamp"
   echo "vllm venv ready: $venv"
 }
