@@ -32,11 +32,10 @@ COMMON=("torch==2.13.0" pytest requests)
 stamp_of() { echo "$1 $(cat "$self" scripts/serving-*-constraints.txt | sha256sum | cut -c1-16)"; }
 
 make_venv() {  # name
-  local venv=$root/$1
+  local venv=$root/$1 site
   [ -x "$venv/bin/python" ] || python3 -m venv --system-site-packages "$venv"
+  site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
   if [ -n "${TORCH_TPU_PKG:-}" ]; then
-    local site
-    site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
     realpath "$TORCH_TPU_PKG" > "$site/torch_tpu_dev.pth"
     # An editable install of torch_tpu in the system site-packages (scikit-build-core's
     # import redirector, first on sys.meta_path) would shadow the dev build; this
@@ -45,15 +44,18 @@ make_venv() {  # name
 import sys
 sys.meta_path[:] = [f for f in sys.meta_path if "ScikitBuild" not in type(f).__name__]
 PY
+  else  # the installed torch_tpu, not a dev build a previous run pointed at
+    rm -f "$site/torch_tpu_dev.pth"
+    if grep -qs ScikitBuild "$site/sitecustomize.py"; then rm -f "$site/sitecustomize.py"; fi
   fi
 }
 
 build_vllm() {
   local venv=$root/vllm
+  make_venv vllm
   if [ "$(cat "$venv/.stamp" 2>/dev/null)" = "$(stamp_of vllm)" ]; then
     echo "vllm venv up to date: $venv"; return
   fi
-  make_venv vllm
   if ! ls "$wheels"/vllm-$VLLM_VERSION-*.whl > /dev/null 2>&1; then
     # No CUDA here: the "empty" target builds vLLM's pure-Python part from the sdist.
     # Without VLLM_SKIP_VERSION_SUFFIX the wheel says 0.32.0+empty and pip rejects it;
