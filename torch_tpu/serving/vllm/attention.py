@@ -14,7 +14,6 @@ from vllm.v1.attention.backend import (
     AttentionType,
     CommonAttentionMetadata,
 )
-
 from vllm.v1.attention.backends.registry import AttentionBackendEnum, register_backend
 
 from torch_tpu.serving import paged_attention as pa

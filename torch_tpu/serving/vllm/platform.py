@@ -42,7 +42,7 @@ class TpuPlatform(Platform):
                              num_heads: int | None = None) -> str:
         if attn_selector_config.use_mla or attn_selector_config.use_sparse:
             raise NotImplementedError("MLA and sparse attention are not supported on tpu")
-        if selected_backend is not None and selected_backend.name != "CUSTOM":
+        if selected_backend is not None and selected_backend.name != "TPU_PAGED":
             logger.info("attention backend %s is not available on tpu; using TPU_PAGED",
                         selected_backend.name)
         return "torch_tpu.serving.vllm.attention.TpuPagedAttentionBackend"
