@@ -76,12 +76,12 @@ Runtime& Runtime::get() {
   std::lock_guard<std::mutex> lock(init_mutex());
   if (Runtime* r = instance.load(std::memory_order_acquire)) return *r;
   // A failed load is remembered: every later use reports the same clear error.
-  if (init_error != nullptr) throw pjrt::Error(9, *init_error);
+  if (init_error != nullptr) throw pjrt::Error(PJRT_Error_Code_FAILED_PRECONDITION, *init_error);
   try {
     instance.store(new Runtime(pending_config()), std::memory_order_release);
   } catch (const std::exception& e) {
     init_error = new std::string(e.what());
-    throw pjrt::Error(9, *init_error);
+    throw pjrt::Error(PJRT_Error_Code_FAILED_PRECONDITION, *init_error);
   }
   return *instance.load(std::memory_order_acquire);
 }
@@ -123,9 +123,14 @@ Runtime::Runtime(RuntimeConfig config)
   const char* blocking = std::getenv("TORCH_TPU_LAUNCH_BLOCKING");
   launch_blocking_ = blocking != nullptr && std::string(blocking) == "1";
   if (config_.plugin_path.empty()) {
-    throw pjrt::Error(5, "no PJRT plugin found: install xla-cpu-pjrt, or set "
-                         "TORCH_TPU_PJRT_PLUGIN to the path of a PJRT plugin .so");
+    throw pjrt::Error(PJRT_Error_Code_NOT_FOUND,
+                      "no PJRT plugin found: install xla-cpu-pjrt, or set "
+                      "TORCH_TPU_PJRT_PLUGIN to the path of a PJRT plugin .so");
   }
+  // XLA's plugins log informational lines to stderr (its TF_CPP_MIN_LOG_LEVEL, read when
+  // they first log). Quiet unless the user asks: TORCH_TPU_VERBOSE=1, or their own level.
+  const char* verbose = std::getenv("TORCH_TPU_VERBOSE");
+  if (verbose == nullptr || std::string(verbose) != "1") setenv("TF_CPP_MIN_LOG_LEVEL", "1", 0);
   auto plugin = pjrt::Plugin::load(config_.plugin_path);
   std::vector<pjrt::CreateOption> options;
   // Only XLA:CPU understands cpu_device_count; other plugins reject unknown options.

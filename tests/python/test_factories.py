@@ -3,9 +3,7 @@ import pytest
 import torch
 
 import torch_tpu
-from conftest import assert_same
-
-FLOATS = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
+from conftest import assert_same, FLOATS
 
 
 @pytest.mark.parametrize("args", [(5,), (2, 9), (-3, 7, 2), (10, 0, -3), (0,), (3, 3)])

@@ -4,28 +4,10 @@ import math
 import pytest
 import torch
 
-from conftest import assert_same
+from conftest import assert_same, FLOATS, rand, tol
 
-FLOATS = [torch.float32, torch.bfloat16, torch.float16, torch.float64]
 INTS = [torch.int64, torch.int32]
 ALL = FLOATS + INTS + [torch.bool]
-
-
-def tol(dtype):
-    if dtype in (torch.bfloat16, torch.float16):
-        return dict(rtol=2e-2, atol=2e-2)
-    if dtype == torch.float32:
-        return dict(rtol=1e-5, atol=1e-5)
-    return {}
-
-
-def rand(shape, dtype, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    if dtype == torch.bool:
-        return torch.rand(shape, generator=g) > 0.5
-    if dtype.is_floating_point:
-        return torch.randn(shape, generator=g).to(dtype)
-    return torch.randint(-9, 10, shape, generator=g).to(dtype)
 
 
 def grad_check(fn, x, **t):
