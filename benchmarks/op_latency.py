@@ -30,6 +30,8 @@ def main():
     cases = {
         "add 4x4": (lambda d: (torch.randn(4, 4).to(d), torch.randn(4, 4).to(d)),
                     lambda a, b: a + b, 2000),
+        "max 4x4": (lambda d: (torch.randn(4, 4).to(d), torch.randn(4, 4).to(d)),
+                    torch.maximum, 2000),
         "exp 4x4": (lambda d: (torch.randn(4, 4).to(d),), torch.exp, 2000),
         "sum 4x4": (lambda d: (torch.randn(4, 4).to(d),), lambda a: a.sum(0), 2000),
         "mm 512x512": (lambda d: (torch.randn(512, 512).to(d), torch.randn(512, 512).to(d)),

@@ -93,6 +93,8 @@ c10::IValue meta_value(const c10::IValue& v) {
     return out;
   }
   if (v.isGenerator()) return c10::IValue();
+  // A factory's device argument: the meta kernel must not dispatch back to tpu.
+  if (v.isDevice()) return c10::Device(c10::kMeta);
   return v;
 }
 

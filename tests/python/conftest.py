@@ -53,6 +53,15 @@ def assert_same(tpu_tensor: torch.Tensor, cpu_tensor: torch.Tensor, **tol):
     torch.testing.assert_close(host, cpu_tensor, **tol)
 
 
+@pytest.fixture
+def fresh_dynamo():
+    """No compiled code or metrics left from earlier tests (for torch.compile tests)."""
+    torch._dynamo.reset()
+    torch_tpu.metrics.reset()
+    yield
+    torch._dynamo.reset()
+
+
 @pytest.fixture(autouse=True)
 def _no_fallback():
     torch_tpu.set_cpu_fallback(False)
