@@ -25,6 +25,10 @@ torch.utils.generate_methods_for_privateuse1_backend(
     for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True)
 _install_printing()
 
+from torch_tpu import _distributed  # noqa: E402
+
+_distributed.register()
+
 
 def set_cpu_fallback(enabled: bool) -> None:
     """Run ops that have no tpu lowering on the CPU (copy in, run, copy out) instead of

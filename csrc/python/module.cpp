@@ -15,6 +15,10 @@
 namespace py = pybind11;
 using namespace torch_tpu;
 
+namespace torch_tpu::python {
+void bind_distributed(py::module& m);
+}
+
 namespace {
 
 aten::TpuGenerator& generator(int device) {
@@ -187,4 +191,5 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly("num_nodes", &compile::Graph::num_nodes);
 
   py::register_exception<pjrt::Error>(m, "PjrtError", PyExc_RuntimeError);
+  python::bind_distributed(m);
 }
