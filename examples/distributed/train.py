@@ -10,8 +10,8 @@ over the c10d backend `tpu_dist`:
 `--dp` alone is DistributedDataParallel; `--fsdp` shards parameters with FSDP2
 (`fully_shard`) over the data-parallel ranks; `--tp` splits attention and MLP
 projections across ranks with DTensor (ColwiseParallel for q/k/v/gate/up,
-RowwiseParallel for o/down); with `--tp` and `--dp` together, data parallelism is FSDP2
-over the other dimension of a 2-D (dp, tp) mesh. Every run trains on the same global
+RowwiseParallel for o/down) and FSDP2 shards over the other dimension of the 2-D
+(dp, tp) mesh, of size 1 for `--tp` alone. Every run trains on the same global
 batches and prints the global mean loss per step, which equals the one-process run's.
 """
 
@@ -43,7 +43,10 @@ def parallelize(model, args, world):
                 "mlp.down_proj": RowwiseParallel()}
         for layer in model.model.layers:
             parallelize_module(layer, mesh["tp"], plan)
-    if args.fsdp or (args.tp > 1 and dp > 1):
+    # With --tp, FSDP2 also manages the parameters (over a dp dimension of size 1 for
+    # --tp alone): it makes every parameter a DTensor, and PyTorch's optimizers and
+    # gradient clipping refuse a mix of DTensors and plain tensors.
+    if args.fsdp or args.tp > 1:
         from torch.distributed.fsdp import fully_shard
 
         for layer in model.model.layers:
@@ -54,6 +57,19 @@ def parallelize(model, args, world):
 
         model = DistributedDataParallel(model)
     return model, mesh["dp"]
+
+
+def clip_grad_norm(params, max_norm):
+    """torch.nn.utils.clip_grad_norm_ for DTensor gradients on different meshes (the
+    tensor-parallel ones on (dp, tp), the others on dp), which PyTorch's refuses to
+    combine: each gradient's norm is its full tensor's (DTensor reduces the shards)."""
+    from torch.distributed.tensor import DTensor
+
+    grads = [p.grad for p in params if p.grad is not None]
+    norms = [g.norm().full_tensor() if isinstance(g, DTensor) else g.norm() for g in grads]
+    coef = torch.clamp(max_norm / (torch.stack(norms).norm() + 1e-6), max=1.0)
+    for g in grads:
+        (g.to_local() if isinstance(g, DTensor) else g).mul_(coef)
 
 
 def main():
@@ -90,7 +106,8 @@ def main():
         if rank == 0:
             print(f"step {step} loss {loss.item():.6f}", flush=True)
 
-    train(model, [b.chunk(dp)[dp_rank] for b in data], "tpu", on_step=report)
+    clip = clip_grad_norm if args.tp > 1 else torch.nn.utils.clip_grad_norm_
+    train(model, [b.chunk(dp)[dp_rank] for b in data], "tpu", on_step=report, clip_grad_norm=clip)
     dist.destroy_process_group()
 
 
