@@ -10,6 +10,8 @@
 #include <memory>
 #include <string>
 
+#include "runtime/metrics.h"
+
 namespace torch_tpu::distributed {
 
 namespace {
@@ -134,16 +136,19 @@ int64_t total_numel(const Tensors& ts) {
   return n;
 }
 
+at::Tensor to_host(const at::Tensor& t) {
+  runtime::metrics().host_staged_bytes += t.nbytes();
+  return t.to(at::kCPU).contiguous();
+}
+
 // One device->host transfer for any number of tensors: join them on the device first.
 at::Tensor to_host_flat(const Tensors& ts) {
-  if (ts.size() == 1) return ts[0].reshape(-1).to(at::kCPU).contiguous();
+  if (ts.size() == 1) return to_host(ts[0].reshape(-1));
   Tensors flat;
   flat.reserve(ts.size());
   for (const auto& t : ts) flat.push_back(t.reshape(-1));
-  return at::cat(flat).to(at::kCPU);
+  return to_host(at::cat(flat));
 }
-
-at::Tensor to_host(const at::Tensor& t) { return t.to(at::kCPU).contiguous(); }
 
 at::Tensor host_empty(int64_t numel, const at::Tensor& like) {
   return at::empty({numel}, like.options().device(at::kCPU));
@@ -412,6 +417,7 @@ class HostStagedBackend final : public c10d::Backend {
     // receive: gloo aborts the process on a size mismatch.
     Tensors header{header_of(tensors[0])};
     Tensors payload{to_host(tensors[0])};
+    runtime::metrics().host_staged_collectives++;
     WorkPtr h = host_->send(header, dst, tag);
     WorkPtr w = host_->send(payload, dst, tag);
     return c10::make_intrusive<StagedP2PWork>(
@@ -450,6 +456,7 @@ class HostStagedBackend final : public c10d::Backend {
 
  private:
   WorkPtr staged(WorkPtr host, OpType type, const Tensors& tensors, Finish finish) {
+    runtime::metrics().host_staged_collectives++;
     return c10::make_intrusive<StagedWork>(std::move(host), type, tensors.at(0).device(),
                                            std::move(finish));
   }
@@ -599,6 +606,7 @@ class HostStagedBackend final : public c10d::Backend {
     check_all(tensors, op);
     TORCH_CHECK(tensors.size() == 1, "tpu_dist: recv takes one tensor");
     Tensors header{at::empty({2}, at::kLong)};
+    runtime::metrics().host_staged_collectives++;
     WorkPtr h = src < 0 ? host_->recvAnysource(header, tag) : host_->recv(header, src, tag);
     at::Tensor dst = tensors[0];
     auto host = host_;

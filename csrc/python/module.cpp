@@ -41,6 +41,8 @@ py::dict metrics_dict() {
   d["graph_runs"] = m.graph_runs.load();
   d["graph_fallbacks"] = m.graph_fallbacks.load();
   d["graph_build_seconds"] = m.graph_build_ns.load() / 1e9;
+  d["host_staged_collectives"] = m.host_staged_collectives.load();
+  d["host_staged_bytes"] = m.host_staged_bytes.load();
   py::dict fallbacks;
   for (const auto& [op, count] : m.fallbacks()) fallbacks[py::str(op)] = count;
   d["fallbacks"] = fallbacks;

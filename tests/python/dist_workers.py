@@ -198,7 +198,12 @@ def collectives(rank, world_size, init_method):
     dist.all_reduce(t)
     exact(t, sum(per_rank))
 
-    # a tpu_dist-only group rejects CPU tensors, naming the fix
+    import torch_tpu
+
+    m = torch_tpu.metrics.snapshot()
+    assert m["host_staged_collectives"] >= 25 and m["host_staged_bytes"] > 0, m
+
+    # a tpu_dist-only group has no backend for CPU tensors
     only = dist.new_group(backend="tpu_dist")
     t = per_rank[rank].to(TPU)
     dist.all_reduce(t, group=only)
