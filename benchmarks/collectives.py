@@ -5,7 +5,7 @@ cross-rank shape check (TORCH_TPU_DIST_CHECKS=0).
 
     python benchmarks/collectives.py [--ranks 2] [--max-mib 64]
 
-Each size: a warm-up, then the median of 5 rounds of `reps` all_reduces (fewer for large
+Each rank uses one intra-op thread. Each size: a warm-up, then the median of 5 rounds of `reps` all_reduces (fewer for large
 sizes); a tpu round ends when the results are back on the device (torch.tpu.synchronize).
 """
 
@@ -21,6 +21,9 @@ def worker(rank, world, port, sizes, queue):
     import torch
     import torch.distributed as dist
 
+    # One intra-op thread per rank: the ranks share the cores, and the host copies of
+    # staging otherwise wait on each other's OpenMP threads.
+    torch.set_num_threads(1)
     dist.init_process_group("cpu:gloo,tpu:tpu_dist", init_method=f"tcp://127.0.0.1:{port}",
                             rank=rank, world_size=world)
     results = {}

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "aten/op_call.h"
 #include "runtime/metrics.h"
 
 namespace torch_tpu::distributed {
@@ -136,9 +137,11 @@ int64_t total_numel(const Tensors& ts) {
   return n;
 }
 
+// aten's to_host, not Tensor::to: it reads the device buffer straight into the new
+// host tensor, where copy_ would stage it once more.
 at::Tensor to_host(const at::Tensor& t) {
   runtime::metrics().host_staged_bytes += t.nbytes();
-  return t.to(at::kCPU).contiguous();
+  return aten::to_host(t).contiguous();
 }
 
 // One device->host transfer for any number of tensors: join them on the device first.
