@@ -42,6 +42,13 @@ def _rank_tensor(rank, n, dtype=torch.float32, scale=1):
     return (torch.arange(n, dtype=torch.int64) * scale + 100 * (rank + 1)).to(dtype)
 
 
+def collectives_and_tensor_parallel_2d(rank, world_size, init_method):
+    """(Both in one group of processes: 4 start-ups cost more than either.)"""
+    message = collectives(rank, world_size, init_method)
+    tensor_parallel(rank, world_size, None, dp=2)
+    return message
+
+
 def collectives(rank, world_size, init_method):
     init(rank, world_size, init_method)
     W = world_size
@@ -312,6 +319,10 @@ def ddp(rank, world_size, init_method):
     model = DDP(make_model().to(TPU))
     _train(model, rank, world_size, TPU, micro=2, no_sync=True)
     _close(model.module.state_dict(), reference(world_size, micro=2))
+    # DDP's runtime statistics come from tpu timing events (csrc/distributed/ddp_timer.cpp)
+    stats = model._get_ddp_logging_data()
+    assert stats.get("avg_backward_compute_time", 0) > 0, stats
+    assert stats.get("avg_backward_comm_time", 0) > 0, stats
     del ref
 
 

@@ -14,7 +14,9 @@ pytestmark = pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_avai
 
 @pytest.mark.parametrize("world_size", [2, 4])
 def test_collectives(world_size):
-    out = launch(w.collectives, world_size, timeout=150)
+    """On 4 ranks, tensor parallelism on a (2, 2) mesh runs in the same processes."""
+    fn = w.collectives if world_size == 2 else w.collectives_and_tensor_parallel_2d
+    out = launch(fn, world_size, timeout=200)
     # A tpu_dist-only group has no CPU backend (as an NCCL-only one has none): PyTorch
     # itself rejects the CPU tensor before tpu_dist sees it.
     assert all("No backend type associated with device type cpu" in msg
@@ -27,10 +29,6 @@ def test_ddp_and_tensor_parallel():
 
 def test_fsdp2_and_checkpoint(tmp_path):
     launch(w.fsdp, 2, str(tmp_path / "ckpt"), timeout=150)
-
-
-def test_tensor_parallel_2d():
-    launch(w.tensor_parallel, 4, 2, timeout=150)
 
 
 def test_cpu_gloo_unchanged_by_torch_tpu():
