@@ -436,7 +436,9 @@ def killed_rank(rank, world_size, init_method, timeout):
     import signal
     import time
 
-    init(rank, world_size, init_method, timeout=timeout)
+    # No backend named: torch.accelerator reports tpu, which maps to tpu_dist.
+    init(rank, world_size, init_method, backend=None, timeout=timeout)
+    assert dist.get_backend_config() == "tpu:tpu_dist", dist.get_backend_config()
     t = torch.ones(4, device=TPU)
     dist.all_reduce(t)
     exact(t, torch.full((4,), float(world_size)))

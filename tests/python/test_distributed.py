@@ -46,6 +46,6 @@ def test_cpu_gloo_unchanged_by_torch_tpu():
 
 def test_killed_rank_raises_within_timeout():
     out = launch(w.killed_rank, 2, 10, timeout=90, allow_failures=True)
-    assert out[1][0] == "died"
+    assert out[1][0] == "died", out
     elapsed, message = out[0]
     assert elapsed < 10 + 5, (elapsed, message)
