@@ -270,8 +270,8 @@ def _shard(rank, world_size, micro, step):
     return [(xs[rank * micro + m], ys[rank * micro + m]) for m in range(micro)]
 
 
-def _train(model, rank, world_size, device, micro=1, no_sync=False):
-    opt = torch.optim.SGD(model.parameters(), lr=LR)
+def _train(model, rank, world_size, device, micro=1, no_sync=False, optimizer_of=None):
+    opt = torch.optim.SGD((optimizer_of or model).parameters(), lr=LR)
     for step in range(STEPS):
         opt.zero_grad()
         pieces = _shard(rank, world_size, micro, step)
@@ -319,6 +319,17 @@ def ddp(rank, world_size, init_method):
     model = DDP(make_model().to(TPU))
     _train(model, rank, world_size, TPU, micro=2, no_sync=True)
     _close(model.module.state_dict(), reference(world_size, micro=2))
+    # torch.compile(DDP(model), backend="tpu"): DDP's hooks all-reduce the compiled
+    # backward's gradients (DDPOptimizer splits the graph at bucket boundaries)
+    import torch_tpu
+
+    runs = torch_tpu.metrics.snapshot()["graph_runs"]
+    compiled = DDP(make_model().to(TPU))
+    _train(torch.compile(compiled, backend="tpu"), rank, world_size, TPU,
+           optimizer_of=compiled)
+    _close(compiled.module.state_dict(), reference(world_size))
+    assert torch_tpu.metrics.snapshot()["graph_runs"] >= runs + 2 * STEPS
+
     # DDP's runtime statistics come from tpu timing events (csrc/distributed/ddp_timer.cpp)
     stats = model._get_ddp_logging_data()
     assert stats.get("avg_backward_compute_time", 0) > 0, stats
