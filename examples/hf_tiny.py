@@ -48,10 +48,12 @@ def batches(steps: int, batch: int, seq: int, seed: int = 0) -> list[torch.Tenso
 
 
 def train(model: torch.nn.Module, data: list[torch.Tensor], device: str, lr: float = 1e-3,
-          on_step=None, compile: str | None = None) -> list[torch.Tensor]:
+          on_step=None, compile: str | None = None,
+          clip_grad_norm=torch.nn.utils.clip_grad_norm_) -> list[torch.Tensor]:
     """One AdamW step per batch of `data` (the labels are the inputs: the model shifts them);
     returns the per-step losses as tensors on `device`. With `compile` (a torch.compile
-    backend name) the model's forward and backward run compiled."""
+    backend name) the model's forward and backward run compiled. `clip_grad_norm(params,
+    max_norm)` clips the gradients (examples/distributed passes one for DTensors)."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.1)
     model.train()
     step_model = torch.compile(model, backend=compile) if compile else model
@@ -61,7 +63,7 @@ def train(model: torch.nn.Module, data: list[torch.Tensor], device: str, lr: flo
         loss = step_model(input_ids=ids, labels=ids).loss
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        clip_grad_norm(model.parameters(), 1.0)
         optimizer.step()
         losses.append(loss.detach())
         if on_step is not None:

@@ -42,6 +42,10 @@ def _start() -> None:
     _meta.register()
     set_cpu_fallback(os.environ.get("TORCH_TPU_CPU_FALLBACK", "0") == "1")
 
+from torch_tpu import _distributed  # noqa: E402
+
+_distributed.register()
+
 
 def set_cpu_fallback(enabled: bool) -> None:
     """Run ops that have no tpu lowering on the CPU (copy in, run, copy out) instead of

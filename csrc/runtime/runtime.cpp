@@ -59,7 +59,7 @@ struct Runtime::ScalarCache {
 struct Runtime::Pending {
   static constexpr size_t kMaxTracked = 1024;
   std::mutex mutex;
-  std::vector<std::vector<std::unique_ptr<pjrt::Event>>> per_device;
+  std::vector<std::vector<std::shared_ptr<pjrt::Event>>> per_device;
 };
 
 void Runtime::configure(RuntimeConfig config) {
@@ -193,7 +193,7 @@ std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::execute(const CompiledProgra
     done->await();
     return outputs;
   }
-  std::vector<std::unique_ptr<pjrt::Event>> to_wait;
+  std::vector<std::shared_ptr<pjrt::Event>> to_wait;
   {
     std::lock_guard<std::mutex> lock(pending_->mutex);
     auto& list = pending_->per_device[device];
@@ -210,12 +210,17 @@ std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::execute(const CompiledProgra
 }
 
 void Runtime::synchronize(int device) {
-  std::vector<std::unique_ptr<pjrt::Event>> list;
+  std::vector<std::shared_ptr<pjrt::Event>> list;
   {
     std::lock_guard<std::mutex> lock(pending_->mutex);
     list.swap(pending_->per_device.at(device));
   }
   for (const auto& event : list) event->await();
+}
+
+std::vector<std::shared_ptr<pjrt::Event>> Runtime::in_flight(int device) {
+  std::lock_guard<std::mutex> lock(pending_->mutex);
+  return pending_->per_device.at(device);
 }
 
 int64_t Runtime::memory_capacity(int device) const { return capacity_.at(device); }
