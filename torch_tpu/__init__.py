@@ -37,14 +37,11 @@ def _start() -> None:
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True)
     install_printing()
-    from torch_tpu import _meta
+    from torch_tpu import _distributed, _meta
 
     _meta.register()
+    _distributed.register()
     set_cpu_fallback(os.environ.get("TORCH_TPU_CPU_FALLBACK", "0") == "1")
-
-from torch_tpu import _distributed  # noqa: E402
-
-_distributed.register()
 
 
 def set_cpu_fallback(enabled: bool) -> None:
