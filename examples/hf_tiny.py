@@ -1,5 +1,5 @@
-"""Hugging Face `LlamaForCausalLM` and `Qwen3ForCausalLM` from tiny configs with random
-weights (nothing is downloaded): a few AdamW training steps, then greedy generation.
+"""Hugging Face `LlamaForCausalLM`, `Qwen3ForCausalLM` and `Qwen3MoeForCausalLM` (mixture
+of experts) from tiny configs with random weights (nothing is downloaded): a few AdamW training steps, then greedy generation.
 
     python examples/hf_tiny.py --model qwen3 --device tpu --steps 20 [--compile]
 
@@ -11,14 +11,17 @@ import argparse
 import time
 
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
+from transformers import (LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM,
+                          Qwen3MoeConfig, Qwen3MoeForCausalLM)
 
 VOCAB = 128
 
 
 def build(name: str, seed: int = 0, layers: int = 2, hidden: int = 64) -> torch.nn.Module:
-    """A randomly initialised model on the CPU. Both use grouped-query attention
-    (4 query heads sharing 2 key/value heads); Qwen3 ties its embedding and head."""
+    """A randomly initialised model on the CPU. All use grouped-query attention
+    (4 query heads sharing 2 key/value heads); Qwen3 ties its embedding and head; Qwen3-MoE
+    routes each token to 2 of 4 experts (Hugging Face's grouped_mm experts: sort, histc,
+    _grouped_mm)."""
     common = dict(vocab_size=VOCAB, hidden_size=hidden, intermediate_size=2 * hidden,
                   num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
                   max_position_embeddings=128, pad_token_id=0, bos_token_id=1,
@@ -28,8 +31,12 @@ def build(name: str, seed: int = 0, layers: int = 2, hidden: int = 64) -> torch.
     elif name == "qwen3":
         config = Qwen3Config(head_dim=hidden // 4, tie_word_embeddings=True, **common)
         cls = Qwen3ForCausalLM
+    elif name == "qwen3_moe":
+        config = Qwen3MoeConfig(head_dim=hidden // 4, num_experts=4, num_experts_per_tok=2,
+                                moe_intermediate_size=hidden // 2, **common)
+        cls = Qwen3MoeForCausalLM
     else:
-        raise ValueError(f"unknown model {name!r} (llama or qwen3)")
+        raise ValueError(f"unknown model {name!r} (llama, qwen3 or qwen3_moe)")
     torch.manual_seed(seed)
     return cls(config)
 
@@ -41,10 +48,12 @@ def batches(steps: int, batch: int, seq: int, seed: int = 0) -> list[torch.Tenso
 
 
 def train(model: torch.nn.Module, data: list[torch.Tensor], device: str, lr: float = 1e-3,
-          on_step=None, compile: str | None = None) -> list[torch.Tensor]:
+          on_step=None, compile: str | None = None,
+          clip_grad_norm=torch.nn.utils.clip_grad_norm_) -> list[torch.Tensor]:
     """One AdamW step per batch of `data` (the labels are the inputs: the model shifts them);
     returns the per-step losses as tensors on `device`. With `compile` (a torch.compile
-    backend name) the model's forward and backward run compiled."""
+    backend name) the model's forward and backward run compiled. `clip_grad_norm(params,
+    max_norm)` clips the gradients (examples/distributed passes one for DTensors)."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.1)
     model.train()
     step_model = torch.compile(model, backend=compile) if compile else model
@@ -54,7 +63,7 @@ def train(model: torch.nn.Module, data: list[torch.Tensor], device: str, lr: flo
         loss = step_model(input_ids=ids, labels=ids).loss
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        clip_grad_norm(model.parameters(), 1.0)
         optimizer.step()
         losses.append(loss.detach())
         if on_step is not None:
@@ -69,7 +78,7 @@ def greedy(model: torch.nn.Module, prompt: torch.Tensor, new_tokens: int) -> tor
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--model", choices=("llama", "qwen3"), default="llama")
+    p.add_argument("--model", choices=("llama", "qwen3", "qwen3_moe"), default="llama")
     p.add_argument("--device", choices=("tpu", "cpu"), default="tpu")
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--batch", type=int, default=4)

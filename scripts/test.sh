@@ -1,23 +1,56 @@
 #!/usr/bin/env bash
-# Runs every test: the C++ core suites (GoogleTest, via ctest) and the Python suite.
-# Expects torch_tpu installed (see README) and libgtest-dev.
+# Runs every test: the GoogleTest suites of the C++ core (via ctest), then the Python
+# suite. It sets up what it needs first: torch_tpu itself (an editable install, if none
+# is importable), the `test` extras pinned in pyproject.toml, and the C++ test tools
+# from Debian packages when it may install them (root). Without them it says which
+# package is missing, skips the C++ suites and still runs the Python suite.
+# Arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=build/cpp-tests
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DTORCH_TPU_BUILD_EXTENSION=OFF -DTORCH_TPU_BUILD_TESTS=ON > /dev/null
-cmake --build "$build" -j 2
-(cd "$build" && ctest --output-on-failure)
-pytest -q tests/python "$@"
+python=${PYTHON:-python3}
+
+if ! (cd /tmp && "$python" -c "import torch_tpu._C") 2> /dev/null; then
+  echo "test.sh: torch_tpu is not installed; installing it in editable mode"
+  "$python" -m pip install -q --root-user-action=ignore torch==2.13.0 xla-cpu-pjrt==0.0.1 scikit-build-core pybind11 ninja
+  "$python" -m pip install -q --root-user-action=ignore --no-build-isolation -e .
+fi
+"$python" - <<'PY' | xargs "$python" -m pip install -q --root-user-action=ignore
+import tomllib
+print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["test"]))
+PY
+
+# The C++ suites need cmake, ninja, a C++ compiler and GoogleTest.
+missing=()
+command -v cmake > /dev/null || missing+=(cmake)
+command -v ninja > /dev/null || missing+=(ninja-build)
+command -v g++ > /dev/null || missing+=(g++)
+[ -f /usr/include/gtest/gtest.h ] || missing+=(libgtest-dev)
+if [ ${#missing[@]} -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get > /dev/null; then
+  echo "test.sh: installing ${missing[*]}"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" > /dev/null
+  missing=()
+fi
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "test.sh: SKIPPING the C++ suites: missing Debian package(s) ${missing[*]}" \
+       "(apt-get install ${missing[*]} as root)"
+else
+  build=build/cpp-tests
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DTORCH_TPU_BUILD_EXTENSION=OFF -DTORCH_TPU_BUILD_TESTS=ON > /dev/null
+  cmake --build "$build" -j 2
+  (cd "$build" && ctest --output-on-failure)
+fi
+
+# -P: the repository root must not shadow the installed torch_tpu.
+"$python" -P -m pytest -q tests/python "$@"
 
 # Serving: the paged-attention kernels need only torch_tpu; the engine tests run in the
-# engine's venv (scripts/serving_venvs.sh), from outside the checkout so that the
-# installed torch_tpu is imported, not the source tree.
-pytest -q tests/serving/test_paged_attention.py
+# engine's venv (scripts/serving_venvs.sh), which sees this torch_tpu through the
+# system site-packages.
+"$python" -P -m pytest -q tests/serving/test_paged_attention.py
 venv=${TORCH_TPU_SERVING_VENVS:-/work/venvs}/vllm
 if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import vllm" 2> /dev/null; then
-  repo=$PWD
-  (cd /tmp && "$venv/bin/python" -m pytest -q -p no:cacheprovider "$repo/tests/serving")
+  "$venv/bin/python" -P -m pytest -q -p no:cacheprovider tests/serving
 else
   echo "vLLM serving tests SKIPPED: no vLLM venv at $venv (bash scripts/serving_venvs.sh builds it)"
 fi

@@ -6,24 +6,42 @@ registers the device; the PJRT plugin itself loads at first device use.
 
 import os
 
-import torch
 
-from torch_tpu import _C, _plugin
+def _autoload() -> None:
+    """Entry point for torch's device-backend autoload: importing this module is the work.
+    Defined before `import torch`, which looks it up on this half-imported module when
+    torch_tpu is imported first."""
+
+
+import torch  # noqa: E402
 
 __version__ = "0.2.0"
 
-_C._configure(_plugin.find_plugin(), _plugin.num_devices())
 
-if torch._C._get_privateuse1_backend_name() != "tpu":
-    torch.utils.rename_privateuse1_backend("tpu")
+def _start() -> None:
+    from torch_tpu import _plugin
 
-from torch_tpu import metrics, tpu  # noqa: E402
-from torch_tpu._printing import install as _install_printing  # noqa: E402
+    # Settings are checked before the extension loads: a bad one leaves no half-started
+    # device behind.
+    plugin, num_devices = _plugin.find_plugin(), _plugin.num_devices()
+    from torch_tpu import _C
 
-torch._register_device_module("tpu", tpu)
-torch.utils.generate_methods_for_privateuse1_backend(
-    for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True)
-_install_printing()
+    _C._configure(plugin, num_devices)
+    if torch._C._get_privateuse1_backend_name() != "tpu":
+        torch.utils.rename_privateuse1_backend("tpu")
+
+    from torch_tpu import tpu
+    from torch_tpu._printing import install as install_printing
+
+    torch._register_device_module("tpu", tpu)
+    torch.utils.generate_methods_for_privateuse1_backend(
+        for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True)
+    install_printing()
+    from torch_tpu import _distributed, _meta
+
+    _meta.register()
+    _distributed.register()
+    set_cpu_fallback(os.environ.get("TORCH_TPU_CPU_FALLBACK", "0") == "1")
 
 
 def set_cpu_fallback(enabled: bool) -> None:
@@ -37,11 +55,16 @@ def cpu_fallback_enabled() -> bool:
     return _C._cpu_fallback_enabled()
 
 
-set_cpu_fallback(os.environ.get("TORCH_TPU_CPU_FALLBACK", "0") == "1")
+# `import torch` imports this module (device-backend autoload): it must never raise, or
+# one broken or shadowed torch_tpu would make all of PyTorch unusable.
+try:
+    _start()
+except Exception as _error:  # noqa: BLE001
+    from torch_tpu import _unavailable
 
-
-def _autoload() -> None:
-    """Entry point for torch's device-backend autoload: importing this module is the work."""
+    _unavailable.install(_error)
+else:
+    from torch_tpu import _C, metrics, tpu
 
 
 __all__ = ["metrics", "tpu", "set_cpu_fallback", "cpu_fallback_enabled", "__version__"]

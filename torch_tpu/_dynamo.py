@@ -110,9 +110,10 @@ def _lower(gm: fx.GraphModule, vals: dict, positions=None):
         with unset_fake_temporarily():
             spec, template = _spec(gm, vals)
             graph = _boxed(_C._Graph(spec))
-    except (NotImplementedError, RuntimeError, TypeError, ValueError) as e:
-        # Whatever stops the graph from becoming one program (an op without a lowering
-        # above all), eager mode can still run it: warn once per reason, count it.
+    except NotImplementedError as e:
+        # What stops the graph from becoming one program (an op without a lowering above
+        # all), eager mode can still run: warn once per reason, count it. Other errors
+        # are bugs and surface.
         reason = str(e).split("\n", 1)[0]
         if reason not in _warned:
             _warned.add(reason)
@@ -127,109 +128,127 @@ def _lower(gm: fx.GraphModule, vals: dict, positions=None):
 def _spec(gm: fx.GraphModule, vals: dict):
     """The description `_C._Graph` takes (see csrc/compile/graph.h), and where the graph
     returns constants rather than tensors (None if it returns only tensors)."""
-    refs: dict = {}      # fx node -> value id, list of ids, or a Python constant
-    values: list = []    # type of each value id
-    inputs: list = []
-    nodes: list = []
-    mutations: list = []
-    constants: list = []  # (value id, raw little-endian bytes) of tensor constants
+    return _SpecBuilder(vals).build(gm)
 
-    def new_value(val) -> int:
+
+class _SpecBuilder:
+    """Walks an FX graph in order, numbering every tensor value."""
+
+    def __init__(self, vals: dict):
+        self.vals = vals        # fx node -> its (fake) value
+        self.refs: dict = {}    # fx node -> value id, list of ids, or a _Const
+        self.values: list = []  # type of each value id
+        self.inputs: list = []
+        self.nodes: list = []
+        self.mutations: list = []
+        self.constants: list = []  # (value id, raw little-endian bytes) of tensor constants
+
+    def build(self, gm: fx.GraphModule):
+        for node in gm.graph.nodes:
+            if node.op == "placeholder":
+                self.placeholder(node)
+        for node in gm.graph.nodes:
+            if node.op == "placeholder":
+                continue
+            if node.op == "output":
+                outs, template = self.output(node)
+                spec = (self.inputs, self.values, self.nodes, outs, self.mutations,
+                        self.constants)
+                return spec, template
+            if node.op == "get_attr":
+                self.get_attr(gm, node)
+            elif node.op == "call_function":
+                self.call(node)
+            else:
+                raise Unsupported(f"an FX {node.op} node")
+        raise AssertionError("graph without an output node")
+
+    def new_value(self, val) -> int:
         if val is None:
-            values.append(None)
+            self.values.append(None)
         else:
             if not isinstance(val, torch.Tensor):
                 raise Unsupported(f"a graph value of type {type(val).__name__}")
-            values.append((val.dtype, [int(s) for s in val.shape]))
-        return len(values) - 1
+            self.values.append((val.dtype, [int(s) for s in val.shape]))
+        return len(self.values) - 1
 
-    def encode(a):
+    def encode(self, a):
         if isinstance(a, fx.Node):
-            r = refs[a]
+            r = self.refs[a]
             if isinstance(r, _Const):
                 return r.value
             if isinstance(r, list):
                 return [(i,) if i >= 0 else None for i in r]
             return (r,)
         if isinstance(a, (list, tuple)):
-            return [encode(x) for x in a]
+            return [self.encode(x) for x in a]
         if isinstance(a, _IGNORED):
             return None
         if a is None or isinstance(a, (bool, int, float, str, torch.dtype)):
             return a
         raise Unsupported(f"an argument of type {type(a).__name__}")
 
-    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    for node in placeholders:
-        val = vals[node]
+    def placeholder(self, node: fx.Node) -> None:
+        # Inputs are numbered first: value i is placeholder i.
+        val = self.vals[node]
         if not isinstance(val, torch.Tensor):
-            refs[node] = _Const(val)
-            continue
-        refs[node] = new_value(val)
-        inputs.append(values[-1])
-    if len(inputs) != len(values):
-        raise AssertionError("graph inputs must be numbered first")
+            self.refs[node] = _Const(val)
+            return
+        self.refs[node] = self.new_value(val)
+        self.inputs.append(self.values[-1])
 
-    template = None
-    for node in gm.graph.nodes:
-        val = vals.get(node)
-        if node.op == "placeholder":
-            continue
-        if node.op == "output":
-            outs, template = [], []
-            for o in node.args[0]:
-                r = refs[o] if isinstance(o, fx.Node) else _Const(o)
-                if isinstance(r, int):
-                    outs.append(r)
-                    template.append(None)
-                elif isinstance(r, _Const) and r.value is not None:
-                    outs.append(-1)
-                    template.append((r.value,))
-                elif isinstance(r, _Const):
-                    outs.append(-1)
-                    template.append(None)
-                else:
-                    raise Unsupported("a graph output that is a list")
-            if all(t is None for t in template):
-                template = None
-            return (inputs, values, nodes, outs, mutations, constants), template
-        if node.op == "get_attr":
-            const = getattr(gm, node.target)
-            if not isinstance(const, torch.Tensor):
-                raise Unsupported(f"a graph attribute of type {type(const).__name__}")
-            refs[node] = new_value(const)
-            data = const.detach().cpu().contiguous()
-            constants.append((refs[node], data.view(-1).view(torch.uint8).numpy().tobytes()))
-            continue
-        if node.op != "call_function":
-            raise Unsupported(f"an FX {node.op} node")
+    def output(self, node: fx.Node):
+        """The output value ids (-1 where the graph returns None or a number), and the
+        numbers it returns in place of tensors (None if it returns only tensors)."""
+        outs, template = [], []
+        for o in node.args[0]:
+            r = self.refs[o] if isinstance(o, fx.Node) else _Const(o)
+            if isinstance(r, int):
+                outs.append(r)
+                template.append(None)
+            elif isinstance(r, _Const):
+                outs.append(-1)
+                template.append(None if r.value is None else (r.value,))
+            else:
+                raise Unsupported("a graph output that is a list")
+        return outs, None if all(t is None for t in template) else template
+
+    def get_attr(self, gm: fx.GraphModule, node: fx.Node) -> None:
+        const = getattr(gm, node.target)
+        if not isinstance(const, torch.Tensor):
+            raise Unsupported(f"a graph attribute of type {type(const).__name__}")
+        self.refs[node] = self.new_value(const)
+        data = const.detach().cpu().contiguous()
+        self.constants.append((self.refs[node], data.view(-1).view(torch.uint8).numpy().tobytes()))
+
+    def call(self, node: fx.Node) -> None:
+        val = self.vals.get(node)
         if not isinstance(val, (torch.Tensor, list, tuple)) and val is not None:
-            refs[node] = _Const(val)  # size arithmetic: known once shapes are
-            continue
+            self.refs[node] = _Const(val)  # size arithmetic: known once shapes are
+            return
         target = node.target
         if target is operator.getitem:
-            refs[node] = refs[node.args[0]][node.args[1]]
-            continue
+            self.refs[node] = self.refs[node.args[0]][node.args[1]]
+            return
         if not isinstance(target, torch._ops.OpOverload) or target.namespace != "aten":
             raise Unsupported(f"{target} has no tpu lowering")
         if target is torch.ops.aten.copy_.default and node.args[0].op == "placeholder":
             # A mutated input (keep_inference_input_mutations): the graph computes the new
             # value, the call writes it into the input.
-            dst = refs[node.args[0]]
-            new = new_value(vals[node.args[0]])
-            nodes.append(("copy", [(dst,), encode(node.args[1]), False], [new]))
-            mutations.append((dst, new))
-            refs[node] = new
-            continue
+            dst = self.refs[node.args[0]]
+            new = self.new_value(self.vals[node.args[0]])
+            self.nodes.append(("copy", [(dst,), self.encode(node.args[1]), False], [new]))
+            self.mutations.append((dst, new))
+            self.refs[node] = new
+            return
         args = _schema_args(target, node)
         if isinstance(val, (list, tuple)):
-            ids = [new_value(v) for v in val]
-            refs[node] = ids
+            ids = [self.new_value(v) for v in val]
+            self.refs[node] = ids
         else:
-            ids = [new_value(val)]
-            refs[node] = ids[0]
-        nodes.append((_schema_name(target), [encode(a) for a in args], ids))
-    raise AssertionError("graph without an output node")
+            ids = [self.new_value(val)]
+            self.refs[node] = ids[0]
+        self.nodes.append((_schema_name(target), [self.encode(a) for a in args], ids))
 
 
 class _Const:

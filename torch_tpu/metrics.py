@@ -7,7 +7,8 @@ def snapshot() -> dict:
     """All counters as a dict (compiles, compile_seconds, cache_hits, cache_misses,
     disk_hits, disk_misses, disk_writes, disk_bad_entries, disk_evictions, executions,
     graphs, graph_runs, graph_fallbacks, graph_build_seconds,
-    host_to_device_bytes, device_to_host_bytes, fallbacks={op: count})."""
+    host_to_device_bytes, device_to_host_bytes, host_staged_collectives,
+    host_staged_bytes (tpu_dist's host-staged transport), fallbacks={op: count})."""
     return _C._metrics()
 
 
@@ -32,6 +33,8 @@ def report() -> str:
         f"and compiling or loading)",
         f"  host->device:      {m['host_to_device_bytes']} bytes",
         f"  device->host:      {m['device_to_host_bytes']} bytes",
+        f"  tpu_dist:          {m['host_staged_collectives']} collectives host-staged "
+        f"({m['host_staged_bytes']} bytes)",
         f"  cpu fallbacks:     {sum(m['fallbacks'].values())}",
     ]
     for op, count in sorted(m["fallbacks"].items()):

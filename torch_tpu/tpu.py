@@ -8,6 +8,8 @@ from typing import Any, Optional, Union
 import torch
 
 from torch_tpu import _C
+from torch_tpu._streams import (  # noqa: F401
+    Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream)
 
 _DeviceLike = Union[torch.device, str, int, None]
 

@@ -3,6 +3,7 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
+#include "aten/event.h"
 #include "runtime/runtime.h"
 
 namespace torch_tpu::aten {
@@ -38,8 +39,7 @@ void synchronize(c10::DeviceIndex index) {
 
 namespace {
 
-// Streams are not modelled: PJRT orders dependent work itself, so every device has one
-// default stream and events complete in order with it.
+// Streams and events: see aten/event.h.
 struct TpuGuardImpl final : c10::impl::DeviceGuardImplInterface {
   static constexpr c10::DeviceType kType = c10::DeviceType::PrivateUse1;
 
@@ -57,24 +57,43 @@ struct TpuGuardImpl final : c10::impl::DeviceGuardImplInterface {
     if (device.index() >= 0) current = device.index();
   }
   c10::Stream getStream(c10::Device device) const override {
+    return current_stream(device.index() < 0 ? current : device.index());
+  }
+  c10::Stream getDefaultStream(c10::Device device) const override {
     return c10::Stream(c10::Stream::DEFAULT, device);
   }
-  c10::Stream getDefaultStream(c10::Device device) const override { return getStream(device); }
+  c10::Stream getNewStream(c10::Device device, int priority) const override {
+    return new_stream(device.index() < 0 ? current : device.index());
+  }
+  c10::Stream getStreamFromGlobalPool(c10::Device device, bool high_priority) const override {
+    return new_stream(device.index() < 0 ? current : device.index());
+  }
   c10::Stream exchangeStream(c10::Stream stream) const override {
-    return getStream(stream.device());
+    return exchange_stream(stream);
   }
   c10::DeviceIndex deviceCount() const noexcept override { return device_count(); }
-  void record(void** event, const c10::Stream& stream, const c10::DeviceIndex,
-              const c10::EventFlag) const override {}
+  void record(void** event, const c10::Stream& stream, const c10::DeviceIndex device,
+              const c10::EventFlag flag) const override {
+    record_event(event, device >= 0 ? device : stream.device_index(), flag);
+  }
+  // One queue per device ordered by data dependencies (aten/event.h): nothing to add.
   void block(void* event, const c10::Stream& stream) const override {}
-  bool queryEvent(void* event) const override { return true; }
-  void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override {}
-  bool queryStream(const c10::Stream& stream) const override { return true; }
+  bool queryEvent(void* event) const override { return query_event(event); }
+  void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override {
+    destroy_event(event);
+  }
+  bool queryStream(const c10::Stream& stream) const override {
+    return query_device(stream.device_index());
+  }
   void synchronizeStream(const c10::Stream& stream) const override {
     synchronize(stream.device_index());
   }
-  void synchronizeEvent(void* event) const override {}
+  void synchronizeEvent(void* event) const override { synchronize_event(event); }
+  double elapsedTime(void* start, void* end, const c10::DeviceIndex) const override {
+    return elapsed_ms(start, end);
+  }
   void synchronizeDevice(const c10::DeviceIndex index) const override { synchronize(index); }
+  void recordDataPtrOnStream(const c10::DataPtr&, const c10::Stream&) const override {}
 };
 
 C10_REGISTER_GUARD_IMPL(PrivateUse1, TpuGuardImpl);

@@ -10,7 +10,6 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 #include <ATen/native/Resize.h>
-#include <ATen/native/TypeProperties.h>
 #include <ATen/ops/empty_strided.h>
 #include <torch/library.h>
 
@@ -23,6 +22,7 @@
 #include "aten/device.h"
 #include "aten/dtype.h"
 #include "aten/generator.h"
+#include "aten/node_builder.h"
 #include "aten/op_call.h"
 #include "aten/schema_args.h"
 #include "ops/registry.h"
@@ -93,6 +93,8 @@ c10::IValue meta_value(const c10::IValue& v) {
     return out;
   }
   if (v.isGenerator()) return c10::IValue();
+  // A factory's device argument: the meta kernel must not dispatch back to tpu.
+  if (v.isDevice()) return c10::Device(c10::kMeta);
   return v;
 }
 
@@ -104,10 +106,6 @@ std::vector<at::Tensor> tensors_of(const c10::IValue& v) {
     for (const std::optional<at::Tensor>& t : v.toOptionalTensorList())
       out.push_back(t ? *t : at::Tensor());
   return out;
-}
-
-c10::ScalarType scalar_operand_type(c10::ScalarType compute) {
-  return compute == at::kBFloat16 || compute == at::kHalf ? at::kFloat : compute;
 }
 
 struct MetaResult {
@@ -125,36 +123,77 @@ class LoweredKernel final : public c10::OperatorKernel {
 
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
     std::call_once(schema_once_, [&] { read_schema(op.schema()); });
-    const size_t n = infos_.size();
-    std::vector<c10::IValue> args(stack->end() - n, stack->end());
+    std::vector<c10::IValue> args(stack->end() - infos_.size(), stack->end());
+    Promotion promotion = promote(args);
+    c10::ScalarType compute = promotion.compute();
 
-    // PyTorch's type promotion over the inputs; scalars enter the program in it.
-    at::native::ResultTypeState state;
-    for (size_t i = 0; i < n; ++i) {
+    OpCall call(name_.c_str());
+    call.key(static_cast<int64_t>(compute));
+    Operands operands = add_operands(call, args, promotion.scalar_type());
+    std::shared_ptr<const MetaResult> meta_ptr = infer(op, args, call.program_key());
+    const MetaResult& meta = *meta_ptr;
+    const size_t n_fresh = fresh_count(meta);
+    for (size_t t = 0; t < operands.targets.size(); ++t) {
+      const at::Tensor& target = operands.targets[t];
+      TORCH_CHECK(is_tpu(target), name_, ": expected a tpu output tensor, got ", target.device());
+      if (operands.target_out[t]) at::native::resize_output(target, meta.sizes.at(n_fresh + t));
+    }
+    int rng_slot = -1;
+    if (def_->random || !operands.generators.empty()) {
+      RngDraw draw = take_counters(generator_of(args, operands), rng_counters(meta.outputs));
+      call.scalar(c10::Scalar(static_cast<int64_t>(draw.seed)), at::kLong);
+      call.scalar(c10::Scalar(static_cast<int64_t>(draw.offset)), at::kLong);
+      rng_slot = static_cast<int>(call.num_inputs()) - 2;
+    }
+
+    Lowering lowering = [&](hlo::Builder& b, const std::vector<hlo::Value>& in) {
+      ops::Node node = make_node(b, in, operands, meta, rng_slot);
+      node.compute = to_hlo(compute);
+      std::vector<hlo::Value> kept;
+      for (std::optional<hlo::Value>& v : lower_node(*def_, node, name_, meta.undefined))
+        if (v) kept.push_back(std::move(*v));
+      return kept;
+    };
+    std::vector<at::Tensor> fresh =
+        operands.targets.empty() ? call.run(lowering)
+                                 : call.run_and_write(lowering, n_fresh, operands.targets);
+    push_results(args, meta, fresh, stack);
+  }
+
+ private:
+  // Where each argument went: its lowering inputs, static attributes, write targets.
+  struct Operands {
+    std::vector<std::vector<int>> slots;  // per argument, its lowering input indices (-1: None)
+    std::vector<ops::Attr> attrs;
+    std::vector<at::Tensor> targets;      // tensors the op writes, in argument order
+    std::vector<bool> target_out;         // ... and whether each is an out= argument
+    std::vector<size_t> generators;       // Generator? arguments
+  };
+
+  Promotion promote(const std::vector<c10::IValue>& args) const {
+    Promotion promotion;
+    for (size_t i = 0; i < infos_.size(); ++i) {
       const ArgInfo& info = infos_[i];
       if (info.out) continue;
       if (info.kind == ArgKind::Tensor || info.kind == ArgKind::TensorList) {
         for (const at::Tensor& t : tensors_of(args[i]))
-          if (t.defined()) state = at::native::update_result_type_state(t, state);
+          if (t.defined()) promotion.add(t);
       } else if (info.kind == ArgKind::Scalar && !args[i].isNone()) {
-        state = at::native::update_result_type_state(args[i].toScalar(), state);
+        promotion.add(args[i].toScalar());
       } else if (info.kind == ArgKind::ScalarList) {
-        for (const c10::IValue& s : args[i].toListRef())
-          state = at::native::update_result_type_state(s.toScalar(), state);
+        for (const c10::IValue& s : args[i].toListRef()) promotion.add(s.toScalar());
       }
     }
-    c10::ScalarType compute = at::native::result_type(state);
-    if (compute == c10::ScalarType::Undefined) compute = at::kFloat;
-    c10::ScalarType scalar_type = scalar_operand_type(compute);
+    return promotion;
+  }
 
-    OpCall call(name_.c_str());
-    call.key(static_cast<int64_t>(compute));
-    // For each argument, where its values sit among the lowering's inputs.
-    std::vector<std::vector<int>> slots(n);
-    std::vector<ops::Attr> attrs(n);
-    std::vector<at::Tensor> targets;
-    std::vector<bool> target_out;
-    std::vector<size_t> generators;
+  // Feeds tensors and scalars to `call` and hashes every other argument into its key.
+  Operands add_operands(OpCall& call, const std::vector<c10::IValue>& args,
+                        c10::ScalarType scalar_type) const {
+    const size_t n = infos_.size();
+    Operands o;
+    o.slots.resize(n);
+    o.attrs.resize(n);
     int next = 0;
     for (size_t i = 0; i < n; ++i) {
       const ArgInfo& info = infos_[i];
@@ -166,16 +205,16 @@ class LoweredKernel final : public c10::OperatorKernel {
           call.key(static_cast<int64_t>(ts.size()));
           for (const at::Tensor& t : ts) {
             if (info.mutated && t.defined()) {
-              targets.push_back(t);
-              target_out.push_back(info.out);
+              o.targets.push_back(t);
+              o.target_out.push_back(info.out);
             }
             if (!t.defined() || info.out) {
               call.key(-1);
-              slots[i].push_back(-1);
+              o.slots[i].push_back(-1);
               continue;
             }
             call.input(t);
-            slots[i].push_back(next++);
+            o.slots[i].push_back(next++);
           }
           if (v.isNone()) call.key(-2);
           break;
@@ -186,106 +225,64 @@ class LoweredKernel final : public c10::OperatorKernel {
             break;
           }
           call.scalar(v.toScalar(), scalar_type);
-          slots[i].push_back(next++);
+          o.slots[i].push_back(next++);
           break;
         case ArgKind::ScalarList:
           call.key(static_cast<int64_t>(v.toListRef().size()));
           for (const c10::IValue& s : v.toListRef()) {
             call.scalar(s.toScalar(), scalar_type);
-            slots[i].push_back(next++);
+            o.slots[i].push_back(next++);
           }
           break;
         case ArgKind::Generator:
-          generators.push_back(i);
+          o.generators.push_back(i);
           break;
         case ArgKind::Static:
-          attrs[i] = to_attr(v);
-          add_attr_key(call, attrs[i]);
+          o.attrs[i] = to_attr(v);
+          add_attr_key(call, o.attrs[i]);
           break;
       }
     }
-
-    std::shared_ptr<const MetaResult> meta_ptr = infer(op, args, call.program_key());
-    const MetaResult& meta = *meta_ptr;
-    const size_t n_fresh = fresh_count(meta);
-    for (size_t t = 0; t < targets.size(); ++t) {
-      TORCH_CHECK(is_tpu(targets[t]), name_, ": expected a tpu output tensor, got ",
-                  targets[t].device());
-      if (target_out[t]) at::native::resize_output(targets[t], meta.sizes.at(n_fresh + t));
-    }
-
-    int rng_slot = -1;
-    if (def_->random || !generators.empty()) {
-      int64_t numel = 0;
-      for (const hlo::TensorType& type : meta.outputs) numel += type.numel();
-      std::optional<at::Generator> gen;
-      if (!generators.empty() && !args[generators[0]].isNone())
-        gen = args[generators[0]].toGenerator();
-      c10::DeviceIndex device = current_device();
-      for (size_t i = 0; i < n; ++i)
-        for (const at::Tensor& t : tensors_of(args[i]))
-          if (is_tpu(t)) device = t.device().index();
-      at::Generator g = gen ? *gen : default_generator(device);
-      uint64_t seed, offset;
-      {
-        std::lock_guard<std::mutex> lock(g.mutex());
-        seed = g.current_seed();
-        offset = g.get_offset();
-        // Counters used by this draw; rounded so consecutive draws never share one.
-        g.set_offset(offset + ((static_cast<uint64_t>(numel) + 3) / 4) * 4);
-      }
-      call.scalar(c10::Scalar(static_cast<int64_t>(seed)), at::kLong);
-      call.scalar(c10::Scalar(static_cast<int64_t>(offset)), at::kLong);
-      rng_slot = next;
-      next += 2;
-    }
-
-    Lowering lowering = [&](hlo::Builder& b, const std::vector<hlo::Value>& in) {
-      ops::Node node{b};
-      node.outputs = meta.outputs;
-      node.compute = to_hlo(compute);
-      node.args.resize(n);
-      if (rng_slot >= 0) {
-        hlo::Value seed = b.reshape(in[rng_slot], {1});
-        hlo::Value offset = b.reshape(in[rng_slot + 1], {1});
-        node.rng = b.bitcast_convert(b.concatenate({seed, offset}, 0), {hlo::DType::U64, {2}});
-      }
-      for (size_t i = 0; i < n; ++i) {
-        ops::Operand& operand = node.args[i];
-        const ArgInfo& info = infos_[i];
-        operand.attr = attrs[i];
-        bool single = info.kind == ArgKind::Tensor || info.kind == ArgKind::Scalar;
-        if (info.kind == ArgKind::Generator) {
-          operand.value = node.rng;
-          continue;
-        }
-        for (int slot : slots[i]) {
-          std::optional<hlo::Value> v;
-          if (slot >= 0) v = in[slot];
-          if (single) operand.value = v;
-          else operand.values.push_back(v);
-        }
-      }
-      std::vector<hlo::Value> results = def_->lower(node);
-      TORCH_CHECK(results.size() == meta.outputs.size(), name_, ": the lowering gave ",
-                  results.size(), " results, the op has ", meta.outputs.size());
-      std::vector<hlo::Value> kept;
-      for (size_t i = 0; i < results.size(); ++i) {
-        if (meta.undefined[i]) continue;
-        const hlo::TensorType& want = meta.outputs[i];
-        TORCH_CHECK(results[i].type.shape == want.shape, name_, ": the lowering's result ", i,
-                    " has shape ", results[i].type.str(), ", expected ", want.str());
-        kept.push_back(b.convert(results[i], want.dtype));
-      }
-      return kept;
-    };
-
-    std::vector<at::Tensor> fresh = targets.empty() ? call.run(lowering)
-                                                    : call.run_and_write(lowering, n_fresh, targets);
-    push_results(args, meta, fresh, stack);
+    return o;
   }
 
- private:
+  // The op's explicit generator, else the default one of the device its tensors are on.
+  at::Generator generator_of(const std::vector<c10::IValue>& args, const Operands& o) const {
+    if (!o.generators.empty() && !args[o.generators[0]].isNone())
+      return args[o.generators[0]].toGenerator();
+    c10::DeviceIndex device = current_device();
+    for (const c10::IValue& v : args)
+      for (const at::Tensor& t : tensors_of(v))
+        if (is_tpu(t)) device = t.device().index();
+    return default_generator(device);
+  }
+
+  // The Node the lowering sees, from the program's inputs `in`.
+  ops::Node make_node(hlo::Builder& b, const std::vector<hlo::Value>& in, const Operands& o,
+                      const MetaResult& meta, int rng_slot) const {
+    ops::Node node{b};
+    node.outputs = meta.outputs;
+    node.args.resize(infos_.size());
+    if (rng_slot >= 0) node.rng = rng_state(b, in[rng_slot], in[rng_slot + 1]);
+    for (size_t i = 0; i < infos_.size(); ++i) {
+      ops::Operand& operand = node.args[i];
+      const ArgInfo& info = infos_[i];
+      operand.attr = o.attrs[i];
+      if (info.kind == ArgKind::Generator) {
+        operand.value = node.rng;
+        continue;
+      }
+      bool single = info.kind == ArgKind::Tensor || info.kind == ArgKind::Scalar;
+      for (int slot : o.slots[i]) {
+        std::optional<hlo::Value> v;
+        if (slot >= 0) v = in[slot];
+        if (single) operand.value = v;
+        else operand.values.push_back(v);
+      }
+    }
+    return node;
+  }
+
   void read_schema(const c10::FunctionSchema& schema) {
     for (const c10::Argument& a : schema.arguments()) {
       ArgInfo info;

@@ -173,85 +173,10 @@ std::vector<at::Tensor> OpCall::execute(const Lowering& lower, size_t fresh,
   for (Arg& arg : args_)
     if (!arg.buffer) arg.buffer = rt.scalar(device_, arg.dtype, arg.bits);
 
-  // Where each program output goes, in program order: dense targets first, then the
-  // rewritten base buffers.
-  struct Assignment {
-    runtime::DeviceBuffer* buffer;
-    hlo::DType dtype;
-    int64_t numel;
-  };
-  std::vector<Assignment> assignments;
-  std::vector<int> base_writer(bases_.size(), -1);
-  for (size_t i = 0; i < outs.size(); ++i) {
-    const Operand& op = outs[i];
-    if (op.layout.kind == ops::StridedLayout::Kind::Empty) continue;
-    runtime::DeviceBuffer& db = device_buffer(targets[i]);
-    if (op.base < 0) {
-      assignments.push_back(
-          {&db, op.dtype, static_cast<int64_t>(db.nbytes) / hlo::byte_width(op.dtype)});
-    } else {
-      base_writer[op.base] = static_cast<int>(i);
-    }
-  }
-  for (size_t base = 0; base < bases_.size(); ++base) {
-    if (base_writer[base] < 0) continue;
-    hlo::DType dtype = outs[base_writer[base]].dtype;
-    runtime::DeviceBuffer* db = bases_[base].buffer;
-    assignments.push_back({db, dtype, static_cast<int64_t>(db->nbytes) / hlo::byte_width(dtype)});
-  }
-
-  auto build = [&]() {
-    hlo::Builder b;
-    std::vector<hlo::Value> params;
-    for (const hlo::TensorType& t : params_) params.push_back(b.parameter(t));
-    std::vector<hlo::Value> current;
-    for (const Base& base : bases_) current.push_back(params[base.param]);
-    auto read = [&](const Operand& op) -> hlo::Value {
-      if (op.kind == Operand::Kind::Scalar) return params[op.param];
-      if (op.layout.kind == ops::StridedLayout::Kind::Empty) return b.full(0, {op.dtype, op.sizes});
-      hlo::Value offset = op.param >= 0 ? params[op.param] : hlo::Value{};
-      return ops::lower_strided_read(b, ops::reinterpret_flat(b, current[op.base], op.dtype),
-                                     offset, op.sizes, op.strides, op.layout);
-    };
-    std::vector<hlo::Value> values;
-    for (const Operand& op : inputs_) values.push_back(read(op));
-    std::vector<hlo::Value> results = lower(b, values);
-    if (fresh == static_cast<size_t>(-1)) fresh = results.size();
-    TORCH_CHECK(results.size() == fresh + targets.size(), name_, ": lowering gave ",
-                results.size(), " results for ", fresh + targets.size(), " outputs");
-
-    runtime::Program program;
-    std::vector<hlo::Value> outputs;
-    for (size_t i = 0; i < fresh; ++i) {
-      const hlo::Value& r = results[i];
-      program.outputs.push_back(r.type);
-      outputs.push_back(b.reshape(r, {r.type.numel()}));
-    }
-    for (size_t i = 0; i < outs.size(); ++i) {
-      const Operand& op = outs[i];
-      if (op.layout.kind == ops::StridedLayout::Kind::Empty) continue;
-      hlo::Value v = broadcast_to_target(b, b.convert(results[fresh + i], op.dtype), op.sizes);
-      if (op.base < 0) {
-        outputs.push_back(b.reshape(v, {v.type.numel()}));
-        continue;
-      }
-      hlo::Value offset = op.param >= 0 ? params[op.param] : hlo::Value{};
-      hlo::Value flat = ops::reinterpret_flat(b, current[op.base], op.dtype);
-      current[op.base] = ops::lower_strided_write(b, flat, offset, op.sizes, op.strides,
-                                                  op.layout, v);
-    }
-    for (size_t base = 0; base < bases_.size(); ++base)
-      if (base_writer[base] >= 0) outputs.push_back(current[base]);
-    for (size_t i = program.outputs.size(); i < outputs.size(); ++i)
-      program.outputs.push_back(outputs[i].type);
-    program.mlir = b.module(outputs);
-    program.label = name_;
-    return program;
-  };
-
+  WritePlan plan = plan_writes(outs, targets);
   std::shared_ptr<const runtime::CompiledProgram> program;
   try {
-    program = rt.cache().get(key_, build);
+    program = rt.cache().get(key_, [&] { return build(lower, fresh, outs, plan); });
   } catch (const c10::Error&) {
     throw;
   } catch (const std::exception& e) {
@@ -269,6 +194,7 @@ std::vector<at::Tensor> OpCall::execute(const Lowering& lower, size_t fresh,
 
   // The program's own record of how many results are fresh: a cache hit skips the
   // lowering, so `fresh` may still be the "all results" marker here.
+  const std::vector<Assignment>& assignments = plan.assignments;
   size_t n_fresh = results.size() - assignments.size();
   std::vector<at::Tensor> out;
   for (size_t i = 0; i < n_fresh; ++i) {
@@ -280,6 +206,82 @@ std::vector<at::Tensor> OpCall::execute(const Lowering& lower, size_t fresh,
                                   assignments[i].numel);
   for (const at::Tensor& t : targets) t.unsafeGetTensorImpl()->bump_version();
   return out;
+}
+
+OpCall::WritePlan OpCall::plan_writes(const std::vector<Operand>& outs,
+                                      const std::vector<at::Tensor>& targets) const {
+  WritePlan plan;
+  plan.base_writer.assign(bases_.size(), -1);
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const Operand& op = outs[i];
+    if (op.layout.kind == ops::StridedLayout::Kind::Empty) continue;
+    runtime::DeviceBuffer& db = device_buffer(targets[i]);
+    if (op.base < 0) {
+      plan.assignments.push_back(
+          {&db, op.dtype, static_cast<int64_t>(db.nbytes) / hlo::byte_width(op.dtype)});
+    } else {
+      plan.base_writer[op.base] = static_cast<int>(i);
+    }
+  }
+  for (size_t base = 0; base < bases_.size(); ++base) {
+    if (plan.base_writer[base] < 0) continue;
+    hlo::DType dtype = outs[plan.base_writer[base]].dtype;
+    runtime::DeviceBuffer* db = bases_[base].buffer;
+    plan.assignments.push_back(
+        {db, dtype, static_cast<int64_t>(db->nbytes) / hlo::byte_width(dtype)});
+  }
+  return plan;
+}
+
+runtime::Program OpCall::build(const Lowering& lower, size_t fresh, const std::vector<Operand>& outs,
+                               const WritePlan& plan) const {
+  hlo::Builder b;
+  std::vector<hlo::Value> params;
+  for (const hlo::TensorType& t : params_) params.push_back(b.parameter(t));
+  std::vector<hlo::Value> current;
+  for (const Base& base : bases_) current.push_back(params[base.param]);
+  auto read = [&](const Operand& op) -> hlo::Value {
+    if (op.kind == Operand::Kind::Scalar) return params[op.param];
+    if (op.layout.kind == ops::StridedLayout::Kind::Empty) return b.full(0, {op.dtype, op.sizes});
+    hlo::Value offset = op.param >= 0 ? params[op.param] : hlo::Value{};
+    return ops::lower_strided_read(b, ops::reinterpret_flat(b, current[op.base], op.dtype),
+                                   offset, op.sizes, op.strides, op.layout);
+  };
+  std::vector<hlo::Value> values;
+  for (const Operand& op : inputs_) values.push_back(read(op));
+  std::vector<hlo::Value> results = lower(b, values);
+  if (fresh == static_cast<size_t>(-1)) fresh = results.size() - outs.size();
+  TORCH_CHECK(results.size() == fresh + outs.size(), name_, ": lowering gave ",
+              results.size(), " results for ", fresh + outs.size(), " outputs");
+
+  runtime::Program program;
+  std::vector<hlo::Value> outputs;
+  for (size_t i = 0; i < fresh; ++i) {
+    const hlo::Value& r = results[i];
+    program.outputs.push_back(r.type);
+    outputs.push_back(b.reshape(r, {r.type.numel()}));
+  }
+  // Dense targets take their values as program outputs; views rewrite their base.
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const Operand& op = outs[i];
+    if (op.layout.kind == ops::StridedLayout::Kind::Empty) continue;
+    hlo::Value v = broadcast_to_target(b, b.convert(results[fresh + i], op.dtype), op.sizes);
+    if (op.base < 0) {
+      outputs.push_back(b.reshape(v, {v.type.numel()}));
+      continue;
+    }
+    hlo::Value offset = op.param >= 0 ? params[op.param] : hlo::Value{};
+    hlo::Value flat = ops::reinterpret_flat(b, current[op.base], op.dtype);
+    current[op.base] = ops::lower_strided_write(b, flat, offset, op.sizes, op.strides,
+                                                op.layout, v);
+  }
+  for (size_t base = 0; base < bases_.size(); ++base)
+    if (plan.base_writer[base] >= 0) outputs.push_back(current[base]);
+  for (size_t i = program.outputs.size(); i < outputs.size(); ++i)
+    program.outputs.push_back(outputs[i].type);
+  program.mlir = b.module(outputs);
+  program.label = name_;
+  return program;
 }
 
 at::Tensor wrap_buffer(std::shared_ptr<pjrt::Buffer> buffer, hlo::DType dtype,

@@ -71,10 +71,27 @@ class OpCall {
     uint64_t bits;
   };
 
+  // Where each program output that is not a fresh result goes, in program order: dense
+  // targets first, then the rewritten base buffers.
+  struct Assignment {
+    runtime::DeviceBuffer* buffer;
+    hlo::DType dtype;
+    int64_t numel;
+  };
+  struct WritePlan {
+    std::vector<Assignment> assignments;
+    std::vector<int> base_writer;  // per base: the target that rewrites it, or -1
+  };
+
   Operand view_operand(const at::Tensor& tensor, bool needs_base);
   int add_param(hlo::DType dtype, std::vector<int64_t> shape, std::shared_ptr<pjrt::Buffer> buffer,
                 uint64_t bits = 0);
   void use_device(const at::Tensor& tensor);
+  WritePlan plan_writes(const std::vector<Operand>& outs,
+                        const std::vector<at::Tensor>& targets) const;
+  // The program on a cache miss: reads of the inputs, the lowering, the writes.
+  runtime::Program build(const Lowering& lower, size_t fresh, const std::vector<Operand>& outs,
+                         const WritePlan& plan) const;
   std::vector<at::Tensor> execute(const Lowering& lower, size_t fresh,
                                   const std::vector<at::Tensor>& targets);
 

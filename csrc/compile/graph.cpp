@@ -1,6 +1,5 @@
 #include "compile/graph.h"
 
-#include <ATen/native/TypeProperties.h>
 #include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
 #include <torch/csrc/Dtype.h>
@@ -15,6 +14,7 @@
 #include "aten/device.h"
 #include "aten/dtype.h"
 #include "aten/generator.h"
+#include "aten/node_builder.h"
 #include "aten/op_call.h"
 #include "aten/schema_args.h"
 #include "hlo/builder.h"
@@ -67,7 +67,7 @@ ops::Attr static_attr(const py::handle& h, const std::string& op, size_t i) {
     for (py::handle e : h) ints.push_back(py::isinstance<py::bool_>(e) ? e.cast<bool>() : e.cast<int64_t>());
     return ints;
   }
-  TORCH_CHECK(false, "torch_tpu: ", op, ": argument ", i, " has an unsupported type ",
+  TORCH_CHECK_NOT_IMPLEMENTED(false, "torch_tpu: ", op, ": argument ", i, " has an unsupported type ",
               std::string(py::str(h.get_type())));
 }
 
@@ -131,7 +131,7 @@ Arg parse_arg(const py::handle& h, ArgKind kind, const std::string& op, size_t i
       }
       break;
     case ArgKind::Generator:
-      TORCH_CHECK(h.is_none(), "torch_tpu: ", op, ": explicit generators are not supported in "
+      TORCH_CHECK_NOT_IMPLEMENTED(h.is_none(), "torch_tpu: ", op, ": explicit generators are not supported in "
                   "compiled graphs");
       break;
     case ArgKind::Static:
@@ -179,10 +179,6 @@ hlo::Value tensor_constant(hlo::Builder& b, const hlo::TensorType& type, const s
   return pred ? b.compare(hlo::Compare::NE, v, b.full(0, stored)) : v;
 }
 
-c10::ScalarType scalar_operand_type(c10::ScalarType compute) {
-  return compute == at::kBFloat16 || compute == at::kHalf ? at::kFloat : compute;
-}
-
 at::Tensor meta_of(const hlo::TensorType& type) {
   return at::empty(type.shape, at::TensorOptions().dtype(aten::to_torch(type.dtype)).device(c10::kMeta));
 }
@@ -223,23 +219,22 @@ struct Lowerer {
                 info.kinds.size(), " arguments, the graph gives ", py::len(py_args));
 
     std::vector<Arg> args;
-    at::native::ResultTypeState state;
+    aten::Promotion promotion;
     for (size_t i = 0; i < info.kinds.size(); ++i) {
       args.push_back(parse_arg(py_args[i], info.kinds[i], name, i));
       const Arg& a = args.back();
       for (int id : a.ids)
-        if (id >= 0) state = at::native::update_result_type_state(meta_of(value(id, name).type), state);
-      for (const c10::Scalar& s : a.scalars) state = at::native::update_result_type_state(s, state);
+        if (id >= 0) promotion.add(meta_of(value(id, name).type));
+      for (const c10::Scalar& s : a.scalars) promotion.add(s);
     }
-    c10::ScalarType compute = at::native::result_type(state);
-    if (compute == c10::ScalarType::Undefined) compute = at::kFloat;
-    c10::ScalarType scalar_type = scalar_operand_type(compute);
+    c10::ScalarType scalar_type = promotion.scalar_type();
 
     ops::Node n{b};
-    n.compute = aten::to_hlo(compute);
+    n.compute = aten::to_hlo(promotion.compute());
+    std::vector<bool> unused;  // results the graph drops
     for (int id : outs) {
-      if (id >= 0 && types.at(id)) n.outputs.push_back(*types[id]);
-      else n.outputs.push_back({hlo::DType::F32, {0}});
+      unused.push_back(id < 0 || !types.at(id));
+      n.outputs.push_back(unused.back() ? hlo::TensorType{hlo::DType::F32, {0}} : *types[id]);
     }
     bool draws = def->random;
     n.args.resize(args.size());
@@ -268,29 +263,22 @@ struct Lowerer {
     }
     if (draws) {
       // The offsets eager mode would use for this draw: the same numbers for a seed.
-      int64_t numel = 0;
-      for (const hlo::TensorType& t : n.outputs) numel += t.numel();
-      hlo::Value at_offset = b.reshape(
-          b.binary("add", *offset, b.constant_int(static_cast<int64_t>(rng_advance), hlo::DType::S64)),
-          {1});
-      n.rng = b.bitcast_convert(b.concatenate({*seed, at_offset}, 0), {hlo::DType::U64, {2}});
+      hlo::Value at_offset = b.binary(
+          "add", *offset, b.constant_int(static_cast<int64_t>(rng_advance), hlo::DType::S64));
+      n.rng = aten::rng_state(b, *seed, at_offset);
       for (size_t i = 0; i < args.size(); ++i)
         if (args[i].kind == ArgKind::Generator) n.args[i].value = n.rng;
-      rng_advance += ((static_cast<uint64_t>(numel) + 3) / 4) * 4;
+      rng_advance += aten::rng_counters(n.outputs);
     }
 
-    std::vector<hlo::Value> results = def->lower(n);
-    TORCH_CHECK(results.size() == outs.size(), "torch_tpu: aten::", name, ": the lowering gave ",
-                results.size(), " results, the graph node has ", outs.size());
-    for (size_t k = 0; k < outs.size(); ++k) {
-      int id = outs[k];
-      if (id < 0 || !types.at(id)) continue;
-      const hlo::TensorType& want = *types[id];
-      TORCH_CHECK(results[k].type.shape == want.shape, "torch_tpu: aten::", name,
-                  ": the lowering's result ", k, " has type ", results[k].type.str(),
-                  ", the graph expects ", want.str());
-      vals[id] = b.convert(results[k], want.dtype);
+    std::vector<std::optional<hlo::Value>> results;
+    try {
+      results = aten::lower_node(*def, n, name, unused);
+    } catch (const ops::Unsupported& e) {
+      TORCH_CHECK_NOT_IMPLEMENTED(false, "torch_tpu: aten::", name, ": ", e.what());
     }
+    for (size_t k = 0; k < outs.size(); ++k)
+      if (results[k]) vals[outs[k]] = std::move(results[k]);
   }
 };
 
@@ -331,7 +319,7 @@ Graph::Graph(const py::handle& spec_handle) {
     for (ArgKind k : schema_info(name).kinds) random_ |= k == ArgKind::Generator;
   }
   if (random_) {
-    lw.seed = b.reshape(b.parameter({hlo::DType::S64, {}}), {1});
+    lw.seed = b.parameter({hlo::DType::S64, {}});
     lw.offset = b.parameter({hlo::DType::S64, {}});
   }
   for (py::handle node : nodes) {
@@ -386,9 +374,10 @@ Graph::Graph(const py::handle& spec_handle) {
                                            .count();
 }
 
-std::vector<at::Tensor> Graph::run(const std::vector<at::Tensor>& inputs) const {
-  TORCH_CHECK(inputs.size() == inputs_.size(), "torch_tpu: the compiled graph takes ",
-              inputs_.size(), " inputs, got ", inputs.size());
+namespace {
+
+// The tpu device the inputs are on (they must agree), else the current one.
+c10::DeviceIndex device_of(const std::vector<at::Tensor>& inputs) {
   c10::DeviceIndex device = -1;
   for (const at::Tensor& t : inputs)
     if (t.defined() && t.device().is_privateuseone()) {
@@ -397,11 +386,14 @@ std::vector<at::Tensor> Graph::run(const std::vector<at::Tensor>& inputs) const 
                   "devices, tpu:", static_cast<int>(device), " and ", t.device(), "!");
       device = t.device().index();
     }
-  if (device < 0) device = aten::current_device();
+  return device < 0 ? aten::current_device() : device;
+}
 
-  runtime::Runtime& rt = runtime::Runtime::get();
-  std::vector<std::shared_ptr<pjrt::Buffer>> keep;  // buffers made here for this call
-  std::vector<PJRT_Buffer*> raw;
+}  // namespace
+
+std::vector<std::shared_ptr<pjrt::Buffer>> Graph::arguments(const std::vector<at::Tensor>& inputs,
+                                                            c10::DeviceIndex device) const {
+  std::vector<std::shared_ptr<pjrt::Buffer>> args;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const at::Tensor& t = inputs[i];
     const hlo::TensorType& want = inputs_[i];
@@ -414,37 +406,37 @@ std::vector<at::Tensor> Graph::run(const std::vector<at::Tensor>& inputs) const 
       // A CPU tensor the graph moves to the device itself (`cpu_tensor.to("tpu")`).
       TORCH_CHECK(t.device().is_cpu(), "torch_tpu: input ", i, " of the compiled graph is on ",
                   t.device());
-      keep.push_back(aten::device_buffer(aten::from_host(t, device)).buffer);
-    } else {
-      runtime::DeviceBuffer& db = aten::device_buffer(t);
-      if (is_dense(t, db, want.dtype)) {
-        keep.push_back(db.buffer);
-      } else {
-        at::Tensor dense = aten::OpCall("graph_input").input(t).run(
-            [](hlo::Builder&, const std::vector<hlo::Value>& in) { return in; })[0];
-        keep.push_back(aten::device_buffer(dense).buffer);
-      }
+      args.push_back(aten::device_buffer(aten::from_host(t, device)).buffer);
+      continue;
     }
-    raw.push_back(keep.back()->raw());
+    runtime::DeviceBuffer& db = aten::device_buffer(t);
+    if (is_dense(t, db, want.dtype)) {
+      args.push_back(db.buffer);
+    } else {
+      at::Tensor dense = aten::OpCall("graph_input").input(t).run(
+          [](hlo::Builder&, const std::vector<hlo::Value>& in) { return in; })[0];
+      args.push_back(aten::device_buffer(dense).buffer);
+    }
   }
   if (random_) {
-    at::Generator g = aten::default_generator(device);
-    uint64_t seed, offset;
-    {
-      std::lock_guard<std::mutex> lock(g.mutex());
-      seed = g.current_seed();
-      offset = g.get_offset();
-      g.set_offset(offset + rng_advance_);
-    }
-    keep.push_back(rt.scalar(device, hlo::DType::S64, seed));
-    raw.push_back(keep.back()->raw());
-    keep.push_back(rt.scalar(device, hlo::DType::S64, offset));
-    raw.push_back(keep.back()->raw());
+    runtime::Runtime& rt = runtime::Runtime::get();
+    aten::RngDraw draw = aten::take_counters(aten::default_generator(device), rng_advance_);
+    args.push_back(rt.scalar(device, hlo::DType::S64, draw.seed));
+    args.push_back(rt.scalar(device, hlo::DType::S64, draw.offset));
   }
+  return args;
+}
 
+std::vector<at::Tensor> Graph::run(const std::vector<at::Tensor>& inputs) const {
+  TORCH_CHECK(inputs.size() == inputs_.size(), "torch_tpu: the compiled graph takes ",
+              inputs_.size(), " inputs, got ", inputs.size());
+  c10::DeviceIndex device = device_of(inputs);
+  std::vector<std::shared_ptr<pjrt::Buffer>> args = arguments(inputs, device);
+  std::vector<PJRT_Buffer*> raw;
+  for (const auto& arg : args) raw.push_back(arg->raw());
   std::vector<std::shared_ptr<pjrt::Buffer>> results;
   try {
-    results = rt.execute(*program_, raw, device);
+    results = runtime::Runtime::get().execute(*program_, raw, device);
     runtime::metrics().graph_runs++;
   } catch (const std::exception& e) {
     TORCH_CHECK(false, "torch_tpu: running a compiled graph failed: ", e.what());
@@ -455,6 +447,8 @@ std::vector<at::Tensor> Graph::run(const std::vector<at::Tensor>& inputs) const 
     return aten::wrap_buffer(type.numel() > 0 ? results.at(r) : nullptr, type.dtype, type.shape,
                              device);
   };
+  // Mutated inputs: a dense one adopts the new buffer (every alias sees it), a view gets
+  // a copy.
   for (const auto& [input, r] : mutations_) {
     const at::Tensor& target = inputs[input];
     const hlo::TensorType& type = inputs_[input];

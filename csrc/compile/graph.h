@@ -1,7 +1,7 @@
 // A compiled FX graph: the whole graph lowered by the table in csrc/ops into one
 // StableHLO module, compiled once through the shared cache, and called from C++.
 //
-// torch_tpu/_compile.py walks the FX graph and hands over a plain description (the
+// torch_tpu/_dynamo.py walks the FX graph and hands over a plain description (the
 // spec); everything from there on is here:
 //
 //   spec = (inputs, values, nodes, outputs, mutations, constants)
@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "hlo/types.h"
+#include "pjrt/buffer.h"
 #include "runtime/executable_cache.h"
 
 namespace torch_tpu::compile {
@@ -41,6 +42,11 @@ class Graph {
   size_t num_nodes() const { return num_nodes_; }
 
  private:
+  // The program's arguments for `inputs`: their buffers (dense copies of views, CPU
+  // tensors moved to `device`), then the generator's seed and offset if the graph draws.
+  std::vector<std::shared_ptr<pjrt::Buffer>> arguments(const std::vector<at::Tensor>& inputs,
+                                                       c10::DeviceIndex device) const;
+
   struct Output {
     int input = -1;   // the graph returns this input as is
     int result = -1;  // else this program result; both -1 for None

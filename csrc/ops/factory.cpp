@@ -1,7 +1,9 @@
-// Factories: ranges and identity matrices. In eager mode constant fills (full, zeros,
+// Factories: ranges, identity matrices and triangle indices. In eager mode constant fills (full, zeros,
 // ones, *_like, new_*) reach the device as fill_ on an empty tensor and need nothing here;
 // compiled graphs see the factories themselves (graph-only lowerings at the end).
 #include "ops/factory.h"
+
+#include <string>
 
 #include "ops/registry.h"
 
@@ -59,6 +61,26 @@ std::vector<Value> lower_arange_graph(Node& n) {
                        out.dtype)};
 }
 
+// triu_indices / tril_indices(row, col, offset): the coordinates of the triangle in
+// row-major order, a [2, count] constant (count comes from the meta kernel).
+LowerFn tri_indices(bool upper) {
+  return [upper](Node& n) {
+    const TensorType& out = n.out();
+    if (out.numel() == 0) return std::vector<Value>{n.b.full(0, out)};
+    int64_t rows = n.i64(0), cols = n.i64(1), offset = n.i64(2);
+    std::string r, c;
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j)
+        if (upper ? j - i >= offset : j - i <= offset) {
+          r += (r.empty() ? "" : ", ") + std::to_string(i);
+          c += (c.empty() ? "" : ", ") + std::to_string(j);
+        }
+    return std::vector<Value>{n.b.emit("stablehlo.constant", {},
+                                       "value = dense<[[" + r + "], [" + c + "]]> : " + out.str(),
+                                       out)};
+  };
+}
+
 }  // namespace
 
 DType arange_math(DType dtype) {
@@ -106,6 +128,8 @@ Value lower_linspace(hlo::Builder& b, const Value& start, const Value& end, int6
 }
 
 TORCH_TPU_LOWERING(eye, {"eye.out", "eye.m_out"}, lower_eye);
+TORCH_TPU_LOWERING(triu_indices, {"triu_indices", "triu_indices.out"}, tri_indices(true));
+TORCH_TPU_LOWERING(tril_indices, {"tril_indices", "tril_indices.out"}, tri_indices(false));
 
 TORCH_TPU_GRAPH_LOWERING(full, {"full", "full_like", "fill.Scalar"}, fill_with(1));
 TORCH_TPU_GRAPH_LOWERING(new_full, {"new_full"}, fill_with(2));

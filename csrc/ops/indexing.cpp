@@ -735,7 +735,7 @@ Value mask_put(hlo::Builder& b, const Value& self, int64_t d, const Value& mask,
                const Value& values, bool accumulate) {
   const std::vector<int64_t>& shape = self.type.shape;
   const int64_t k = mask.type.rank();
-  if (k == 0) throw std::invalid_argument("index_put: a 0-d mask index is not supported");
+  if (k == 0) throw Unsupported("index_put: a 0-d mask index is not supported");
   // values against the indexing result's shape (the mask's elements collapse to dim d).
   std::vector<int64_t> vshape(shape.begin(), shape.begin() + d);
   vshape.push_back(1);
@@ -768,7 +768,7 @@ Value mask_put(hlo::Builder& b, const Value& self, int64_t d, const Value& mask,
 V graph_index(Node& n) {
   for (const auto& i : n.list(1))
     if (i && is_mask(*i))
-      throw std::invalid_argument("index: a bool mask index has a data-dependent shape");
+      throw Unsupported("index: a bool mask index has a data-dependent shape");
   return {lower_index(n.b, n.in(0), n.list(1))};
 }
 
@@ -782,7 +782,7 @@ V graph_index_put(Node& n) {
   }
   if (mask_at < 0) return {lower_index_put(n.b, n.in(0), indices, n.in(2), n.flag(3))};
   if (present > 1)
-    throw std::invalid_argument("index_put: a bool mask index with other indices has a "
+    throw Unsupported("index_put: a bool mask index with other indices has a "
                                 "data-dependent shape");
   return {mask_put(n.b, n.in(0), mask_at, *indices[mask_at], n.in(2), n.flag(3))};
 }

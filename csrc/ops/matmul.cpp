@@ -4,6 +4,8 @@
 // the backend.
 #include "ops/matmul.h"
 
+#include <stdexcept>
+
 #include "ops/elementwise.h"
 #include "ops/registry.h"
 
@@ -49,6 +51,60 @@ V lower_addmv(Node& n) {
 V lower_mv(Node& n) { return {contract(n.b, n.in(0), n.in(1), {}, {1}, {0}, n.out().dtype)}; }
 V lower_dot(Node& n) { return {contract(n.b, n.in(0), n.in(1), {}, {0}, {0}, n.out().dtype)}; }
 
+// Which of `groups` groups each of `n` positions along a grouped dimension falls in, as
+// a [groups, n] mask: offs holds each group's end (cumulative), the first starts at 0.
+// Positions past the last end belong to no group.
+Value group_mask(hlo::Builder& b, const Value& offs, int64_t n) {
+  int64_t groups = offs.type.shape.at(0);
+  hlo::TensorType grid{hlo::DType::S64, {groups, n}};
+  Value end = b.broadcast_in_dim(b.convert(offs, hlo::DType::S64), grid.shape, {0});
+  Value start = b.reshape(b.constant_int(0, hlo::DType::S64), {1});
+  if (groups > 1)
+    start = b.concatenate(
+        {start, b.slice(b.convert(offs, hlo::DType::S64), {0}, {groups - 1}, {1})}, 0);
+  Value pos = b.iota(grid, 1);
+  return b.binary("and", b.compare(hlo::Compare::GE, pos, b.broadcast_in_dim(start, grid.shape, {0})),
+                  b.compare(hlo::Compare::LT, pos, end));
+}
+
+// _grouped_mm(a, b, offs, bias, out_dtype): matrix products over groups of rows or of the
+// contracted dimension (Hugging Face's MoE experts). Each group is a masked product over
+// all of them: exact, and fine for the small group counts of MoE layers.
+//   a [m, k] x b [k, n], groups along k -> [groups, m, n]
+//   a [m, k] x b [groups, k, n], groups of a's rows -> [m, n]
+//   a [groups, m, k] x b [k, n], groups of b's columns -> [m, n]
+//   a [g, m, k] x b [g, k, n] -> bmm
+V lower_grouped_mm(Node& n) {
+  hlo::Builder& b = n.b;
+  if (n.has(3)) throw std::invalid_argument("_grouped_mm: bias is not supported");
+  const hlo::TensorType& out = n.out();
+  hlo::DType acc = math_dtype(out.dtype);
+  Value x = b.convert(n.in(0), acc), y = b.convert(n.in(1), acc);
+  size_t xd = x.type.shape.size(), yd = y.type.shape.size();
+  if (xd == 3 && yd == 3)
+    return {b.convert(b.dot_general(x, y, {0}, {0}, {2}, {1}, acc), out.dtype)};
+  Value offs = n.in(2);
+  auto masked = [&](const Value& mask, const std::vector<int64_t>& shape,
+                    const std::vector<int64_t>& dims) {
+    return b.convert(b.broadcast_in_dim(mask, shape, dims), acc);
+  };
+  if (xd == 2 && yd == 2) {
+    int64_t m = x.type.shape[0], k = x.type.shape[1], groups = offs.type.shape[0];
+    Value xs = b.binary("multiply", b.broadcast_in_dim(x, {groups, m, k}, {1, 2}),
+                        masked(group_mask(b, offs, k), {groups, m, k}, {0, 2}));
+    return {b.convert(b.dot_general(xs, y, {}, {}, {2}, {0}, acc), out.dtype)};
+  }
+  // One product per group ([groups, m, n]), kept where the row or column is in the group.
+  Value all = xd == 2 ? b.dot_general(x, y, {}, {}, {1}, {1}, acc)    // [m, groups, n]
+                      : b.dot_general(x, y, {}, {}, {2}, {0}, acc);   // [groups, m, n]
+  if (xd == 2) all = b.transpose(all, {1, 0, 2});
+  const std::vector<int64_t>& s = all.type.shape;
+  Value keep = xd == 2 ? masked(group_mask(b, offs, s[1]), s, {0, 1})
+                       : masked(group_mask(b, offs, s[2]), s, {0, 2});
+  Value sum = b.reduce(b.binary("multiply", all, keep), b.constant(0, acc), {0}, hlo::Reducer::Add);
+  return {b.convert(sum, out.dtype)};
+}
+
 }  // namespace
 
 hlo::Value lower_mm(hlo::Builder& b, const hlo::Value& x, const hlo::Value& y) {
@@ -74,6 +130,7 @@ TORCH_TPU_LOWERING(baddbmm, {"baddbmm", "baddbmm_", "baddbmm.out"}, lower_baddbm
 TORCH_TPU_LOWERING(addbmm, {"addbmm", "addbmm_", "addbmm.out"}, lower_addbmm);
 TORCH_TPU_LOWERING(addmv, {"addmv", "addmv_", "addmv.out"}, lower_addmv);
 TORCH_TPU_LOWERING(mv, {"mv", "mv.out"}, lower_mv);
+TORCH_TPU_LOWERING(grouped_mm, {"_grouped_mm"}, lower_grouped_mm);
 // vdot conjugates its first argument: the same as dot for the real dtypes a tpu holds.
 TORCH_TPU_LOWERING(dot, {"dot", "dot.out", "vdot", "vdot.out"}, lower_dot);
 

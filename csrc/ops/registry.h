@@ -19,6 +19,7 @@
 #include <functional>
 #include <initializer_list>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -101,6 +102,13 @@ struct GraphRegistrar {
 // A lowering for compiled graphs only (OpDef::graph_only).
 #define TORCH_TPU_GRAPH_LOWERING(id, ...) \
   static const ::torch_tpu::ops::GraphRegistrar torch_tpu_graph_lowering_##id(__VA_ARGS__)
+
+// Thrown by a lowering for an application it cannot express as one program (a bool mask
+// index has a data-dependent shape): a compiled graph holding it runs op by op instead.
+// Any other exception from a lowering is a bug and surfaces as one.
+struct Unsupported : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
 
 // Helpers most lowerings share.
 

@@ -61,7 +61,7 @@ Client::~Client() {
 
 PJRT_Device* Client::device(size_t index) const {
   if (index >= devices_.size()) {
-    throw Error(3, "device index " + std::to_string(index) + " is out of range: the " +
+    throw Error(PJRT_Error_Code_INVALID_ARGUMENT, "device index " + std::to_string(index) + " is out of range: the " +
                        platform_name_ + " client has " + std::to_string(devices_.size()) +
                        " device(s)");
   }
@@ -101,7 +101,7 @@ std::unique_ptr<Executable> Client::compile(const std::string& mlir,
                                             const std::string& options) const {
   if (options.empty()) {
     // XLA's defaults (0 replicas) abort the process inside the plugin.
-    throw Error(3, "PJRT compile needs non-empty compile options");
+    throw Error(PJRT_Error_Code_INVALID_ARGUMENT, "PJRT compile needs non-empty compile options");
   }
   auto program = TORCH_TPU_PJRT_ARGS(PJRT_Program);
   program.code = const_cast<char*>(mlir.data());
@@ -133,7 +133,7 @@ std::unique_ptr<Buffer> Client::buffer_from_host(const void* data, PJRT_Buffer_T
                                                  size_t index) const {
   if (type == PJRT_Buffer_Type_INVALID || type == PJRT_Buffer_Type_TOKEN) {
     // An invalid element type aborts the CPU plugin instead of returning an error.
-    throw Error(3, "invalid element type for a device buffer");
+    throw Error(PJRT_Error_Code_INVALID_ARGUMENT, "invalid element type for a device buffer");
   }
   auto args = TORCH_TPU_PJRT_ARGS(PJRT_Client_BufferFromHostBuffer_Args);
   args.client = client_;

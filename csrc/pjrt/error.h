@@ -5,18 +5,19 @@
 #include <stdexcept>
 #include <string>
 
+#include "pjrt_c_api.h"
+
 namespace torch_tpu::pjrt {
 
 class Error : public std::runtime_error {
  public:
-  Error(int code, const std::string& message)
+  Error(PJRT_Error_Code code, const std::string& message)
       : std::runtime_error(message), code_(code) {}
-  // PJRT_Error_Code (absl status code numbering); 8 = RESOURCE_EXHAUSTED.
-  int code() const { return code_; }
-  bool is_resource_exhausted() const { return code_ == 8; }
+  PJRT_Error_Code code() const { return code_; }
+  bool is_resource_exhausted() const { return code_ == PJRT_Error_Code_RESOURCE_EXHAUSTED; }
 
  private:
-  int code_;
+  PJRT_Error_Code code_;
 };
 
 }  // namespace torch_tpu::pjrt

@@ -1,5 +1,7 @@
 #include "pjrt/event.h"
 
+#include <memory>
+
 namespace torch_tpu::pjrt {
 
 Event::~Event() {
@@ -31,6 +33,33 @@ bool Event::is_ready() const {
   args.event = event_;
   plugin_->check(plugin_->api()->PJRT_Event_IsReady(&args), "PJRT_Event_IsReady");
   return args.is_ready;
+}
+
+void Event::on_ready(std::function<void()> callback) const {
+  if (event_ == nullptr) {
+    callback();
+    return;
+  }
+  struct Context {
+    const Plugin* plugin;
+    std::function<void()> callback;
+  };
+  auto args = TORCH_TPU_PJRT_ARGS(PJRT_Event_OnReady_Args);
+  args.event = event_;
+  args.user_arg = new Context{plugin_, std::move(callback)};
+  args.callback = [](PJRT_Error* error, void* arg) {
+    std::unique_ptr<Context> context(static_cast<Context*>(arg));
+    if (error != nullptr) {
+      auto destroy = TORCH_TPU_PJRT_ARGS(PJRT_Error_Destroy_Args);
+      destroy.error = error;
+      context->plugin->api()->PJRT_Error_Destroy(&destroy);
+    }
+    context->callback();
+  };
+  if (PJRT_Error* error = plugin_->api()->PJRT_Event_OnReady(&args)) {
+    delete static_cast<Context*>(args.user_arg);
+    plugin_->check(error, "PJRT_Event_OnReady");
+  }
 }
 
 }  // namespace torch_tpu::pjrt

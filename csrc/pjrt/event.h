@@ -1,6 +1,8 @@
 // An owned PJRT_Event: completion of an asynchronous transfer or execution.
 #pragma once
 
+#include <functional>
+
 #include "pjrt/plugin.h"
 
 namespace torch_tpu::pjrt {
@@ -18,6 +20,10 @@ class Event {
   // Blocks until the event fires; throws the plugin's error if the work failed.
   void await();
   bool is_ready() const;
+  // Calls `callback` once the event fires (at once, on this thread, if it already has),
+  // on whichever thread the plugin completes it; the work's error, if any, is dropped:
+  // await() reports it.
+  void on_ready(std::function<void()> callback) const;
 
  private:
   const Plugin* plugin_;

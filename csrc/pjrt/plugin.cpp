@@ -22,20 +22,20 @@ std::shared_ptr<Plugin> Plugin::load(const std::string& path) {
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* why = dlerror();
-    throw Error(5, "cannot load PJRT plugin '" + path + "': " + (why ? why : "unknown error"));
+    throw Error(PJRT_Error_Code_NOT_FOUND, "cannot load PJRT plugin '" + path + "': " + (why ? why : "unknown error"));
   }
   auto get_api = reinterpret_cast<GetPjrtApiFn>(dlsym(handle, "GetPjrtApi"));
   if (get_api == nullptr) {
-    throw Error(5, "'" + path + "' is not a PJRT plugin: it does not export GetPjrtApi");
+    throw Error(PJRT_Error_Code_NOT_FOUND, "'" + path + "' is not a PJRT plugin: it does not export GetPjrtApi");
   }
   const PJRT_Api* api = get_api();
   if (api == nullptr) {
-    throw Error(13, "PJRT plugin '" + path + "' returned no API table");
+    throw Error(PJRT_Error_Code_INTERNAL, "PJRT plugin '" + path + "' returned no API table");
   }
   const int major = api->pjrt_api_version.major_version;
   const int minor = api->pjrt_api_version.minor_version;
   if (major != PJRT_API_MAJOR) {
-    throw Error(9, "PJRT plugin '" + path + "' has API version " + std::to_string(major) + "." +
+    throw Error(PJRT_Error_Code_FAILED_PRECONDITION, "PJRT plugin '" + path + "' has API version " + std::to_string(major) + "." +
                        std::to_string(minor) + " but torch_tpu was built against " +
                        std::to_string(PJRT_API_MAJOR) + "." + std::to_string(PJRT_API_MINOR) +
                        "; the major versions must match");
@@ -56,7 +56,7 @@ void Plugin::check(PJRT_Error* error, std::string_view what) const {
   std::string message(msg.message, msg.message_size);
   auto code_args = TORCH_TPU_PJRT_ARGS(PJRT_Error_GetCode_Args);
   code_args.error = error;
-  int code = 2;
+  PJRT_Error_Code code = PJRT_Error_Code_UNKNOWN;
   if (api_->PJRT_Error_GetCode(&code_args) == nullptr) code = code_args.code;
   auto destroy = TORCH_TPU_PJRT_ARGS(PJRT_Error_Destroy_Args);
   destroy.error = error;

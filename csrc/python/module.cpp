@@ -15,6 +15,10 @@
 namespace py = pybind11;
 using namespace torch_tpu;
 
+namespace torch_tpu::python {
+void bind_distributed(py::module& m);
+}
+
 namespace {
 
 aten::TpuGenerator& generator(int device) {
@@ -37,6 +41,8 @@ py::dict metrics_dict() {
   d["graph_runs"] = m.graph_runs.load();
   d["graph_fallbacks"] = m.graph_fallbacks.load();
   d["graph_build_seconds"] = m.graph_build_ns.load() / 1e9;
+  d["host_staged_collectives"] = m.host_staged_collectives.load();
+  d["host_staged_bytes"] = m.host_staged_bytes.load();
   py::dict fallbacks;
   for (const auto& [op, count] : m.fallbacks()) fallbacks[py::str(op)] = count;
   d["fallbacks"] = fallbacks;
@@ -187,4 +193,5 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly("num_nodes", &compile::Graph::num_nodes);
 
   py::register_exception<pjrt::Error>(m, "PjrtError", PyExc_RuntimeError);
+  python::bind_distributed(m);
 }

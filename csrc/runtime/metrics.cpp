@@ -25,6 +25,8 @@ void Metrics::reset() {
   graph_runs = 0;
   graph_fallbacks = 0;
   graph_build_ns = 0;
+  host_staged_collectives = 0;
+  host_staged_bytes = 0;
   std::lock_guard<std::mutex> lock(mutex_);
   fallbacks_.clear();
 }

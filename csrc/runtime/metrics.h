@@ -24,6 +24,10 @@ struct Metrics {
   std::atomic<int64_t> graph_runs{0};
   std::atomic<int64_t> graph_fallbacks{0};
   std::atomic<int64_t> graph_build_ns{0};  // lowering graphs and getting their programs
+  // tpu_dist: collectives (and point-to-point ops) run by the host-staged transport, and
+  // the bytes it copied from the devices to stage them.
+  std::atomic<int64_t> host_staged_collectives{0};
+  std::atomic<int64_t> host_staged_bytes{0};
 
   void count_fallback(const std::string& op);
   std::map<std::string, int64_t> fallbacks() const;

@@ -59,7 +59,7 @@ struct Runtime::ScalarCache {
 struct Runtime::Pending {
   static constexpr size_t kMaxTracked = 1024;
   std::mutex mutex;
-  std::vector<std::vector<std::unique_ptr<pjrt::Event>>> per_device;
+  std::vector<std::vector<std::shared_ptr<pjrt::Event>>> per_device;
 };
 
 void Runtime::configure(RuntimeConfig config) {
@@ -76,12 +76,12 @@ Runtime& Runtime::get() {
   std::lock_guard<std::mutex> lock(init_mutex());
   if (Runtime* r = instance.load(std::memory_order_acquire)) return *r;
   // A failed load is remembered: every later use reports the same clear error.
-  if (init_error != nullptr) throw pjrt::Error(9, *init_error);
+  if (init_error != nullptr) throw pjrt::Error(PJRT_Error_Code_FAILED_PRECONDITION, *init_error);
   try {
     instance.store(new Runtime(pending_config()), std::memory_order_release);
   } catch (const std::exception& e) {
     init_error = new std::string(e.what());
-    throw pjrt::Error(9, *init_error);
+    throw pjrt::Error(PJRT_Error_Code_FAILED_PRECONDITION, *init_error);
   }
   return *instance.load(std::memory_order_acquire);
 }
@@ -123,9 +123,14 @@ Runtime::Runtime(RuntimeConfig config)
   const char* blocking = std::getenv("TORCH_TPU_LAUNCH_BLOCKING");
   launch_blocking_ = blocking != nullptr && std::string(blocking) == "1";
   if (config_.plugin_path.empty()) {
-    throw pjrt::Error(5, "no PJRT plugin found: install xla-cpu-pjrt, or set "
-                         "TORCH_TPU_PJRT_PLUGIN to the path of a PJRT plugin .so");
+    throw pjrt::Error(PJRT_Error_Code_NOT_FOUND,
+                      "no PJRT plugin found: install xla-cpu-pjrt, or set "
+                      "TORCH_TPU_PJRT_PLUGIN to the path of a PJRT plugin .so");
   }
+  // XLA's plugins log informational lines to stderr (its TF_CPP_MIN_LOG_LEVEL, read when
+  // they first log). Quiet unless the user asks: TORCH_TPU_VERBOSE=1, or their own level.
+  const char* verbose = std::getenv("TORCH_TPU_VERBOSE");
+  if (verbose == nullptr || std::string(verbose) != "1") setenv("TF_CPP_MIN_LOG_LEVEL", "1", 0);
   auto plugin = pjrt::Plugin::load(config_.plugin_path);
   std::vector<pjrt::CreateOption> options;
   // Only XLA:CPU understands cpu_device_count; other plugins reject unknown options.
@@ -188,7 +193,7 @@ std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::execute(const CompiledProgra
     done->await();
     return outputs;
   }
-  std::vector<std::unique_ptr<pjrt::Event>> to_wait;
+  std::vector<std::shared_ptr<pjrt::Event>> to_wait;
   {
     std::lock_guard<std::mutex> lock(pending_->mutex);
     auto& list = pending_->per_device[device];
@@ -205,12 +210,17 @@ std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::execute(const CompiledProgra
 }
 
 void Runtime::synchronize(int device) {
-  std::vector<std::unique_ptr<pjrt::Event>> list;
+  std::vector<std::shared_ptr<pjrt::Event>> list;
   {
     std::lock_guard<std::mutex> lock(pending_->mutex);
     list.swap(pending_->per_device.at(device));
   }
   for (const auto& event : list) event->await();
+}
+
+std::vector<std::shared_ptr<pjrt::Event>> Runtime::in_flight(int device) {
+  std::lock_guard<std::mutex> lock(pending_->mutex);
+  return pending_->per_device.at(device);
 }
 
 int64_t Runtime::memory_capacity(int device) const { return capacity_.at(device); }

@@ -48,6 +48,9 @@ class Runtime {
                                                      int device);
   // Waits for all work enqueued on `device` so far.
   void synchronize(int device);
+  // Completion events of the work enqueued on `device` so far that may still be running:
+  // what a torch Event records.
+  std::vector<std::shared_ptr<pjrt::Event>> in_flight(int device);
 
   // Bytes a device may hold: the plugin's limit, or the host's memory for XLA:CPU.
   int64_t memory_capacity(int device) const;

@@ -20,12 +20,46 @@ def run_python(code: str, env: dict | None = None) -> subprocess.CompletedProces
                           env=full_env, timeout=300, cwd=tempfile.gettempdir())
 
 
+FLOATS = [torch.float32, torch.bfloat16, torch.float16, torch.float64]
+LOW = (torch.bfloat16, torch.float16)
+
+
+def tol(dtype, f32=1e-5, f64=None, low=2e-2, equal_nan=False) -> dict:
+    """assert_close tolerances for results of `dtype`: `low` for bf16/f16, `f32` for
+    float32, `f64` for float64 (None: assert_close's own default for the dtype)."""
+    bound = low if dtype in LOW else f32 if dtype == torch.float32 else \
+        f64 if dtype == torch.float64 else None
+    out = {} if bound is None else dict(rtol=bound, atol=bound)
+    if equal_nan:
+        out["equal_nan"] = True
+    return out
+
+
+def rand(shape, dtype, seed=0, scale=1.0):
+    """A seeded CPU sample: normal floats times `scale`, small signed ints, fair bools."""
+    g = torch.Generator().manual_seed(seed)
+    if dtype == torch.bool:
+        return torch.rand(shape, generator=g) > 0.5
+    if dtype.is_floating_point:
+        return torch.randn(shape, generator=g).mul(scale).to(dtype)
+    return torch.randint(-9, 10, shape, generator=g).to(dtype)
+
+
 def assert_same(tpu_tensor: torch.Tensor, cpu_tensor: torch.Tensor, **tol):
     assert tpu_tensor.device.type == "tpu"
     host = tpu_tensor.cpu()
     assert host.dtype == cpu_tensor.dtype
     assert host.shape == cpu_tensor.shape
     torch.testing.assert_close(host, cpu_tensor, **tol)
+
+
+@pytest.fixture
+def fresh_dynamo():
+    """No compiled code or metrics left from earlier tests (for torch.compile tests)."""
+    torch._dynamo.reset()
+    torch_tpu.metrics.reset()
+    yield
+    torch._dynamo.reset()
 
 
 @pytest.fixture(autouse=True)

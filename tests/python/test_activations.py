@@ -1,21 +1,16 @@
 """torch.nn.functional activations and their backward ops through the lowering table,
 compared with CPU PyTorch: forward in every float dtype, gradients, in-place forms,
 out= forms of the backward ops, views, empty and 0-d inputs."""
+import functools
 import math
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import assert_same
+from conftest import assert_same, FLOATS, tol as shared_tol
 
-FLOATS = [torch.float32, torch.bfloat16, torch.float16, torch.float64]
-
-
-def tol(dtype):
-    if dtype in (torch.bfloat16, torch.float16):
-        return dict(rtol=2e-2, atol=2e-2, equal_nan=True)
-    return dict(rtol=2e-5, atol=2e-5, equal_nan=True)
+tol = functools.partial(shared_tol, f32=2e-5, f64=2e-5, equal_nan=True)
 
 
 ACTIVATIONS = {

@@ -1,12 +1,15 @@
 """scaled_dot_product_attention on tpu (PyTorch's math path, run natively), forward and
 backward, against CPU."""
+import functools
 import math
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import assert_same
+from conftest import assert_same, tol as shared_tol
+
+tol = functools.partial(shared_tol, f32=1e-4, f64=3e-2, low=3e-2)
 
 
 def inputs(b, hq, hkv, l, s, e, ev=None, dtype=torch.float32, seed=0):
@@ -17,10 +20,6 @@ def inputs(b, hq, hkv, l, s, e, ev=None, dtype=torch.float32, seed=0):
     cpu = [t.to(dtype).requires_grad_() for t in cpu]
     tpu = [t.detach().to("tpu").requires_grad_() for t in cpu]
     return cpu, tpu
-
-
-def tol(dtype):
-    return dict(rtol=3e-2, atol=3e-2) if dtype != torch.float32 else dict(rtol=1e-4, atol=1e-5)
 
 
 def compare(cpu, tpu, dtype, **kwargs):

@@ -2,22 +2,19 @@
 PyTorch: promotion (tensor/tensor, tensor/Python scalar, int with float), broadcasting,
 views, in-place and out= forms, edge values (NaN, signed zeros, negative divisors and
 exponents, oversized shifts) and gradients."""
+import functools
 import math
 
 import pytest
 import torch
 
-from conftest import assert_same
+from conftest import assert_same, tol as shared_tol
+
+tol = functools.partial(shared_tol, f32=2e-5, f64=2e-5, equal_nan=True)
 
 DTYPES = [torch.float32, torch.bfloat16, torch.int64, torch.bool]
 # Dtypes that go through the same code paths as DTYPES: checked on a few ops only.
 MORE_DTYPES = [torch.float16, torch.float64, torch.int32, torch.uint8]
-
-
-def tol(dtype):
-    if dtype in (torch.bfloat16, torch.float16):
-        return dict(rtol=2e-2, atol=2e-2, equal_nan=True)
-    return dict(rtol=2e-5, atol=2e-5, equal_nan=True)
 
 
 def sample(dtype, shape, seed, lo=-5, hi=5, specials=True):

@@ -28,11 +28,8 @@ spec.loader.exec_module(conformance)
 
 
 def run_tool(tmp_path, *args, env=None):
-    """Runs the tool with the torch_tpu this test imported."""
     report = tmp_path / "report.json"
-    package_root = str(pathlib.Path(torch_tpu.__file__).absolute().parents[1])
-    path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
-    full_env = dict(os.environ, PYTHONPATH=path, **(env or {}))
+    full_env = dict(os.environ, **(env or {}))
     proc = subprocess.run([sys.executable, str(TOOL), "--quiet", "--json", str(report), *args],
                           capture_output=True, text=True, timeout=900, env=full_env,
                           cwd=tmp_path)

@@ -3,9 +3,7 @@ import pytest
 import torch
 
 import torch_tpu
-from conftest import assert_same
-
-FLOATS = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
+from conftest import assert_same, FLOATS
 
 
 @pytest.mark.parametrize("args", [(5,), (2, 9), (-3, 7, 2), (10, 0, -3), (0,), (3, 3)])
@@ -115,3 +113,12 @@ def test_full_float_value_and_zero_dim():
 def test_tensor_from_data(data):
     assert_same(torch.tensor(data, device="tpu"), torch.tensor(data))
     assert_same(torch.as_tensor(data, device="tpu"), torch.as_tensor(data))
+
+
+@pytest.mark.parametrize("fn", [torch.triu_indices, torch.tril_indices])
+@pytest.mark.parametrize("rows,cols,offset", [(4, 4, 0), (3, 5, 1), (5, 2, -1), (1, 1, 0), (3, 3, 5)])
+def test_tri_indices(fn, rows, cols, offset):
+    got = fn(rows, cols, offset, device="tpu")
+    assert_same(got, fn(rows, cols, offset))
+    compiled = torch.compile(lambda: fn(rows, cols, offset, device="tpu"), backend="tpu")
+    assert_same(compiled(), fn(rows, cols, offset))

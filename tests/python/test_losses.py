@@ -3,15 +3,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import assert_same
+from conftest import assert_same, tol
 
 REDUCTIONS = ["none", "mean", "sum"]
-
-
-def tol(dtype):
-    if dtype in (torch.bfloat16, torch.float16):
-        return dict(rtol=2e-2, atol=2e-2)
-    return dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else {}
 
 
 def gen(seed):

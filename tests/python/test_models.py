@@ -55,7 +55,7 @@ def test_mingpt_trains_and_generates_like_cpu():
     assert_native()
 
 
-@pytest.mark.parametrize("name", ["llama", "qwen3"])
+@pytest.mark.parametrize("name", ["llama", "qwen3", "qwen3_moe"])
 def test_hf_tiny_trains_and_generates_like_cpu(name):
     cpu_model = hf_tiny.build(name, seed=0)
     tpu_model = copy.deepcopy(cpu_model).to("tpu")
@@ -102,7 +102,7 @@ def test_compiled_mingpt_trains_with_the_losses_of_eager_and_cpu():
     assert_compiled_whole()
 
 
-@pytest.mark.parametrize("name", ["llama", "qwen3"])
+@pytest.mark.parametrize("name", ["llama", "qwen3", "qwen3_moe"])
 def test_compiled_hf_tiny_trains_like_cpu(name):
     torch._dynamo.reset()
     cpu_model = hf_tiny.build(name, seed=0)

@@ -1,10 +1,13 @@
+import functools
+
 import pytest
 import torch
 
 import torch_tpu
-from conftest import assert_same
+from conftest import assert_same, FLOATS, rand, tol as shared_tol
 
-FLOATS = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
+tol = functools.partial(shared_tol, f32=None, low=1e-2)
+
 BINARY = {
     "add": lambda a, b: a + b,
     "add_alpha": lambda a, b: torch.add(a, b, alpha=2),
@@ -15,19 +18,6 @@ BINARY = {
     "div_trunc": lambda a, b: torch.div(a, b, rounding_mode="trunc"),
     "div_floor": lambda a, b: torch.div(a, b, rounding_mode="floor"),
 }
-
-
-def tol(dtype):
-    if dtype in (torch.bfloat16, torch.float16):
-        return dict(rtol=1e-2, atol=1e-2)
-    return {}
-
-
-def rand(shape, dtype, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    if dtype.is_floating_point:
-        return torch.randn(shape, generator=g).to(dtype)
-    return torch.randint(-20, 20, shape, generator=g).to(dtype)
 
 
 def nonzero(t):

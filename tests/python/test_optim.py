@@ -7,13 +7,7 @@ import pytest
 import torch
 
 import torch_tpu
-from conftest import assert_same
-
-LOW = (torch.bfloat16, torch.float16)
-
-
-def tol(dtype):
-    return dict(rtol=2e-2, atol=2e-2) if dtype in LOW else dict(rtol=1e-5, atol=1e-6)
+from conftest import assert_same, tol, LOW
 
 
 def make_lists(dtype, count=3, positive=False, seed=0):

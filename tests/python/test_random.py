@@ -2,16 +2,14 @@
 distributions themselves (tolerances a few standard errors wide, far tighter than any
 wrong distribution could meet)."""
 import math
-import os
 
 import pytest
 import torch
 
 import torch_tpu
-from conftest import run_python
+from conftest import run_python, FLOATS
 
 N = 200_000
-FLOATS = [torch.float32, torch.bfloat16, torch.float16, torch.float64]
 
 
 def host(t):
@@ -84,8 +82,7 @@ def test_same_numbers_in_another_process_and_on_every_device():
         "assert not torch.equal(a.cpu(), c.cpu())\n"
         "print(' '.join(f'{v:.8f}' for v in a.cpu().tolist()))\n"
     )
-    pkg = os.path.dirname(os.path.dirname(torch_tpu.__file__))
-    env = {"TORCH_TPU_NUM_DEVICES": "2", "PYTHONPATH": pkg}
+    env = {"TORCH_TPU_NUM_DEVICES": "2"}
     r1 = run_python(code, env)
     assert r1.returncode == 0, r1.stderr
     torch.manual_seed(2024)

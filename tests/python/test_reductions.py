@@ -4,28 +4,10 @@ import math
 import pytest
 import torch
 
-from conftest import assert_same
+from conftest import assert_same, FLOATS, rand, tol
 
-FLOATS = [torch.float32, torch.bfloat16, torch.float16, torch.float64]
 INTS = [torch.int64, torch.int32]
 ALL = FLOATS + INTS + [torch.bool]
-
-
-def tol(dtype):
-    if dtype in (torch.bfloat16, torch.float16):
-        return dict(rtol=2e-2, atol=2e-2)
-    if dtype == torch.float32:
-        return dict(rtol=1e-5, atol=1e-5)
-    return {}
-
-
-def rand(shape, dtype, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    if dtype == torch.bool:
-        return torch.rand(shape, generator=g) > 0.5
-    if dtype.is_floating_point:
-        return torch.randn(shape, generator=g).to(dtype)
-    return torch.randint(-9, 10, shape, generator=g).to(dtype)
 
 
 def grad_check(fn, x, **t):
@@ -326,3 +308,21 @@ def test_gradients_non_contiguous():
     grad_check(lambda v: v.t()[1:].sum(0), x)
     grad_check(lambda v: v[:, ::2].logsumexp(0), x, rtol=1e-5, atol=1e-5)
     grad_check(lambda v: v.t().max(1)[0], x)
+
+
+@pytest.mark.parametrize("bins,lo,hi", [(7, 0, 0), (4, -1.0, 1.0), (5, 0.5, 0.5), (3, 10, 20)])
+@pytest.mark.parametrize("shape", [(13,), (3, 5), (0,)])
+def test_histc(bins, lo, hi, shape):
+    x = rand(shape, torch.float32, seed=3)
+    if x.numel():
+        x[0] = 0.5  # a value on an edge
+    assert_same(torch.histc(x.to("tpu"), bins, lo, hi), torch.histc(x, bins, lo, hi))
+
+
+def test_histc_integer_routing_counts():
+    # Hugging Face's MoE routing counts expert ids with histc (int32 off the CPU).
+    ids = torch.randint(0, 6, (37,), generator=torch.Generator().manual_seed(0))
+    got = torch.histc(ids.to(torch.int32).to("tpu"), bins=6, min=0, max=6)
+    want = torch.bincount(ids, minlength=6).to(torch.int32)
+    assert got.dtype == torch.int32
+    assert torch.equal(got.cpu(), want)

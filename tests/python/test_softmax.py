@@ -1,20 +1,14 @@
 """softmax / log_softmax forward and backward against CPU PyTorch."""
+import functools
 import math
 
 import pytest
 import torch
 
-from conftest import assert_same
+from conftest import assert_same, FLOATS, tol as shared_tol, rand as shared_rand
 
-FLOATS = [torch.float32, torch.bfloat16, torch.float16, torch.float64]
-
-
-def tol(dtype):
-    return dict(rtol=2e-2, atol=2e-2) if dtype in (torch.bfloat16, torch.float16) else {}
-
-
-def rand(shape, dtype, seed=0):
-    return torch.randn(shape, generator=torch.Generator().manual_seed(seed)).mul(3).to(dtype)
+tol = functools.partial(shared_tol, f32=None)
+rand = functools.partial(shared_rand, scale=3.0)
 
 
 @pytest.mark.parametrize("dtype", FLOATS)

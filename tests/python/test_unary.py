@@ -1,23 +1,18 @@
 """Unary math through the lowering table, compared with CPU PyTorch: every dtype the CPU
 kernels accept (and the same errors where they reject one), special values, in-place and
 out= forms, views, empty and 0-d tensors, and gradients."""
+import functools
 import math
 
 import pytest
 import torch
 
-from conftest import assert_same
+from conftest import assert_same, tol as shared_tol
+
+tol = functools.partial(shared_tol, f32=2e-5, f64=1e-9, equal_nan=True)
 
 DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.float64, torch.int64, torch.bool]
 SPECIALS = [0.0, -0.0, math.inf, -math.inf, math.nan, 1.0, -1.0, 0.5, 2.0, -2.5]
-
-
-def tol(dtype):
-    if dtype in (torch.bfloat16, torch.float16):
-        return dict(rtol=2e-2, atol=2e-2, equal_nan=True)
-    if dtype == torch.float64:
-        return dict(rtol=1e-9, atol=1e-9, equal_nan=True)
-    return dict(rtol=2e-5, atol=2e-5, equal_nan=True)
 
 
 def sample(domain, dtype, shape=(4, 6), specials=True, seed=0):

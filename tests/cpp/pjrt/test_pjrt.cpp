@@ -101,7 +101,7 @@ TEST(Client, GarbageTextThrowsPluginMessage) {
     const std::string prefix = "PJRT_Client_Compile failed: ";
     ASSERT_EQ(what.rfind(prefix, 0), 0u) << what;
     EXPECT_GT(what.size(), prefix.size()) << "the plugin's message is missing";
-    EXPECT_NE(e.code(), 0);
+    EXPECT_NE(e.code(), PJRT_Error_Code_OK);
   }
 }
 

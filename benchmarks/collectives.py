@@ -1,0 +1,93 @@
+"""all_reduce latency and bandwidth across 2 processes, 4 KiB to 64 MiB: tpu_dist
+(host-staged: device -> host, gloo, host -> device) on tpu tensors against gloo on CPU
+tensors, in the same process group and the same run, and tpu_dist again without its
+cross-rank shape check (TORCH_TPU_DIST_CHECKS=0).
+
+    python benchmarks/collectives.py [--ranks 2] [--max-mib 64]
+
+Each rank uses one intra-op thread. Each size: a warm-up, then the median of 5 rounds of `reps` all_reduces (fewer for large
+sizes); a tpu round ends when the results are back on the device (torch.tpu.synchronize).
+"""
+
+import argparse
+import multiprocessing
+import os
+import socket
+import statistics
+import time
+
+
+def worker(rank, world, port, sizes, queue):
+    import torch
+    import torch.distributed as dist
+
+    # One intra-op thread per rank: the ranks share the cores, and the host copies of
+    # staging otherwise wait on each other's OpenMP threads.
+    torch.set_num_threads(1)
+    dist.init_process_group("cpu:gloo,tpu:tpu_dist", init_method=f"tcp://127.0.0.1:{port}",
+                            rank=rank, world_size=world)
+    results = {}
+    for nbytes in sizes:
+        reps = max(2, min(50, (8 << 20) // nbytes))
+        tensors = {"gloo": torch.zeros(nbytes // 4),
+                   "tpu_dist": torch.zeros(nbytes // 4, device="tpu")}
+        syncs = {"gloo": lambda: None, "tpu_dist": torch.tpu.synchronize}
+        times = {k: [] for k in tensors}
+        for name, t in tensors.items():  # warm-up: compiles, connections
+            dist.all_reduce(t)
+            syncs[name]()
+        for _ in range(5):
+            for name, t in tensors.items():
+                dist.barrier()
+                start = time.perf_counter()
+                for _ in range(reps):
+                    dist.all_reduce(t)
+                syncs[name]()
+                times[name].append((time.perf_counter() - start) / reps)
+        results[nbytes] = {k: statistics.median(v) for k, v in times.items()}
+    if rank == 0:
+        queue.put(results)
+    dist.destroy_process_group()
+
+
+def measure(world, sizes, checks):
+    os.environ["TORCH_TPU_DIST_CHECKS"] = "1" if checks else "0"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=worker, args=(r, world, port, sizes, queue))
+             for r in range(world)]
+    for p in procs:
+        p.start()
+    results = queue.get(timeout=900)
+    for p in procs:
+        p.join()
+    return results
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--ranks", type=int, default=2)
+    p.add_argument("--max-mib", type=int, default=64)
+    args = p.parse_args()
+    sizes, n = [], 4 << 10
+    while n <= args.max_mib << 20:
+        sizes.append(n)
+        n *= 4
+    checked = measure(args.ranks, sizes, checks=True)
+    unchecked = measure(args.ranks, sizes, checks=False)
+    print(f"all_reduce (sum, float32) over {args.ranks} processes; median time per call")
+    print(f"{'size':>8} {'gloo cpu':>10} {'tpu_dist':>10} {'ratio':>6} {'no check':>10} "
+          f"{'ratio':>6} {'tpu_dist GB/s':>14}")
+    for nbytes in sizes:
+        g, t, u = (checked[nbytes]["gloo"], checked[nbytes]["tpu_dist"],
+                   unchecked[nbytes]["tpu_dist"])
+        size = f"{nbytes >> 20} MiB" if nbytes >= 1 << 20 else f"{nbytes >> 10} KiB"
+        print(f"{size:>8} {g * 1e6:>8.0f}us {t * 1e6:>8.0f}us {t / g:>6.2f} {u * 1e6:>8.0f}us "
+              f"{u / g:>6.2f} {nbytes / t / 1e9:>14.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,651 @@
+#include "distributed/host_staged_backend.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/csrc/distributed/c10d/Types.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "aten/op_call.h"
+#include "runtime/metrics.h"
+
+namespace torch_tpu::distributed {
+
+namespace {
+
+using c10d::OpType;
+using c10d::Work;
+using WorkPtr = c10::intrusive_ptr<Work>;
+using Tensors = std::vector<at::Tensor>;
+// Copies host results into the device outputs; returns what the Work's result() is.
+using Finish = std::function<Tensors()>;
+
+// The results of a staged collective reach the device once the host collective is
+// done, on the thread that completes it (a gloo worker), so a Future built on this Work
+// (DDP's comm hook, `then` callbacks) completes without anyone calling wait(). Host work
+// without a Future (gloo's reduce_scatter) finishes in wait() instead.
+class StagedWork : public Work {
+ public:
+  StagedWork(WorkPtr host, OpType type, c10::Device device, Finish finish)
+      : Work(-1, type), host_(std::move(host)), device_(device) {
+    c10::intrusive_ptr<c10::ivalue::Future> host_future;
+    try {
+      host_future = host_->getFuture();
+    } catch (const c10::Error&) {
+      finish_ = std::move(finish);
+      future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors());
+      return;
+    }
+    future_ = host_future->then(
+        [device, finish = std::move(finish)](c10::ivalue::Future& done) {
+          done.value();  // rethrows the host collective's error
+          c10::DeviceGuard guard(device);
+          at::NoGradGuard no_grad;
+          return c10::IValue(finish());
+        },
+        c10::ListType::ofTensors());
+  }
+  bool isCompleted() override { return future_->completed(); }
+  bool isSuccess() const override { return future_->completed() && !future_->hasError(); }
+  std::exception_ptr exception() const override {
+    return future_->hasError() ? future_->exception_ptr() : nullptr;
+  }
+  bool wait(std::chrono::milliseconds timeout) override {
+    if (finish_) {
+      Finish finish = std::move(finish_);
+      finish_ = nullptr;
+      try {
+        host_->wait(timeout);
+        c10::DeviceGuard guard(device_);
+        at::NoGradGuard no_grad;
+        future_->markCompleted(c10::IValue(finish()));
+      } catch (...) {
+        future_->setError(std::current_exception());
+      }
+    }
+    future_->wait();
+    if (future_->hasError()) std::rethrow_exception(future_->exception_ptr());
+    return true;
+  }
+  std::vector<at::Tensor> result() override { return future_->value().toTensorVector(); }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  void abort() override { host_->abort(); }
+
+ private:
+  WorkPtr host_;
+  c10::Device device_;
+  Finish finish_;  // set while the copy back waits for wait()
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+// Point-to-point: gloo's send/recv work has no Future, and a receiver learns the size
+// (from a header) only when the message arrives, so everything after the call happens in
+// wait(): nothing blocks at the call, so isend/irecv pairs in any order cannot deadlock.
+class StagedP2PWork : public Work {
+ public:
+  using Run = std::function<Tensors(std::chrono::milliseconds)>;
+  StagedP2PWork(OpType type, c10::Device device, Run run,
+                std::shared_ptr<int> source = std::make_shared<int>(-1))
+      : Work(-1, type), device_(device), run_(std::move(run)), source_(std::move(source)) {}
+  bool isCompleted() override { return done_; }
+  bool wait(std::chrono::milliseconds timeout) override {
+    if (!done_) {
+      c10::DeviceGuard guard(device_);
+      at::NoGradGuard no_grad;
+      result_ = run_(timeout);
+      done_ = true;
+    }
+    return true;
+  }
+  int sourceRank() const override { return *source_; }
+  std::vector<at::Tensor> result() override { return result_; }
+
+ private:
+  c10::Device device_;
+  Run run_;
+  Tensors result_;
+  std::shared_ptr<int> source_;  // the sender, known once a receive's header arrived
+  bool done_ = false;
+};
+
+void check_tpu(const at::Tensor& t, const char* op) {
+  TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1, "tpu_dist: ", op,
+              " got a tensor on ", t.device(),
+              ", but tpu_dist moves tpu tensors only. Create the process group with "
+              "init_process_group(backend=\"cpu:gloo,tpu:tpu_dist\") to run CPU tensors "
+              "on gloo and tpu tensors on tpu_dist, or move the tensor to tpu.");
+  TORCH_CHECK(!t.is_sparse(), "tpu_dist: ", op, " does not support sparse tensors");
+}
+
+void check_all(const Tensors& ts, const char* op) {
+  TORCH_CHECK(!ts.empty(), "tpu_dist: ", op, " got no tensors");
+  for (const auto& t : ts) {
+    check_tpu(t, op);
+    TORCH_CHECK(t.scalar_type() == ts[0].scalar_type(), "tpu_dist: ", op,
+                " got tensors of different dtypes (", ts[0].scalar_type(), " and ",
+                t.scalar_type(), ")");
+  }
+}
+
+int64_t total_numel(const Tensors& ts) {
+  int64_t n = 0;
+  for (const auto& t : ts) n += t.numel();
+  return n;
+}
+
+// aten's to_host, not Tensor::to: it reads the device buffer straight into the new
+// host tensor, where copy_ would stage it once more.
+at::Tensor to_host(const at::Tensor& t) {
+  runtime::metrics().host_staged_bytes += t.nbytes();
+  return aten::to_host(t).contiguous();
+}
+
+// One device->host transfer for any number of tensors: join them on the device first.
+at::Tensor to_host_flat(const Tensors& ts) {
+  if (ts.size() == 1) return to_host(ts[0].reshape(-1));
+  Tensors flat;
+  flat.reserve(ts.size());
+  for (const auto& t : ts) flat.push_back(t.reshape(-1));
+  return to_host(at::cat(flat));
+}
+
+at::Tensor host_empty(int64_t numel, const at::Tensor& like) {
+  return at::empty({numel}, like.options().device(at::kCPU));
+}
+
+// Writes consecutive pieces of the flat host buffer `src` (from `offset`) into `dsts`.
+void copy_back(const at::Tensor& src, const Tensors& dsts, int64_t offset = 0) {
+  for (const auto& d : dsts) {
+    d.copy_(src.narrow(0, offset, d.numel()).view(d.sizes()));
+    offset += d.numel();
+  }
+}
+
+// Hash of what every rank must agree on for a collective to be well formed.
+class Signature {
+ public:
+  explicit Signature(const char* op) {
+    for (const char* c = op; *c; ++c) mix(static_cast<uint8_t>(*c));
+  }
+  Signature& add(int64_t v) {
+    for (int i = 0; i < 8; ++i) mix(static_cast<uint8_t>(v >> (8 * i)));
+    return *this;
+  }
+  Signature& add(const at::Tensor& t) {
+    add(static_cast<int64_t>(t.scalar_type()));
+    for (int64_t s : t.sizes()) add(s);
+    return add(-1);
+  }
+  int64_t value() const { return static_cast<int64_t>(h_ >> 1); }
+
+ private:
+  void mix(uint8_t b) { h_ = (h_ ^ b) * 1099511628211ull; }
+  uint64_t h_ = 1469598103934665603ull;
+};
+
+bool checks_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("TORCH_TPU_DIST_CHECKS");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  return on;
+}
+
+class HostStagedBackend final : public c10d::Backend {
+ public:
+  explicit HostStagedBackend(c10::intrusive_ptr<c10d::Backend> host)
+      : Backend(host->getRank(), host->getSize()), host_(std::move(host)) {}
+
+  const std::string getBackendName() const override { return "tpu_dist"; }
+
+  WorkPtr allreduce(Tensors& tensors, const c10d::AllreduceOptions& opts) override {
+    check_all(tensors, "all_reduce");
+    Signature sig("all_reduce");
+    sig.add(static_cast<int64_t>(opts.reduceOp.op_));
+    for (const auto& t : tensors) sig.add(t);
+    agree(sig, "all_reduce", tensors);
+    at::Tensor host = to_host_flat(tensors);
+    c10d::AllreduceOptions o = opts;
+    bool average = prepare_reduce(o.reduceOp, host);
+    Tensors hv{host};
+    int size = getSize();
+    return staged(host_->allreduce(hv, o), OpType::ALLREDUCE, tensors, [=] {
+      if (average) divide(host, size);
+      copy_back(host, tensors);
+      return tensors;
+    });
+  }
+
+  WorkPtr allreduce_coalesced(Tensors& tensors,
+                              const c10d::AllreduceCoalescedOptions& opts) override {
+    return allreduce(tensors, opts);
+  }
+
+  WorkPtr broadcast(Tensors& tensors, const c10d::BroadcastOptions& opts) override {
+    check_all(tensors, "broadcast");
+    Signature sig("broadcast");
+    sig.add(opts.rootRank);
+    for (const auto& t : tensors) sig.add(t);
+    agree(sig, "broadcast", tensors);
+    at::Tensor host = to_host_flat(tensors);
+    Tensors hv{host};
+    c10d::BroadcastOptions o = opts;
+    o.rootTensor = 0;
+    return staged(host_->broadcast(hv, o), OpType::BROADCAST, tensors, [=] {
+      copy_back(host, tensors);
+      return tensors;
+    });
+  }
+
+  WorkPtr reduce(Tensors& tensors, const c10d::ReduceOptions& opts) override {
+    check_all(tensors, "reduce");
+    Signature sig("reduce");
+    sig.add(static_cast<int64_t>(opts.reduceOp.op_)).add(opts.rootRank);
+    for (const auto& t : tensors) sig.add(t);
+    agree(sig, "reduce", tensors);
+    at::Tensor host = to_host_flat(tensors);
+    c10d::ReduceOptions o = opts;
+    o.rootTensor = 0;
+    bool average = prepare_reduce(o.reduceOp, host);
+    Tensors hv{host};
+    bool root = getRank() == opts.rootRank;
+    int size = getSize();
+    return staged(host_->reduce(hv, o), OpType::REDUCE, tensors, [=] {
+      if (root) {
+        if (average) divide(host, size);
+        copy_back(host, tensors);
+      }
+      return tensors;
+    });
+  }
+
+  WorkPtr allgather(std::vector<Tensors>& outputs, Tensors& inputs,
+                    const c10d::AllgatherOptions& opts) override {
+    TORCH_CHECK(inputs.size() == 1 && outputs.size() == 1,
+                "tpu_dist: all_gather takes one input tensor and one output list");
+    check_gather_list(outputs[0], inputs[0], "all_gather");
+    std::vector<Tensors> lists{outputs[0]};
+    return gather_joined(lists, inputs, "all_gather");
+  }
+
+  WorkPtr allgather_coalesced(std::vector<Tensors>& outputs, Tensors& inputs,
+                              const c10d::AllgatherOptions& opts) override {
+    TORCH_CHECK(outputs.size() == inputs.size(),
+                "tpu_dist: all_gather_coalesced needs one output list per input");
+    for (size_t i = 0; i < inputs.size(); ++i)
+      check_gather_list(outputs[i], inputs[i], "all_gather_coalesced");
+    return gather_joined(outputs, inputs, "all_gather_coalesced");
+  }
+
+  WorkPtr _allgather_base(at::Tensor& output, at::Tensor& input,
+                          const c10d::AllgatherOptions& opts) override {
+    Tensors outs{output}, ins{input};
+    return allgather_into_tensor_coalesced(outs, ins, opts);
+  }
+
+  WorkPtr allgather_into_tensor_coalesced(Tensors& outputs, Tensors& inputs,
+                                          const c10d::AllgatherOptions& opts) override {
+    std::vector<Tensors> lists =
+        per_rank_pieces(outputs, inputs, "all_gather_into_tensor", "output", "input");
+    Tensors result = outputs;
+    return gather_joined(lists, inputs, "all_gather_into_tensor", result);
+  }
+
+  WorkPtr gather(std::vector<Tensors>& outputs, Tensors& inputs,
+                 const c10d::GatherOptions& opts) override {
+    TORCH_CHECK(inputs.size() == 1, "tpu_dist: gather takes one input tensor");
+    check_all(inputs, "gather");
+    bool root = getRank() == opts.rootRank;
+    if (root) {
+      TORCH_CHECK(outputs.size() == 1, "tpu_dist: gather needs one output list on the root");
+      check_gather_list(outputs[0], inputs[0], "gather");
+    }
+    agree(Signature("gather").add(opts.rootRank).add(inputs[0]), "gather", inputs);
+    at::Tensor host_in = to_host(inputs[0]);
+    Tensors ins{host_in};
+    std::vector<Tensors> outs;
+    at::Tensor host_out;
+    if (root) {
+      host_out = host_empty(inputs[0].numel() * getSize(), inputs[0]);
+      outs.push_back(Tensors());
+      for (const auto& piece : host_out.chunk(getSize()))
+        outs[0].push_back(piece.view(inputs[0].sizes()));
+    }
+    Tensors dsts = root ? outputs[0] : Tensors();
+    return staged(host_->gather(outs, ins, opts), OpType::GATHER, inputs, [=] {
+      if (root) copy_back(host_out, dsts);
+      return dsts;
+    });
+  }
+
+  WorkPtr scatter(Tensors& outputs, std::vector<Tensors>& inputs,
+                  const c10d::ScatterOptions& opts) override {
+    TORCH_CHECK(outputs.size() == 1, "tpu_dist: scatter takes one output tensor");
+    check_all(outputs, "scatter");
+    bool root = getRank() == opts.rootRank;
+    if (root) {
+      TORCH_CHECK(inputs.size() == 1, "tpu_dist: scatter needs one input list on the root");
+      check_gather_list(inputs[0], outputs[0], "scatter");
+    }
+    agree(Signature("scatter").add(opts.rootRank).add(outputs[0]), "scatter", outputs);
+    std::vector<Tensors> ins;
+    if (root) {
+      at::Tensor joined = to_host_flat(inputs[0]);
+      ins.push_back(Tensors());
+      for (const auto& piece : joined.chunk(getSize()))
+        ins[0].push_back(piece.view(outputs[0].sizes()));
+    }
+    at::Tensor host_out = host_empty(outputs[0].numel(), outputs[0]);
+    Tensors outs{host_out.view(outputs[0].sizes())};
+    Tensors dsts = outputs;
+    return staged(host_->scatter(outs, ins, opts), OpType::SCATTER, outputs, [=] {
+      copy_back(host_out, dsts);
+      return dsts;
+    });
+  }
+
+  WorkPtr reduce_scatter(Tensors& outputs, std::vector<Tensors>& inputs,
+                         const c10d::ReduceScatterOptions& opts) override {
+    TORCH_CHECK(outputs.size() == 1 && inputs.size() == 1,
+                "tpu_dist: reduce_scatter takes one output tensor and one input list");
+    check_gather_list(inputs[0], outputs[0], "reduce_scatter");
+    Tensors outs{outputs[0]};
+    std::vector<Tensors> pieces{inputs[0]};
+    return reduce_scatter_joined(outs, pieces, opts, "reduce_scatter");
+  }
+
+  WorkPtr _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                               const c10d::ReduceScatterOptions& opts) override {
+    Tensors outs{output}, ins{input};
+    return reduce_scatter_tensor_coalesced(outs, ins, opts);
+  }
+
+  WorkPtr reduce_scatter_tensor_coalesced(Tensors& outputs, Tensors& inputs,
+                                          const c10d::ReduceScatterOptions& opts) override {
+    std::vector<Tensors> pieces =
+        per_rank_pieces(inputs, outputs, "reduce_scatter_tensor", "input", "output");
+    return reduce_scatter_joined(outputs, pieces, opts, "reduce_scatter_tensor");
+  }
+
+  WorkPtr alltoall_base(at::Tensor& output, at::Tensor& input,
+                        std::vector<int64_t>& output_splits, std::vector<int64_t>& input_splits,
+                        const c10d::AllToAllOptions& opts) override {
+    check_all({output, input}, "all_to_all_single");
+    agree(Signature("all_to_all").add(static_cast<int64_t>(input.scalar_type())),
+          "all_to_all_single", {input});
+    at::Tensor host_in = to_host(input);
+    at::Tensor host_out = at::empty(output.sizes(), output.options().device(at::kCPU));
+    std::vector<int64_t> out_splits = output_splits, in_splits = input_splits;
+    Tensors dsts{output};
+    return staged(host_->alltoall_base(host_out, host_in, out_splits, in_splits, opts),
+                  OpType::ALLTOALL_BASE, dsts, [=] {
+                    dsts[0].copy_(host_out);
+                    return dsts;
+                  });
+  }
+
+  WorkPtr alltoall(Tensors& outputs, Tensors& inputs,
+                   const c10d::AllToAllOptions& opts) override {
+    TORCH_CHECK(outputs.size() == static_cast<size_t>(getSize()) &&
+                    inputs.size() == static_cast<size_t>(getSize()),
+                "tpu_dist: all_to_all takes world_size (", getSize(),
+                ") input and output tensors");
+    Tensors all = outputs;
+    all.insert(all.end(), inputs.begin(), inputs.end());
+    check_all(all, "all_to_all");
+    agree(Signature("all_to_all").add(static_cast<int64_t>(inputs[0].scalar_type())),
+          "all_to_all", inputs);
+    // One flat buffer each way; the splits are the tensors' element counts.
+    at::Tensor host_in = to_host_flat(inputs);
+    at::Tensor host_out = host_empty(total_numel(outputs), outputs[0]);
+    std::vector<int64_t> in_splits, out_splits;
+    for (const auto& t : inputs) in_splits.push_back(t.numel());
+    for (const auto& t : outputs) out_splits.push_back(t.numel());
+    Tensors dsts = outputs;
+    return staged(host_->alltoall_base(host_out, host_in, out_splits, in_splits, opts),
+                  OpType::ALLTOALL, dsts, [=] {
+                    copy_back(host_out, dsts);
+                    return dsts;
+                  });
+  }
+
+  WorkPtr send(Tensors& tensors, int dst, int tag) override {
+    check_all(tensors, "send");
+    TORCH_CHECK(tensors.size() == 1, "tpu_dist: send takes one tensor");
+    // The header lets the receiver check the size before it posts the payload's
+    // receive: gloo aborts the process on a size mismatch.
+    Tensors header{header_of(tensors[0])};
+    Tensors payload{to_host(tensors[0])};
+    runtime::metrics().host_staged_collectives++;
+    WorkPtr h = host_->send(header, dst, tag);
+    WorkPtr w = host_->send(payload, dst, tag);
+    return c10::make_intrusive<StagedP2PWork>(
+        OpType::SEND, tensors[0].device(), [=](std::chrono::milliseconds timeout) {
+          h->wait(timeout);
+          w->wait(timeout);
+          (void)header;
+          (void)payload;  // alive until sent
+          return Tensors();
+        });
+  }
+
+  WorkPtr recv(Tensors& tensors, int src, int tag) override {
+    return receive(tensors, src, tag, "recv");
+  }
+
+  WorkPtr recvAnysource(Tensors& tensors, int tag) override {
+    return receive(tensors, -1, tag, "recv");
+  }
+
+  WorkPtr barrier(const c10d::BarrierOptions& opts) override {
+    c10d::BarrierOptions o = opts;
+    o.device = std::nullopt;
+    o.device_ids.clear();
+    return host_->barrier(o);
+  }
+
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override {
+    host_->monitoredBarrier(opts, wait_all_ranks);
+  }
+  void setSequenceNumberForGroup() override { host_->setSequenceNumberForGroup(); }
+  uint64_t getSequenceNumberForGroup() override { return host_->getSequenceNumberForGroup(); }
+  void setTimeout(std::chrono::milliseconds timeout) override { host_->setTimeout(timeout); }
+  void abort() override { host_->abort(); }
+  void shutdown() override { host_->shutdown(); }
+
+ private:
+  WorkPtr staged(WorkPtr host, OpType type, const Tensors& tensors, Finish finish) {
+    runtime::metrics().host_staged_collectives++;
+    return c10::make_intrusive<StagedWork>(std::move(host), type, tensors.at(0).device(),
+                                           std::move(finish));
+  }
+
+  // Every rank passes the same signature, or every rank raises: gloo would abort the
+  // process (or hang) on mismatched sizes. One small host all-reduce of (s, -s) with MAX
+  // gives max(s) and -min(s), equal to s on every rank exactly when all agree.
+  void agree(const Signature& sig, const char* op, const Tensors& tensors) {
+    if (!checks_enabled()) return;
+    int64_t s = sig.value();
+    at::Tensor pair = at::tensor(std::vector<int64_t>{s, -s});
+    Tensors hv{pair};
+    c10d::AllreduceOptions o;
+    o.reduceOp = c10d::ReduceOp::MAX;
+    host_->allreduce(hv, o)->wait();
+    auto* p = pair.data_ptr<int64_t>();
+    if (p[0] == s && -p[1] == s) return;
+    std::string shapes;
+    for (const auto& t : tensors)
+      shapes += (shapes.empty() ? "" : ", ") + std::string(c10::toString(t.scalar_type())) +
+                c10::str(t.sizes());
+    TORCH_CHECK(false, "tpu_dist: ", op, " on rank ", getRank(), " with ", shapes,
+                ": the ranks of the group disagree on the collective, its shapes, dtypes "
+                "or root; every rank must make the same call");
+  }
+
+  // AVG and PREMUL_SUM become a host SUM (gloo has neither): the factor is applied to
+  // the host copy first, the average after; returns whether to divide afterwards.
+  bool prepare_reduce(c10d::ReduceOp& op, at::Tensor& host) {
+    switch (op.op_) {
+      case c10d::ReduceOp::AVG:
+        op = c10d::ReduceOp::SUM;
+        return true;
+      case c10d::ReduceOp::PREMUL_SUM: {
+        auto* factor = dynamic_cast<c10d::PreMulSumSupplement*>(op.supplement_.get());
+        TORCH_CHECK(factor != nullptr, "tpu_dist: PREMUL_SUM without a factor");
+        if (factor->tensor_factor.defined())
+          host.mul_(factor->tensor_factor.to(at::kCPU));
+        else
+          host.mul_(factor->double_factor);
+        op = c10d::ReduceOp::SUM;
+        return false;
+      }
+      default:
+        return false;
+    }
+  }
+
+  static void divide(const at::Tensor& host, int size) {
+    if (at::isFloatingType(host.scalar_type()) || at::isComplexType(host.scalar_type()))
+      host.div_(size);
+    else
+      host.div_(size, "trunc");
+  }
+
+  void check_gather_list(const Tensors& list, const at::Tensor& piece, const char* op) {
+    TORCH_CHECK(list.size() == static_cast<size_t>(getSize()), "tpu_dist: ", op,
+                " needs a list of world_size (", getSize(), ") tensors, got ", list.size());
+    Tensors all = list;
+    all.push_back(piece);
+    check_all(all, op);
+    for (const auto& t : list)
+      TORCH_CHECK(t.numel() == piece.numel(), "tpu_dist: ", op,
+                  ": every tensor in the list must have as many elements as the single "
+                  "tensor (", piece.numel(), "), got ", t.sizes());
+  }
+
+  // For the tensor forms: each `whole[i]` holds world_size times the elements of
+  // `part[i]`; returns whole[i]'s flat pieces, one per rank.
+  std::vector<Tensors> per_rank_pieces(const Tensors& whole, const Tensors& part,
+                                       const char* op, const char* whole_name,
+                                       const char* part_name) {
+    TORCH_CHECK(whole.size() == part.size(), "tpu_dist: ", op, " needs one ", whole_name,
+                " per ", part_name);
+    std::vector<Tensors> pieces;
+    for (size_t i = 0; i < whole.size(); ++i) {
+      check_all({whole[i], part[i]}, op);
+      TORCH_CHECK(whole[i].numel() == part[i].numel() * getSize(), "tpu_dist: ", op,
+                  ": the ", whole_name, " must have world_size (", getSize(), ") times the ",
+                  part_name, "'s elements, got ", whole[i].sizes(), " for ", part_name, " ",
+                  part[i].sizes());
+      pieces.push_back(whole[i].reshape(-1).chunk(getSize()));
+    }
+    return pieces;
+  }
+
+  // All-gathers any number of inputs as one host collective: each rank contributes its
+  // inputs joined, so rank r's block holds its pieces in input order. `lists[i][r]`
+  // receives input i of rank r.
+  WorkPtr gather_joined(const std::vector<Tensors>& lists, const Tensors& inputs, const char* op,
+                        Tensors result = {}) {
+    check_all(inputs, op);
+    Signature sig(op);
+    for (const auto& t : inputs) sig.add(t);
+    agree(sig, op, inputs);
+    at::Tensor host_in = to_host_flat(inputs);
+    int64_t block = host_in.numel();
+    at::Tensor host_out = host_empty(block * getSize(), host_in);
+    if (result.empty())
+      for (const auto& l : lists) result.insert(result.end(), l.begin(), l.end());
+    int size = getSize();
+    return staged(host_->_allgather_base(host_out, host_in, {}), OpType::_ALLGATHER_BASE,
+                  inputs, [=] {
+                    for (int r = 0; r < size; ++r) {
+                      int64_t offset = r * block;
+                      for (size_t i = 0; i < lists.size(); ++i) {
+                        const at::Tensor& dst = lists[i][r];
+                        dst.copy_(host_out.narrow(0, offset, dst.numel()).view(dst.sizes()));
+                        offset += dst.numel();
+                      }
+                    }
+                    return result;
+                  });
+  }
+
+  // Reduce-scatters any number of inputs as one host collective: `pieces[i][r]` is the
+  // part of input i that rank r receives in outputs[i].
+  WorkPtr reduce_scatter_joined(const Tensors& outputs, const std::vector<Tensors>& pieces,
+                                const c10d::ReduceScatterOptions& opts, const char* op) {
+    Signature sig(op);
+    sig.add(static_cast<int64_t>(opts.reduceOp.op_));
+    for (const auto& t : outputs) sig.add(t);
+    agree(sig, op, outputs);
+    // Rank-major order: rank r's block is its pieces of every input.
+    Tensors ordered;
+    for (int r = 0; r < getSize(); ++r)
+      for (const auto& p : pieces) ordered.push_back(p[r]);
+    at::Tensor host_in = to_host_flat(ordered);
+    c10d::ReduceScatterOptions o = opts;
+    bool average = prepare_reduce(o.reduceOp, host_in);
+    at::Tensor host_out = host_empty(host_in.numel() / getSize(), host_in);
+    Tensors dsts = outputs;
+    int size = getSize();
+    return staged(host_->_reduce_scatter_base(host_out, host_in, o), OpType::_REDUCE_SCATTER_BASE,
+                  outputs, [=]() mutable {
+                    if (average) divide(host_out, size);
+                    copy_back(host_out, dsts);
+                    return dsts;
+                  });
+  }
+
+  static at::Tensor header_of(const at::Tensor& t) {
+    return at::tensor(std::vector<int64_t>{static_cast<int64_t>(t.scalar_type()), t.numel()});
+  }
+
+  WorkPtr receive(Tensors& tensors, int src, int tag, const char* op) {
+    check_all(tensors, op);
+    TORCH_CHECK(tensors.size() == 1, "tpu_dist: recv takes one tensor");
+    Tensors header{at::empty({2}, at::kLong)};
+    runtime::metrics().host_staged_collectives++;
+    WorkPtr h = src < 0 ? host_->recvAnysource(header, tag) : host_->recv(header, src, tag);
+    at::Tensor dst = tensors[0];
+    auto host = host_;
+    int rank = getRank();
+    auto source = std::make_shared<int>(src);
+    auto run = [=](std::chrono::milliseconds timeout) {
+      h->wait(timeout);
+      int from = src < 0 ? h->sourceRank() : src;
+      *source = from;
+      auto* p = header[0].data_ptr<int64_t>();
+      bool match = p[0] == static_cast<int64_t>(dst.scalar_type()) && p[1] == dst.numel();
+      if (!match) {
+        // Take the message anyway, so the sender completes and the pair stays in step.
+        Tensors drain{at::empty({p[1]}, at::TensorOptions(static_cast<at::ScalarType>(p[0])))};
+        host->recv(drain, from, tag)->wait(timeout);
+      }
+      TORCH_CHECK(match,
+                  "tpu_dist: recv on rank ", rank, " expects ", dst.numel(), " elements of ",
+                  dst.scalar_type(), " but rank ", from, " sent ", p[1], " elements of ",
+                  c10::toString(static_cast<at::ScalarType>(p[0])));
+      Tensors payload{host_empty(dst.numel(), dst)};
+      host->recv(payload, from, tag)->wait(timeout);
+      copy_back(payload[0], {dst});
+      return Tensors{dst};
+    };
+    return c10::make_intrusive<StagedP2PWork>(OpType::RECV, dst.device(), run, source);
+  }
+
+  c10::intrusive_ptr<c10d::Backend> host_;
+};
+
+}  // namespace
+
+c10::intrusive_ptr<c10d::Backend> make_host_staged_backend(
+    c10::intrusive_ptr<c10d::Backend> host) {
+  return c10::make_intrusive<HostStagedBackend>(std::move(host));
+}
+
+}  // namespace torch_tpu::distributed

@@ -1,0 +1,463 @@
+"""Worker functions for the multi-process tests (tests/python/test_distributed.py).
+
+Each runs in its own process (dist_launch.launch) and checks its results against CPU
+PyTorch on the same inputs, computed in the same process."""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import os
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+
+TPU = "tpu"  # a string: this module also runs where torch_tpu is not loaded
+
+
+def init(rank, world_size, init_method, backend="cpu:gloo,tpu:tpu_dist", timeout=60):
+    dist.init_process_group(backend, init_method=init_method, rank=rank,
+                            world_size=world_size,
+                            timeout=datetime.timedelta(seconds=timeout))
+
+
+def exact(tpu_tensor, cpu_tensor):
+    torch.testing.assert_close(tpu_tensor.cpu(), cpu_tensor, rtol=0, atol=0)
+
+
+def raises(fn, match):
+    try:
+        fn()
+    except Exception as e:  # noqa: BLE001
+        assert match in str(e), f"expected {match!r} in: {e}"
+        return str(e)
+    raise AssertionError(f"no error (expected {match!r})")
+
+
+# --- every collective, values checked exactly -------------------------------------
+
+def _rank_tensor(rank, n, dtype=torch.float32, scale=1):
+    # Distinct per rank and per element, exact in every dtype used.
+    return (torch.arange(n, dtype=torch.int64) * scale + 100 * (rank + 1)).to(dtype)
+
+
+def collectives_and_tensor_parallel_2d(rank, world_size, init_method):
+    """(Both in one group of processes: 4 start-ups cost more than either.)"""
+    message = collectives(rank, world_size, init_method)
+    tensor_parallel(rank, world_size, None, dp=2)
+    return message
+
+
+def collectives(rank, world_size, init_method):
+    init(rank, world_size, init_method)
+    W = world_size
+    ranks = range(W)
+    per_rank = [_rank_tensor(r, 6) for r in ranks]
+
+    # all_reduce: every op, floating and integer
+    for op, ref in [(dist.ReduceOp.SUM, sum(per_rank)),
+                    (dist.ReduceOp.AVG, sum(per_rank) / W),
+                    (dist.ReduceOp.MIN, torch.stack(per_rank).min(0).values),
+                    (dist.ReduceOp.MAX, torch.stack(per_rank).max(0).values),
+                    (dist.ReduceOp.PRODUCT, None)]:
+        t = per_rank[rank].to(TPU)
+        if ref is None:  # small factors, so that the product is exact in any order
+            t = t - 100 * (rank + 1) + rank + 1
+            ref = torch.stack([p - 100 * (r + 1) + r + 1 for r, p in enumerate(per_rank)]).prod(0)
+        dist.all_reduce(t, op=op)
+        exact(t, ref)
+    ints = [torch.tensor([0b1100, 0b1010, 7 + r], dtype=torch.int32) * (r + 1) for r in ranks]
+    for op, fold in [(dist.ReduceOp.BAND, torch.bitwise_and),
+                     (dist.ReduceOp.BOR, torch.bitwise_or),
+                     (dist.ReduceOp.BXOR, torch.bitwise_xor),
+                     (dist.ReduceOp.SUM, torch.add)]:
+        ref = ints[0]
+        for x in ints[1:]:
+            ref = fold(ref, x)
+        t = ints[rank].to(TPU)
+        dist.all_reduce(t, op=op)
+        exact(t, ref)
+    # bf16 and a non-contiguous view written in place
+    b = torch.tensor([1.5, -2.0, 3.25], dtype=torch.bfloat16) * (rank + 1)
+    t = b.to(TPU)
+    dist.all_reduce(t)
+    exact(t, sum(torch.tensor([1.5, -2.0, 3.25], dtype=torch.bfloat16) * (r + 1) for r in ranks))
+    base = torch.zeros(4, 6, device=TPU)
+    col = base[:, 2]
+    col.copy_(torch.full((4,), float(rank + 1)))
+    dist.all_reduce(col)
+    expect = torch.zeros(4, 6)
+    expect[:, 2] = sum(range(1, W + 1))
+    exact(base, expect)
+
+    # async work: wait() orders later device work; the future carries the result
+    t = per_rank[rank].to(TPU)
+    work = dist.all_reduce(t, async_op=True)
+    fut = work.get_future()
+    work.wait()
+    exact(t * 2, sum(per_rank) * 2)
+    exact(fut.value()[0], sum(per_rank))
+
+    # coalesced all_reduce (one transfer each way)
+    a, c = per_rank[rank][:4].to(TPU), per_rank[rank].reshape(2, 3).to(TPU)
+    dist.all_reduce_coalesced([a, c])
+    exact(a, sum(per_rank)[:4])
+    exact(c, sum(per_rank).reshape(2, 3))
+
+    # broadcast from every root
+    for root in ranks:
+        t = per_rank[rank].to(TPU)
+        dist.broadcast(t, src=root)
+        exact(t, per_rank[root])
+
+    # reduce
+    t = per_rank[rank].to(TPU)
+    dist.reduce(t, dst=0)
+    exact(t, sum(per_rank) if rank == 0 else per_rank[rank])
+
+    # all_gather: list, into tensor, coalesced
+    out = [torch.empty(6, device=TPU) for _ in ranks]
+    dist.all_gather(out, per_rank[rank].to(TPU))
+    for r in ranks:
+        exact(out[r], per_rank[r])
+    out = torch.empty(W * 2, 3, device=TPU)
+    dist.all_gather_into_tensor(out, per_rank[rank].reshape(2, 3).to(TPU))
+    exact(out, torch.cat([p.reshape(2, 3) for p in per_rank]))
+    small = [torch.tensor([r * 1.0, -r * 1.0]) for r in ranks]
+    outs = [[torch.empty(6, device=TPU) for _ in ranks], [torch.empty(2, device=TPU) for _ in ranks]]
+    dist.all_gather_coalesced(outs, [per_rank[rank].to(TPU), small[rank].to(TPU)])
+    for r in ranks:
+        exact(outs[0][r], per_rank[r])
+        exact(outs[1][r], small[r])
+
+    # reduce_scatter: list and tensor, SUM and AVG
+    full = [_rank_tensor(r, 4 * W) for r in ranks]
+    t = torch.empty(4, device=TPU)
+    dist.reduce_scatter(t, list(full[rank].to(TPU).chunk(W)))
+    exact(t, sum(full).chunk(W)[rank])
+    t = torch.empty(4, device=TPU)
+    dist.reduce_scatter_tensor(t, full[rank].to(TPU), op=dist.ReduceOp.AVG)
+    exact(t, (sum(full) / W).chunk(W)[rank])
+
+    # all_to_all: list, single even, single uneven
+    ins = [_rank_tensor(rank, 2, scale=10) + r for r in ranks]
+    outs = [torch.empty(2, device=TPU) for _ in ranks]
+    dist.all_to_all(outs, [x.to(TPU) for x in ins])
+    for r in ranks:
+        exact(outs[r], _rank_tensor(r, 2, scale=10) + rank)
+    out = torch.empty(2 * W, device=TPU)
+    dist.all_to_all_single(out, torch.cat(ins).to(TPU))
+    exact(out, torch.cat([_rank_tensor(r, 2, scale=10) + rank for r in ranks]))
+    # rank r sends (j + 1) * (r + 1) elements to rank j
+    in_splits = [(j + 1) * (rank + 1) for j in ranks]
+    out_splits = [(rank + 1) * (r + 1) for r in ranks]
+    src = torch.arange(sum(in_splits), dtype=torch.float32) + 1000 * rank
+    out = torch.empty(sum(out_splits), device=TPU)
+    dist.all_to_all_single(out, src.to(TPU), out_splits, in_splits)
+    expect = []
+    for r in ranks:
+        splits = [(j + 1) * (r + 1) for j in ranks]
+        start = sum(splits[:rank])
+        expect.append(torch.arange(start, start + splits[rank], dtype=torch.float32) + 1000 * r)
+    exact(out, torch.cat(expect))
+
+    # gather / scatter
+    gl = [torch.empty(6, device=TPU) for _ in ranks] if rank == 0 else None
+    dist.gather(per_rank[rank].to(TPU), gl, dst=0)
+    if rank == 0:
+        for r in ranks:
+            exact(gl[r], per_rank[r])
+    t = torch.empty(6, device=TPU)
+    dist.scatter(t, [p.to(TPU) for p in per_rank] if rank == W - 1 else None, src=W - 1)
+    exact(t, per_rank[rank])
+
+    # send / recv in a ring, posted in both orders
+    nxt, prv = (rank + 1) % W, (rank - 1) % W
+    t = torch.empty(6, device=TPU)
+    reqs = [dist.irecv(t, src=prv), dist.isend(per_rank[rank].to(TPU), dst=nxt)]
+    for q in reqs:
+        q.wait()
+    exact(t, per_rank[prv])
+    if rank % 2 == 0:
+        dist.send(per_rank[rank].to(TPU), dst=nxt)
+        dist.recv(t, src=prv)
+    else:
+        dist.recv(t, src=prv)
+        dist.send(per_rank[rank].to(TPU), dst=nxt)
+    exact(t, per_rank[prv])
+
+    dist.barrier()
+
+    # bad input: clear errors, and the group stays usable afterwards
+    raises(lambda: dist.all_reduce(torch.ones(3 + rank, device=TPU)), "disagree")
+    raises(lambda: dist.all_reduce(
+        torch.ones(3, device=TPU, dtype=torch.float32 if rank else torch.float64)), "disagree")
+    if rank < 2:
+        other = 1 - rank
+        if rank == 0:
+            dist.send(torch.ones(5, device=TPU), dst=other)
+        else:
+            raises(lambda: dist.recv(torch.empty(4, device=TPU), src=other), "expects 4")
+    raises(lambda: dist.all_gather_into_tensor(torch.empty(5, device=TPU),
+                                               torch.ones(2, device=TPU)), "world_size")
+    t = per_rank[rank].to(TPU)
+    dist.all_reduce(t)
+    exact(t, sum(per_rank))
+
+    import torch_tpu
+
+    m = torch_tpu.metrics.snapshot()
+    assert m["host_staged_collectives"] >= 25 and m["host_staged_bytes"] > 0, m
+
+    # a tpu_dist-only group has no backend for CPU tensors
+    only = dist.new_group(backend="tpu_dist")
+    t = per_rank[rank].to(TPU)
+    dist.all_reduce(t, group=only)
+    exact(t, sum(per_rank))
+    return raises(lambda: dist.all_reduce(torch.ones(2), group=only), "")
+
+
+# --- training: DDP, FSDP2, DCP, tensor parallel, against one-process CPU training -----
+
+STEPS = 3
+LR = 0.1
+
+
+class MLP(nn.Module):
+    def __init__(self, unused=False):
+        super().__init__()
+        self.fc1 = nn.Linear(8, 16)
+        self.fc2 = nn.Linear(16, 4)
+        # a parameter no forward uses: DDP's find_unused_parameters must cope
+        self.spare = nn.Linear(4, 4) if unused else None
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+def make_model(unused=False):
+    torch.manual_seed(0)
+    return MLP(unused)
+
+
+def batch(world_size, per_rank=4, step=0):
+    g = torch.Generator().manual_seed(100 + step)
+    x = torch.randn(world_size * per_rank, 8, generator=g)
+    y = torch.randn(world_size * per_rank, 4, generator=g)
+    return x, y
+
+
+def reference(world_size, micro=1, unused=False):
+    """One process, CPU: the full batch's loss is the mean over ranks of each rank's
+    (sum over micro-batches of) mean loss, which is what data parallelism computes."""
+    model = make_model(unused)
+    opt = torch.optim.SGD(model.parameters(), lr=LR)
+    for step in range(STEPS):
+        x, y = batch(world_size * micro, step=step)
+        opt.zero_grad()
+        loss = 0
+        for piece_x, piece_y in zip(x.chunk(world_size * micro), y.chunk(world_size * micro)):
+            loss = loss + nn.functional.mse_loss(model(piece_x), piece_y) / world_size
+        loss.backward()
+        opt.step()
+    return {k: v.detach() for k, v in model.state_dict().items()}
+
+
+def _shard(rank, world_size, micro, step):
+    x, y = batch(world_size * micro, step=step)
+    xs, ys = x.chunk(world_size * micro), y.chunk(world_size * micro)
+    return [(xs[rank * micro + m], ys[rank * micro + m]) for m in range(micro)]
+
+
+def _train(model, rank, world_size, device, micro=1, no_sync=False, optimizer_of=None):
+    opt = torch.optim.SGD((optimizer_of or model).parameters(), lr=LR)
+    for step in range(STEPS):
+        opt.zero_grad()
+        pieces = _shard(rank, world_size, micro, step)
+        for m, (x, y) in enumerate(pieces):
+            last = m == len(pieces) - 1
+            ctx = model.no_sync() if no_sync and not last else _null()
+            with ctx:
+                nn.functional.mse_loss(model(x.to(device)), y.to(device)).backward()
+        opt.step()
+
+
+class _null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+
+def _close(state, ref, atol=1e-5):
+    for k, v in ref.items():
+        got = state[k]
+        got = got.full_tensor() if hasattr(got, "full_tensor") else got
+        torch.testing.assert_close(got.detach().cpu(), v, rtol=1e-5, atol=atol, msg=k)
+
+
+def ddp_and_tensor_parallel(rank, world_size, init_method):
+    """(Both in one group of processes: a start-up costs more than either.)"""
+    ddp(rank, world_size, init_method)
+    tensor_parallel(rank, world_size, None)
+
+
+def ddp(rank, world_size, init_method):
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    init(rank, world_size, init_method)
+    ref = reference(world_size)
+    for kwargs in [{}, {"find_unused_parameters": True}, {"static_graph": True},
+                   {"gradient_as_bucket_view": True, "bucket_cap_mb": 0.0001}]:
+        unused = kwargs.get("find_unused_parameters", False)
+        model = DDP(make_model(unused).to(TPU), **kwargs)
+        _train(model, rank, world_size, TPU)
+        _close(model.module.state_dict(), reference(world_size, unused=unused))
+    # no_sync: gradients of two micro-batches accumulate locally, then one all-reduce
+    model = DDP(make_model().to(TPU))
+    _train(model, rank, world_size, TPU, micro=2, no_sync=True)
+    _close(model.module.state_dict(), reference(world_size, micro=2))
+    # torch.compile(DDP(model), backend="tpu"): DDP's hooks all-reduce the compiled
+    # backward's gradients (DDPOptimizer splits the graph at bucket boundaries)
+    import torch_tpu
+
+    runs = torch_tpu.metrics.snapshot()["graph_runs"]
+    compiled = DDP(make_model().to(TPU))
+    _train(torch.compile(compiled, backend="tpu"), rank, world_size, TPU,
+           optimizer_of=compiled)
+    _close(compiled.module.state_dict(), reference(world_size))
+    assert torch_tpu.metrics.snapshot()["graph_runs"] >= runs + 2 * STEPS
+
+    # DDP's runtime statistics come from tpu timing events (csrc/distributed/ddp_timer.cpp)
+    stats = model._get_ddp_logging_data()
+    assert stats.get("avg_backward_compute_time", 0) > 0, stats
+    assert stats.get("avg_backward_comm_time", 0) > 0, stats
+    del ref
+
+
+def _fsdp_model(device, mp=None):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    model = make_model().to(device)
+    mesh = init_device_mesh(torch.device(device).type, (dist.get_world_size(),))
+    kw = {"mp_policy": mp} if mp is not None else {}
+    kw["mesh"] = mesh
+    fully_shard(model.fc1, **kw)
+    fully_shard(model.fc2, **kw)
+    fully_shard(model, **kw)
+    return model
+
+
+def fsdp(rank, world_size, init_method, tmpdir):
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+
+    init(rank, world_size, init_method)
+    model = _fsdp_model(TPU)
+    _train(model, rank, world_size, TPU)
+    _close(model.state_dict(), reference(world_size))
+
+    # bf16 parameters, f32 reduction: the same policy on CPU (gloo) is the reference
+    mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    on_tpu, on_cpu = _fsdp_model(TPU, mp), _fsdp_model("cpu", mp)
+    _train(on_tpu, rank, world_size, TPU)
+    _train(on_cpu, rank, world_size, "cpu")
+    cpu_state = {k: v.full_tensor() for k, v in on_cpu.state_dict().items()}
+    _close(on_tpu.state_dict(), cpu_state, atol=1e-2)
+
+    # DCP: save the sharded state dict, load it into a differently initialised model
+    dcp.save(model.state_dict(), checkpoint_id=tmpdir)
+    torch.manual_seed(123 + rank)
+    fresh = _fsdp_model(TPU)
+    for p in fresh.parameters():
+        with torch.no_grad():
+            p.mul_(0).add_(7)
+    state = fresh.state_dict()
+    dcp.load(state, checkpoint_id=tmpdir)
+    fresh.load_state_dict(state)
+    _close(fresh.state_dict(), {k: v.full_tensor().cpu() for k, v in model.state_dict().items()})
+    for v in fresh.state_dict().values():
+        assert v.to_local().device.type == "tpu"
+
+
+def tensor_parallel(rank, world_size, init_method, dp=1):
+    """Colwise fc1, rowwise fc2 on a (dp, tp) mesh; with dp > 1, data parallel over the
+    other mesh dimension by FSDP2. Outputs, gradients and trained parameters against CPU."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
+                                                   parallelize_module)
+
+    if init_method is not None:
+        init(rank, world_size, init_method)
+    tp = world_size // dp
+    mesh = init_device_mesh("tpu", (dp, tp), mesh_dim_names=("dp", "tp"))
+    model = parallelize_module(make_model().to(TPU), mesh["tp"],
+                               {"fc1": ColwiseParallel(), "fc2": RowwiseParallel()})
+    if dp > 1:
+        from torch.distributed.fsdp import fully_shard
+
+        fully_shard(model, mesh=mesh["dp"])
+    dp_rank = mesh["dp"].get_local_rank()
+
+    # one forward/backward: outputs and gradients
+    ref = make_model()
+    x, y = batch(dp, step=0)
+    xs, ys = x.chunk(dp), y.chunk(dp)
+    out = model(xs[dp_rank].to(TPU))
+    ref_out = ref(xs[dp_rank])
+    torch.testing.assert_close(out.cpu(), ref_out.detach(), rtol=1e-5, atol=1e-6)
+    nn.functional.mse_loss(out, ys[dp_rank].to(TPU)).backward()
+    ref_loss = sum(nn.functional.mse_loss(ref(a), b) for a, b in zip(xs, ys)) / dp
+    ref_loss.backward()
+    for name, p in model.named_parameters():
+        ref_grad = dict(ref.named_parameters())[name].grad
+        torch.testing.assert_close(p.grad.full_tensor().cpu(), ref_grad, rtol=1e-5, atol=1e-6,
+                                   msg=name)
+
+    # and training
+    model.zero_grad()
+    _train(model, dp_rank, dp, TPU)
+    _close(model.state_dict(), reference(dp))
+
+
+def cpu_gloo(rank, world_size, init_method):
+    """DDP and FSDP2 on CPU tensors over gloo; returns the trained parameters, and
+    whether torch_tpu was loaded (torch.accelerator then reports tpu)."""
+    import sys
+
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    init(rank, world_size, init_method, backend="gloo")
+    model = DDP(make_model())
+    _train(model, rank, world_size, "cpu")
+    ddp_state = {k: v.clone() for k, v in model.module.state_dict().items()}
+    _close(ddp_state, reference(world_size))
+    fsdp_model = _fsdp_model("cpu")
+    _train(fsdp_model, rank, world_size, "cpu")
+    fsdp_state = {k: v.full_tensor() for k, v in fsdp_model.state_dict().items()}
+    return "torch_tpu" in sys.modules, ddp_state, fsdp_state
+
+
+def killed_rank(rank, world_size, init_method, timeout):
+    """The last rank dies after one collective; the others' next collective must raise
+    (not hang, not abort) within the process group's timeout."""
+    import signal
+    import time
+
+    # No backend named: torch.accelerator reports tpu, which maps to tpu_dist.
+    init(rank, world_size, init_method, backend=None, timeout=timeout)
+    assert dist.get_backend_config() == "tpu:tpu_dist", dist.get_backend_config()
+    t = torch.ones(4, device=TPU)
+    dist.all_reduce(t)
+    exact(t, torch.full((4,), float(world_size)))
+    if rank == world_size - 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    start = time.monotonic()
+    try:
+        dist.all_reduce(t)
+    except RuntimeError as e:
+        return time.monotonic() - start, str(e)
+    raise AssertionError("all_reduce with a dead rank returned")

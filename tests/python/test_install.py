@@ -1,0 +1,93 @@
+"""The newcomer path: `import torch` never breaks, whatever state torch_tpu is in; an
+editable install works from the repository root; the plugin stays quiet."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+import torch_tpu
+from conftest import run_python
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+# Drops scikit-build-core's editable finder, so that Python finds torch_tpu as it would
+# after a plain `pip install .`: the repository root (the current directory) first.
+AS_INSTALLED = ("import sys\n"
+                "sys.meta_path[:] = [f for f in sys.meta_path "
+                "if 'ScikitBuild' not in type(f).__name__]\n")
+
+
+def run_in_root(code: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=full_env, timeout=300, cwd=ROOT)
+
+
+def test_source_tree_shadowing_the_package_does_not_break_import_torch():
+    code = AS_INSTALLED + """
+import torch
+assert torch.ones(2).add(1).tolist() == [2.0, 2.0]   # CPU PyTorch works
+assert not torch.tpu.is_available() and torch.tpu.device_count() == 0
+try:
+    torch.ones(1, device="tpu")
+except RuntimeError as e:
+    print("ERROR", e)
+"""
+    r = run_in_root(code)
+    assert r.returncode == 0, r.stderr
+    assert "ERROR" in r.stdout, r.stdout
+    message = r.stdout
+    assert "source tree" in message and "pip install --no-build-isolation -e" in message
+    # One line of warning at import, no traceback.
+    warning_lines = [line for line in r.stderr.splitlines() if "torch_tpu" in line]
+    assert len(warning_lines) == 1 and "Traceback" not in r.stderr, r.stderr
+
+
+def test_a_broken_extension_names_the_cause():
+    # A failure other than shadowing: an invalid device count at start-up.
+    r = run_python("import torch\n"
+                   "try:\n    torch.zeros(2, device='tpu')\n"
+                   "except RuntimeError as e:\n    print('ERROR', e)\n",
+                   {"TORCH_TPU_NUM_DEVICES": "many"})
+    assert r.returncode == 0, r.stderr
+    assert "ERROR" in r.stdout and "TORCH_TPU_NUM_DEVICES" in r.stdout, r.stdout
+
+
+def _editable() -> bool:
+    package = os.path.dirname(os.path.abspath(torch_tpu.__file__))
+    return package == os.path.join(ROOT, "torch_tpu") and not any(
+        name.startswith("_C") for name in os.listdir(package))
+
+
+@pytest.mark.skipif(not _editable(), reason="torch_tpu is not installed in editable mode "
+                    "(pip install --no-build-isolation -e .)")
+def test_editable_install_works_in_the_repository_root():
+    r = run_in_root("import torch, torch_tpu\n"
+                    "x = torch.arange(4.0, device='tpu')\n"
+                    "print((x * 2).cpu().tolist(), torch_tpu.__file__, torch_tpu._C.__file__)")
+    assert r.returncode == 0, r.stderr
+    values, package, extension = r.stdout.split("] ")[0] + "]", *r.stdout.split("] ")[1].split()
+    assert values == "[0.0, 2.0, 4.0, 6.0]"
+    assert package == os.path.join(ROOT, "torch_tpu", "__init__.py")
+    assert extension.startswith(os.path.join(ROOT, "build"))
+
+
+def test_first_use_prints_nothing():
+    r = run_python("import torch; x = torch.ones(1, device='tpu'); print((x + 1).item())")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "2.0\n"
+    assert r.stderr == "", r.stderr
+
+
+def test_plugin_logs_on_request():
+    r = run_python("import torch; torch.ones(1, device='tpu').cpu()", {"TORCH_TPU_VERBOSE": "1"})
+    assert r.returncode == 0, r.stderr
+    assert r.stderr != ""
+
+
+def test_importing_torch_tpu_before_torch():
+    r = run_python("import torch_tpu, torch; print(torch.ones(2, device='tpu').sum().item())")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "2.0\n"

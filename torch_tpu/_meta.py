@@ -1,0 +1,89 @@
+"""Meta kernels PyTorch lacks or gets wrong for ops torch_tpu lowers.
+
+The lowering table reads output shapes from meta kernels, and compiled graphs trace with
+them. PyTorch has none for the fused GRU cell ops nn.GRU calls on accelerators (CUDA
+computes their shapes itself); its LSTM cell one reads `.device` of the optional biases,
+so it fails for `nn.LSTM(bias=False)`; its `_grouped_mm` one follows CUDA and takes only
+bf16, where CPU's kernel and ours (csrc/ops/matmul.cpp) take every float dtype. These
+replace them: they check sizes and give empty tensors of the right shapes, nothing else.
+"""
+
+import torch
+
+_lib = None
+
+
+def _check_cell(name, input_gates, hidden_gates, hx, gates):
+    hidden = hx.shape[-1] if hx.dim() == 2 else -1
+    torch._check(hx.dim() == 2, lambda: f"{name}: the state must be 2-d, got {tuple(hx.shape)}")
+    for what, t in (("input_gates", input_gates), ("hidden_gates", hidden_gates)):
+        torch._check(t.dim() == 2 and tuple(t.shape) == (hx.shape[0], gates * hidden),
+                     lambda: f"{name}: {what} must be [{hx.shape[0]}, {gates * hidden}], "
+                             f"got {tuple(t.shape)}")
+
+
+def _empty(shape, like):
+    return torch.empty(shape, dtype=like.dtype, device=like.device)
+
+
+def lstm_cell(input_gates, hidden_gates, cx, input_bias=None, hidden_bias=None):
+    _check_cell("_thnn_fused_lstm_cell", input_gates, hidden_gates, cx, 4)
+    return _empty(cx.shape, cx), _empty(cx.shape, cx), _empty(input_gates.shape, input_gates)
+
+
+def gru_cell(input_gates, hidden_gates, hx, input_bias=None, hidden_bias=None):
+    _check_cell("_thnn_fused_gru_cell", input_gates, hidden_gates, hx, 3)
+    batch, hidden = hx.shape
+    return _empty(hx.shape, input_gates), _empty((batch, 5 * hidden), input_gates)
+
+
+def gru_cell_backward(grad_hy, workspace, has_bias):
+    batch, hidden = grad_hy.shape
+    gates = _empty((batch, 3 * hidden), grad_hy)
+    bias = (_empty((3 * hidden,), grad_hy), _empty((3 * hidden,), grad_hy)) if has_bias \
+        else (None, None)
+    return gates, _empty(gates.shape, grad_hy), _empty(grad_hy.shape, grad_hy), *bias
+
+
+def grouped_mm(mat_a, mat_b, offs=None, bias=None, out_dtype=None):
+    torch._check(mat_a.dtype == mat_b.dtype and mat_a.dtype.is_floating_point,
+                 lambda: f"_grouped_mm: expected float inputs of one dtype, got {mat_a.dtype} "
+                         f"and {mat_b.dtype}")
+    torch._check(mat_a.dim() in (2, 3) and mat_b.dim() in (2, 3),
+                 lambda: "_grouped_mm: multiplicands must be 2D or 3D")
+    torch._check((offs is None) == (mat_a.dim() == 3 and mat_b.dim() == 3),
+                 lambda: "_grouped_mm: offs is needed exactly when an input is 2D")
+    torch._check(mat_a.shape[-1] == mat_b.shape[-2] or mat_a.dim() == mat_b.dim() == 2,
+                 lambda: f"_grouped_mm: contraction sizes differ: {tuple(mat_a.shape)} and "
+                         f"{tuple(mat_b.shape)}")
+    if mat_a.dim() == 2 and mat_b.dim() == 2:
+        shape = (offs.shape[0], mat_a.shape[0], mat_b.shape[1])
+    elif mat_a.dim() == 2:
+        shape = (mat_a.shape[0], mat_b.shape[-1])
+    elif mat_b.dim() == 2:
+        shape = (mat_a.shape[1], mat_b.shape[1])
+    else:
+        shape = (mat_a.shape[0], mat_a.shape[1], mat_b.shape[-1])
+    return torch.empty(shape, dtype=out_dtype or mat_a.dtype, device=mat_a.device)
+
+
+def register() -> None:
+    global _lib
+    if _lib is not None:
+        return
+    from torch._decomp import meta_table
+
+    _lib = torch.library.Library("aten", "IMPL")
+    for name, fn in (("_thnn_fused_lstm_cell", lstm_cell), ("_thnn_fused_gru_cell", gru_cell),
+                     ("_thnn_fused_gru_cell_backward", gru_cell_backward),
+                     ("_grouped_mm", grouped_mm)):
+        # PyTorch keeps a Python meta kernel in three places: the dispatcher's Meta key
+        # (eager meta tensors, our lowering table), the table FakeTensor reads, and the
+        # op's Python-dispatcher kernels (both used while torch.compile traces).
+        _lib.impl(name, fn, "Meta", allow_override=True)
+        op = getattr(torch.ops.aten, name).default
+        if op in meta_table:
+            meta_table[op] = fn
+        if torch._C.DispatchKey.Meta in op.py_kernels:
+            op.py_kernels[torch._C.DispatchKey.Meta] = fn
+            op._dispatch_cache.clear()
