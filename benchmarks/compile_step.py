@@ -26,6 +26,8 @@ from _timing import timed_rounds
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 MODES = ("tpu-compiled", "tpu-eager", "cpu-eager", "cpu-inductor")
+# Also measurable (eager_step.py uses them): tpu eager in fused mode.
+CHILD_MODES = MODES + ("tpu-fused",)
 # minGPT as in eager_step.py; Llama-tiny as in examples/hf_tiny.py.
 CONFIGS = {
     "mingpt": dict(batch=8, block=64, layers=4, heads=4, d=128),
@@ -93,6 +95,8 @@ def child(args) -> None:
     model, optimizer, batch, loss_of = build(args.model, device)
     model.train()
     run = model
+    if how == "fused":
+        torch_tpu.set_eager_mode("fused")
     if how == "compiled":
         run = torch.compile(model, backend="tpu")
     elif how == "inductor":
@@ -154,7 +158,7 @@ def main():
     p.add_argument("--rounds", type=int, default=5, help="timed rounds; the median is reported")
     p.add_argument("--steps", type=int, default=10, help="steps per timed round")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--mode", choices=MODES, help=argparse.SUPPRESS)
+    p.add_argument("--mode", choices=CHILD_MODES, help=argparse.SUPPRESS)
     p.add_argument("--model", choices=tuple(CONFIGS), help=argparse.SUPPRESS)
     p.add_argument("--first-step-only", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()

@@ -1,113 +1,53 @@
-"""minGPT training step (batch 8, block 64, 4 layers, d=128, AdamW) on tpu eager and on CPU
-eager, each in its own subprocess, in one run: per-step time after warm-up, the ratio
-tpu / CPU, and each process's peak RSS (ru_maxrss from wait4) with their ratio.
+"""Eager training steps in both eager modes: minGPT and Hugging Face Llama-tiny, each on
+tpu in op mode, tpu in fused mode, tpu compiled (backend "tpu") and CPU eager, every one
+in its own subprocess, in one run. Reports the step times, the ratios the fused mode is
+judged by (fused / compiled, op / fused, fused / CPU eager), and what fused mode did
+after warm-up (compiles, programs per step).
 
-    python benchmarks/eager_step.py [--warmup 5] [--rounds 5] [--steps 10]
+    python benchmarks/eager_step.py [--models mingpt llama] [--warmup 5] [--rounds 5]
 
-The CPU process does not load torch_tpu (TORCH_DEVICE_BACKEND_AUTOLOAD=0), so its RSS is
-plain PyTorch's. tpu steps are asynchronous: each timed round ends with one synchronize.
+The step and the models are compile_step.py's (forward, loss, backward, clip_grad_norm_,
+AdamW; minGPT batch 8, block 64, 4 layers, d=128; Llama-tiny 2 layers, hidden 64). Times
+are the median of the rounds after warm-up; tpu rounds end with one synchronize. The CPU
+process does not load torch_tpu.
 """
 
 import argparse
-import json
-import os
-import statistics
-import subprocess
-import sys
-from pathlib import Path
+import tempfile
 
-from _timing import timed_rounds
+from compile_step import CONFIGS, run_child
 
-MINGPT = Path(__file__).resolve().parents[1] / "examples" / "mingpt"
-CONFIG = dict(batch=8, block=64, layers=4, heads=4, d=128)
-
-
-def child(args) -> None:
-    """Runs in the subprocess: trains and prints one JSON line of results."""
-    import torch
-
-    sys.path.insert(0, str(MINGPT))
-    from data import CharDataset, make_text
-    from train import build, make_optimizer, train_step
-
-    device = args.child
-    if device == "tpu":
-        import torch_tpu
-        torch_tpu.set_cpu_fallback(args.cpu_fallback)
-        sync = torch.tpu.synchronize
-    else:
-        def sync():
-            pass
-
-    dataset = CharDataset(make_text())
-    model = build(dataset.vocab_size, CONFIG["block"], CONFIG["layers"], CONFIG["heads"],
-                  CONFIG["d"], seed=0).to(device)
-    optimizer = make_optimizer(model, 1e-3)
-    batches = torch.Generator().manual_seed(0)
-
-    def step():
-        x, y = dataset.batch(CONFIG["batch"], CONFIG["block"], batches)
-        return train_step(model, optimizer, x.to(device), y.to(device))
-
-    for _ in range(args.warmup):
-        loss = step()
-    first_loss = loss.item()
-    if device == "tpu":
-        torch_tpu.metrics.reset()
-    rounds, loss = timed_rounds(step, sync, args.rounds, args.steps)
-    result = {"step_s": statistics.median(rounds), "rounds_s": rounds,
-              "loss_after_warmup": first_loss, "final_loss": loss.item(),
-              "threads": torch.get_num_threads()}
-    if device == "tpu":
-        m = torch_tpu.metrics.snapshot()
-        result.update(timed_compiles=m["compiles"], timed_fallbacks=sum(m["fallbacks"].values()),
-                      device_name=torch.tpu.get_device_name(0))
-    print(json.dumps(result))
-
-
-def run_child(device: str, args) -> tuple[dict, int]:
-    """Runs one device's measurement; returns its results and its peak RSS in bytes."""
-    env = dict(os.environ)
-    if device == "cpu":
-        env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
-    cmd = [sys.executable, __file__, "--child", device, "--warmup", str(args.warmup),
-           "--rounds", str(args.rounds), "--steps", str(args.steps)]
-    if args.cpu_fallback:
-        cmd.append("--cpu-fallback")
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, env=env, text=True)
-    out = proc.stdout.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        raise SystemExit(f"{device} run failed with exit code {proc.returncode}")
-    return json.loads(out.strip().splitlines()[-1]), usage.ru_maxrss * 1024  # Linux: KiB
+MODES = ("tpu-eager", "tpu-fused", "tpu-compiled", "cpu-eager")
+NAMES = {"tpu-eager": "tpu op mode", "tpu-fused": "tpu fused mode",
+         "tpu-compiled": "tpu compiled", "cpu-eager": "CPU eager"}
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--models", nargs="+", choices=tuple(CONFIGS), default=list(CONFIGS))
     p.add_argument("--warmup", type=int, default=5, help="untimed steps (compiles happen here)")
     p.add_argument("--rounds", type=int, default=5, help="timed rounds; the median is reported")
     p.add_argument("--steps", type=int, default=10, help="steps per timed round")
-    p.add_argument("--cpu-fallback", action="store_true",
-                   help="let tpu run ops it has no lowering for on the CPU (counted)")
-    p.add_argument("--child", choices=("tpu", "cpu"), help=argparse.SUPPRESS)
     args = p.parse_args()
-    if args.child:
-        child(args)
-        return
 
-    results = {device: run_child(device, args) for device in ("tpu", "cpu")}
-    (tpu, tpu_rss), (cpu, cpu_rss) = results["tpu"], results["cpu"]
-    print(f"minGPT step: batch {CONFIG['batch']}, block {CONFIG['block']}, "
-          f"{CONFIG['layers']} layers, d={CONFIG['d']}, AdamW; {args.warmup} warm-up steps, "
-          f"median of {args.rounds} rounds x {args.steps} steps; {tpu['device_name']}, "
-          f"CPU threads {cpu['threads']}")
-    print(f"{'':<10} {'step ms':>9} {'peak RSS MiB':>13} {'loss':>8}")
-    for name, r, rss in (("tpu", tpu, tpu_rss), ("cpu", cpu, cpu_rss)):
-        print(f"{name:<10} {r['step_s'] * 1e3:>9.2f} {rss / 2**20:>13.0f} {r['final_loss']:>8.4f}")
-    print(f"{'tpu / cpu':<10} {tpu['step_s'] / cpu['step_s']:>9.2f} {tpu_rss / cpu_rss:>13.2f}")
-    print(f"tpu during timed steps: {tpu['timed_compiles']} compiles, "
-          f"{tpu['timed_fallbacks']} CPU fallbacks")
+    print(f"warm-up {args.warmup} steps, median of {args.rounds} rounds x {args.steps} steps")
+    for model in args.models:
+        with tempfile.TemporaryDirectory() as cache:
+            r = {mode: run_child(mode, model, args, {"TORCH_TPU_CACHE_DIR": cache})
+                 for mode in MODES}
+        print(f"\n{model} {CONFIGS[model]}: {r['tpu-fused']['device_name']}, "
+              f"CPU threads {r['cpu-eager']['threads']}")
+        print(f"{'':<16} {'step ms':>9} {'programs/step':>14} {'final loss':>11}")
+        steps = args.rounds * args.steps
+        for mode in MODES:
+            per_step = f"{r[mode]['executions'] / steps:.1f}" if "executions" in r[mode] else "-"
+            print(f"{NAMES[mode]:<16} {r[mode]['step_s'] * 1e3:>9.2f} {per_step:>14} "
+                  f"{r[mode]['final_loss']:>11.4f}")
+        fused = r["tpu-fused"]["step_s"]
+        print(f"fused / compiled {fused / r['tpu-compiled']['step_s']:>6.2f}")
+        print(f"op / fused       {r['tpu-eager']['step_s'] / fused:>6.2f}")
+        print(f"fused / CPU      {fused / r['cpu-eager']['step_s']:>6.2f}")
+        print(f"fused mode after warm-up: {r['tpu-fused']['timed_compiles']} compiles")
 
 
 if __name__ == "__main__":

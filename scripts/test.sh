@@ -43,6 +43,10 @@ fi
 
 # -P: the repository root must not shadow the installed torch_tpu.
 "$python" -P -m pytest -q tests/python "$@"
+# Again in fused eager mode (ops recorded, run as one program per group): both eager
+# modes must give the same results.
+echo "test.sh: the Python suite in fused eager mode"
+TORCH_TPU_EAGER_MODE=fused "$python" -P -m pytest -q tests/python "$@"
 
 # Serving: the paged-attention kernels need only torch_tpu; the engine tests run in the
 # engine's venv (scripts/serving_venvs.sh), which sees this torch_tpu through the

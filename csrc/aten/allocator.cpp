@@ -6,6 +6,7 @@
 #include <atomic>
 
 #include "aten/device.h"
+#include "runtime/fused_group.h"
 #include "runtime/runtime.h"
 
 namespace torch_tpu::aten {
@@ -36,6 +37,7 @@ void delete_buffer(void* context) {
   DeviceCounters& c = counters()[buffer->device];
   c.allocated -= static_cast<int64_t>(buffer->nbytes);
   c.frees++;
+  if (buffer->pending >= 0) runtime::FusedGroup::get().forget(*buffer);
   delete buffer;
 }
 

@@ -4,6 +4,7 @@
 #include <c10/util/Exception.h>
 
 #include "aten/event.h"
+#include "runtime/fused_group.h"
 #include "runtime/runtime.h"
 
 namespace torch_tpu::aten {
@@ -34,6 +35,7 @@ void set_device(c10::DeviceIndex index) {
 
 void synchronize(c10::DeviceIndex index) {
   if (!runtime::Runtime::initialized()) return;
+  runtime::FusedGroup::get().flush();
   runtime::Runtime::get().synchronize(index < 0 ? current : index);
 }
 

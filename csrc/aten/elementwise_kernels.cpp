@@ -24,7 +24,7 @@ at::Tensor binary(const char* name, const BinaryLowering& lower, const at::Tenso
   call.input(a).input(b);
   if (alpha) call.scalar(*alpha, compute);
   call.key(static_cast<int64_t>(compute)).key(mode);
-  Lowering lowering = [&](hlo::Builder& builder, const std::vector<hlo::Value>& in) {
+  Lowering lowering = [lower, compute](hlo::Builder& builder, const std::vector<hlo::Value>& in) {
     return std::vector<hlo::Value>{lower(builder, in, to_hlo(compute))};
   };
   if (out == nullptr) return call.run(lowering)[0];

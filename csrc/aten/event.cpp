@@ -10,6 +10,7 @@
 #include <c10/util/Exception.h>
 
 #include "aten/device.h"
+#include "runtime/fused_group.h"
 #include "runtime/runtime.h"
 
 namespace torch_tpu::aten {
@@ -62,6 +63,8 @@ c10::Stream new_stream(c10::DeviceIndex device) {
 void record_event(void** event, c10::DeviceIndex device, c10::EventFlag flag) {
   if (*event == nullptr) *event = new TpuEvent();
   auto* e = static_cast<TpuEvent*>(*event);
+  // An event marks the work issued so far, recorded ops included.
+  if (runtime::Runtime::initialized()) runtime::FusedGroup::get().flush();
   e->work = runtime::Runtime::initialized()
                 ? runtime::Runtime::get().in_flight(device < 0 ? current_device() : device)
                 : std::vector<std::shared_ptr<pjrt::Event>>{};
@@ -104,6 +107,7 @@ double elapsed_ms(void* start, void* end) {
 
 bool query_device(c10::DeviceIndex device) {
   if (!runtime::Runtime::initialized()) return true;
+  if (runtime::FusedGroup::get().pending_ops() > 0) return false;
   for (const auto& work : runtime::Runtime::get().in_flight(device))
     if (!work->is_ready()) return false;
   return true;

@@ -32,7 +32,7 @@ at::Tensor nonzero_kernel(const at::Tensor& self) {
   if (self.numel() == 0)
     return at::empty({0, rank}, self.options().dtype(at::kLong));
   auto results = OpCall("nonzero").input(self).run(
-      [&](hlo::Builder& b, const V& in) {
+      [](hlo::Builder& b, const V& in) {
         V r = ops::lower_nonzero_flat(b, in[0]);
         return V{r[0], ops::unravel(b, r[1], in[0].type.shape)};
       });
@@ -54,7 +54,7 @@ at::Tensor masked_select_kernel(const at::Tensor& self, const at::Tensor& mask) 
   int64_t numel = c10::multiply_integers(shape);
   if (numel == 0) return at::empty({0}, self.options());
   auto results = OpCall("masked_select").input(self).input(mask).key(shape).run(
-      [&](hlo::Builder& b, const V& in) {
+      [shape, numel](hlo::Builder& b, const V& in) {
         hlo::Value m = ops::broadcast_to(b, in[1], shape);
         V r = ops::lower_nonzero_flat(b, m);
         hlo::Value x = b.reshape(ops::broadcast_to(b, in[0], shape), {numel});
@@ -122,12 +122,19 @@ void add_indices(OpCall& call, const std::vector<at::Tensor>& indices) {
   }
 }
 
-std::vector<std::optional<hlo::Value>> index_values(const std::vector<at::Tensor>& indices,
+// Which indices are given (a lowering keeps this, not the index tensors themselves).
+std::vector<bool> defined_mask(const std::vector<at::Tensor>& indices) {
+  std::vector<bool> mask;
+  for (const at::Tensor& t : indices) mask.push_back(t.defined());
+  return mask;
+}
+
+std::vector<std::optional<hlo::Value>> index_values(const std::vector<bool>& defined,
                                                     const V& in, size_t first) {
   std::vector<std::optional<hlo::Value>> out;
   size_t next = first;
-  for (const at::Tensor& t : indices) {
-    if (t.defined()) out.emplace_back(in[next++]);
+  for (bool d : defined) {
+    if (d) out.emplace_back(in[next++]);
     else out.emplace_back(std::nullopt);
   }
   return out;
@@ -141,8 +148,8 @@ at::Tensor index_kernel(const at::Tensor& self,
   OpCall call("index");
   call.input(self);
   add_indices(call, idx);
-  return call.run([&](hlo::Builder& b, const V& in) {
-    return V{ops::lower_index(b, in[0], index_values(idx, in, 1))};
+  return call.run([defined = defined_mask(idx)](hlo::Builder& b, const V& in) {
+    return V{ops::lower_index(b, in[0], index_values(defined, in, 1))};
   })[0];
 }
 
@@ -171,8 +178,8 @@ at::Tensor& index_put_impl(at::Tensor& self, const c10::List<std::optional<at::T
   call.input(self);
   add_indices(call, idx);
   call.input(v).key(accumulate);
-  call.write([&](hlo::Builder& b, const V& in) {
-    return V{ops::lower_index_put(b, in[0], index_values(idx, in, 1), in.back(), accumulate)};
+  call.write([defined = defined_mask(idx), accumulate](hlo::Builder& b, const V& in) {
+    return V{ops::lower_index_put(b, in[0], index_values(defined, in, 1), in.back(), accumulate)};
   }, {self});
   return self;
 }
@@ -196,7 +203,7 @@ at::Tensor repeat_interleave_kernel(const at::Tensor& repeats,
   if (total == 0 || repeats.numel() == 0) return at::empty({total}, repeats.options());
   hlo::DType dtype = to_hlo(repeats.scalar_type());
   return OpCall("repeat_interleave").input(repeats).key(total).run(
-      [&](hlo::Builder& b, const V& in) {
+      [total, dtype](hlo::Builder& b, const V& in) {
         return V{b.convert(ops::lower_repeat_interleave(b, in[0], total), dtype)};
       })[0];
 }
@@ -213,7 +220,7 @@ at::Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c
   c10::ScalarType math = to_torch(ops::arange_math(dtype));
   OpCall call("arange");
   call.scalar(start, math).scalar(step, math).key(n).key(static_cast<int64_t>(dtype));
-  call.write([&](hlo::Builder& b, const V& in) {
+  call.write([n, dtype](hlo::Builder& b, const V& in) {
     return V{ops::lower_arange(b, in[0], in[1], n, dtype)};
   }, {out});
   return out;
@@ -229,8 +236,8 @@ at::Tensor& space_out(const char* name, const c10::Scalar& start, const c10::Sca
   call.scalar(start, at::kDouble).scalar(end, at::kDouble);
   call.key(steps).key(static_cast<int64_t>(dtype));
   if (base) call.scalar(*base, at::kDouble);
-  call.write([&](hlo::Builder& b, const V& in) {
-    return V{ops::lower_linspace(b, in[0], in[1], steps, dtype, base ? &in[2] : nullptr)};
+  call.write([steps, dtype, has_base = base.has_value()](hlo::Builder& b, const V& in) {
+    return V{ops::lower_linspace(b, in[0], in[1], steps, dtype, has_base ? &in[2] : nullptr)};
   }, {out});
   return out;
 }

@@ -146,17 +146,20 @@ class LoweredKernel final : public c10::OperatorKernel {
       rng_slot = static_cast<int>(call.num_inputs()) - 2;
     }
 
-    Lowering lowering = [&](hlo::Builder& b, const std::vector<hlo::Value>& in) {
-      ops::Node node = make_node(b, in, operands, meta, rng_slot);
+    // By value (fused mode runs it later), and without the target tensors, which the
+    // program must not keep alive.
+    std::vector<at::Tensor> targets = std::move(operands.targets);
+    Lowering lowering = [this, operands = std::move(operands), meta_ptr, rng_slot, compute](
+                            hlo::Builder& b, const std::vector<hlo::Value>& in) {
+      ops::Node node = make_node(b, in, operands, *meta_ptr, rng_slot);
       node.compute = to_hlo(compute);
       std::vector<hlo::Value> kept;
-      for (std::optional<hlo::Value>& v : lower_node(*def_, node, name_, meta.undefined))
+      for (std::optional<hlo::Value>& v : lower_node(*def_, node, name_, meta_ptr->undefined))
         if (v) kept.push_back(std::move(*v));
       return kept;
     };
     std::vector<at::Tensor> fresh =
-        operands.targets.empty() ? call.run(lowering)
-                                 : call.run_and_write(lowering, n_fresh, operands.targets);
+        targets.empty() ? call.run(lowering) : call.run_and_write(lowering, n_fresh, targets);
     push_results(args, meta, fresh, stack);
   }
 

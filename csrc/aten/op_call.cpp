@@ -4,10 +4,15 @@
 #include <ATen/ops/empty.h>
 #include <c10/core/DispatchKeySet.h>
 
+#include <functional>
+#include <mutex>
+#include <unordered_map>
+
 #include "aten/allocator.h"
 #include "aten/device.h"
 #include "aten/dtype.h"
 #include "ops/elementwise.h"
+#include "runtime/fused_group.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
 
@@ -52,9 +57,32 @@ hlo::Value broadcast_to_target(hlo::Builder& b, const hlo::Value& v,
   return ops::broadcast_to(b, v, sizes);
 }
 
+// Fused mode needs an op's output types when it is recorded, before any program exists:
+// they come from building its program once per key (which also raises the lowering's
+// errors at the op, as op mode does).
+std::shared_ptr<const std::vector<hlo::TensorType>> cached_signature(
+    const runtime::ProgramKey& key, const std::function<runtime::Program()>& build) {
+  static std::mutex mutex;
+  static std::unordered_map<runtime::ProgramKey, std::shared_ptr<const std::vector<hlo::TensorType>>,
+                            runtime::ProgramKeyHash>
+      signatures;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = signatures.find(key);
+    if (it != signatures.end()) return it->second;
+  }
+  auto types = std::make_shared<const std::vector<hlo::TensorType>>(build().outputs);
+  std::lock_guard<std::mutex> lock(mutex);
+  return signatures.emplace(key, std::move(types)).first->second;
+}
+
 }  // namespace
 
-OpCall::OpCall(const char* name) : name_(name) { key_.add(name); }
+OpCall::OpCall(const char* name) : name_(name) {
+  key_.add(name);
+  runtime::FusedGroup& group = runtime::FusedGroup::get();
+  if (group.recording()) group.flush_if_full();
+}
 
 OpCall& OpCall::key(int64_t word) {
   key_.add(word);
@@ -79,9 +107,9 @@ void OpCall::use_device(const at::Tensor& tensor) {
 }
 
 int OpCall::add_param(hlo::DType dtype, std::vector<int64_t> shape,
-                      std::shared_ptr<pjrt::Buffer> buffer, uint64_t bits) {
+                      std::shared_ptr<pjrt::Buffer> buffer, uint64_t bits, int64_t pending) {
   params_.push_back({dtype, std::move(shape)});
-  args_.push_back({std::move(buffer), dtype, bits});
+  args_.push_back({std::move(buffer), dtype, bits, pending});
   return static_cast<int>(params_.size()) - 1;
 }
 
@@ -123,11 +151,14 @@ OpCall::Operand OpCall::view_operand(const at::Tensor& tensor, bool needs_base) 
   if (op.layout.kind == ops::StridedLayout::Kind::Empty) return op;
   // A dense write replaces the whole storage: it needs no old contents.
   if (op.layout.kind == ops::StridedLayout::Kind::Dense && !needs_base) return op;
-  if (!db.buffer) materialize(db, op.dtype, storage_numel);
+  runtime::FusedGroup& group = runtime::FusedGroup::get();
+  // Op mode runs on real buffers: a value still pending from a fused group is computed.
+  if (db.pending >= 0 && !group.recording()) group.flush();
+  if (!db.written()) materialize(db, op.dtype, storage_numel);
   for (size_t i = 0; i < bases_.size(); ++i)
     if (bases_[i].buffer == &db) op.base = static_cast<int>(i);
   if (op.base < 0) {
-    bases_.push_back({&db, add_param(db.dtype, {db.numel}, db.buffer)});
+    bases_.push_back({&db, add_param(db.dtype, {db.numel}, db.buffer, 0, db.pending)});
     op.base = static_cast<int>(bases_.size()) - 1;
   }
   key_.add(op.base);
@@ -171,9 +202,12 @@ std::vector<at::Tensor> OpCall::execute(const Lowering& lower, size_t fresh,
   if (device_ < 0) device_ = current_device();
   runtime::Runtime& rt = runtime::Runtime::get();
   for (Arg& arg : args_)
-    if (!arg.buffer) arg.buffer = rt.scalar(device_, arg.dtype, arg.bits);
+    if (!arg.buffer && arg.pending < 0) arg.buffer = rt.scalar(device_, arg.dtype, arg.bits);
 
   WritePlan plan = plan_writes(outs, targets);
+  if (runtime::FusedGroup::get().recording()) return record(lower, fresh, targets, outs, plan);
+  key_.add(static_cast<int64_t>(plan.donations.size()));
+  for (const auto& [param, assignment] : plan.donations) key_.add({param, assignment});
   std::shared_ptr<const runtime::CompiledProgram> program;
   try {
     program = rt.cache().get(key_, [&] { return build(lower, fresh, outs, plan); });
@@ -230,6 +264,17 @@ OpCall::WritePlan OpCall::plan_writes(const std::vector<Operand>& outs,
     plan.assignments.push_back(
         {db, dtype, static_cast<int64_t>(db->nbytes) / hlo::byte_width(dtype)});
   }
+  // The storage's own reference and this call's are the only ones: once the storage
+  // takes the new buffer, no tensor can read the old one.
+  for (size_t j = 0; j < plan.assignments.size() && runtime::Runtime::donation_enabled(); ++j) {
+    const Assignment& a = plan.assignments[j];
+    for (const Base& base : bases_) {
+      const Arg& arg = args_[base.param];
+      if (base.buffer == a.buffer && arg.buffer && arg.buffer.use_count() == 2 &&
+          params_[base.param] == hlo::TensorType{a.dtype, {a.numel}})
+        plan.donations.emplace_back(base.param, static_cast<int>(j));
+    }
+  }
   return plan;
 }
 
@@ -238,6 +283,23 @@ runtime::Program OpCall::build(const Lowering& lower, size_t fresh, const std::v
   hlo::Builder b;
   std::vector<hlo::Value> params;
   for (const hlo::TensorType& t : params_) params.push_back(b.parameter(t));
+  runtime::Program program;
+  std::vector<hlo::Value> outputs =
+      emit(b, params, lower, fresh, outs, plan.base_writer, &program.outputs);
+  const size_t n_fresh = outputs.size() - plan.assignments.size();
+  for (const auto& [param, assignment] : plan.donations)
+    b.alias_output(params[param], static_cast<int>(n_fresh) + assignment);
+  program.mlir = b.module(outputs);
+  program.donations = b.donations();
+  program.label = name_;
+  return program;
+}
+
+std::vector<hlo::Value> OpCall::emit(hlo::Builder& b, const std::vector<hlo::Value>& params,
+                                     const Lowering& lower, size_t fresh,
+                                     const std::vector<Operand>& outs,
+                                     const std::vector<int>& base_writer,
+                                     std::vector<hlo::TensorType>* types) const {
   std::vector<hlo::Value> current;
   for (const Base& base : bases_) current.push_back(params[base.param]);
   auto read = [&](const Operand& op) -> hlo::Value {
@@ -254,11 +316,10 @@ runtime::Program OpCall::build(const Lowering& lower, size_t fresh, const std::v
   TORCH_CHECK(results.size() == fresh + outs.size(), name_, ": lowering gave ",
               results.size(), " results for ", fresh + outs.size(), " outputs");
 
-  runtime::Program program;
   std::vector<hlo::Value> outputs;
   for (size_t i = 0; i < fresh; ++i) {
     const hlo::Value& r = results[i];
-    program.outputs.push_back(r.type);
+    types->push_back(r.type);
     outputs.push_back(b.reshape(r, {r.type.numel()}));
   }
   // Dense targets take their values as program outputs; views rewrite their base.
@@ -276,12 +337,51 @@ runtime::Program OpCall::build(const Lowering& lower, size_t fresh, const std::v
                                                 op.layout, v);
   }
   for (size_t base = 0; base < bases_.size(); ++base)
-    if (plan.base_writer[base] >= 0) outputs.push_back(current[base]);
-  for (size_t i = program.outputs.size(); i < outputs.size(); ++i)
-    program.outputs.push_back(outputs[i].type);
-  program.mlir = b.module(outputs);
-  program.label = name_;
-  return program;
+    if (base_writer[base] >= 0) outputs.push_back(current[base]);
+  for (size_t i = types->size(); i < outputs.size(); ++i) types->push_back(outputs[i].type);
+  return outputs;
+}
+
+std::vector<at::Tensor> OpCall::record(const Lowering& lower, size_t fresh,
+                                       const std::vector<at::Tensor>& targets,
+                                       std::vector<Operand> outs, const WritePlan& plan) {
+  auto types = cached_signature(key_, [&] { return build(lower, fresh, outs, plan); });
+  std::vector<runtime::GroupOperand> operands;
+  operands.reserve(args_.size());
+  // Read the storages again: a flush since their operands were added (a meta kernel or
+  // a Python hook can run one) made their values real.
+  for (const Base& base : bases_) {
+    Arg& arg = args_[base.param];
+    arg.pending = base.buffer->pending;
+    arg.buffer = arg.pending >= 0 ? nullptr : base.buffer->buffer;
+  }
+  for (size_t i = 0; i < args_.size(); ++i)
+    operands.push_back({std::move(args_[i].buffer), args_[i].pending, params_[i]});
+  args_.clear();
+  // The recorded body keeps what emit() reads; no tensor, so temporaries can die.
+  auto self = std::make_shared<const OpCall>(std::move(*this));
+  runtime::Emit body = [self, lower, fresh, outs = std::move(outs),
+                        base_writer = plan.base_writer](hlo::Builder& b,
+                                                        const std::vector<hlo::Value>& in) {
+    std::vector<hlo::TensorType> unused;
+    return self->emit(b, in, lower, fresh, outs, base_writer, &unused);
+  };
+  runtime::FusedGroup& group = runtime::FusedGroup::get();
+  std::vector<int64_t> ids = group.record(self->device_, self->key_, std::move(operands),
+                                          *types, std::move(body));
+  const size_t n_fresh = types->size() - plan.assignments.size();
+  std::vector<at::Tensor> out;
+  for (size_t i = 0; i < n_fresh; ++i) {
+    const hlo::TensorType& type = (*types)[i];
+    out.push_back(wrap_buffer(nullptr, type.dtype, type.shape, self->device_));
+    if (type.numel() > 0) group.bind(device_buffer(out.back()), ids[i], type.dtype, type.numel());
+  }
+  for (size_t i = 0; i < plan.assignments.size(); ++i) {
+    const Assignment& a = plan.assignments[i];
+    group.bind(*a.buffer, ids[n_fresh + i], a.dtype, a.numel);
+  }
+  for (const at::Tensor& t : targets) t.unsafeGetTensorImpl()->bump_version();
+  return out;
 }
 
 at::Tensor wrap_buffer(std::shared_ptr<pjrt::Buffer> buffer, hlo::DType dtype,
@@ -303,6 +403,8 @@ at::Tensor to_host(const at::Tensor& tensor) {
   at::Tensor host = at::empty(tensor.sizes(), tensor.options().device(c10::kCPU));
   if (tensor.numel() == 0) return host;
   runtime::DeviceBuffer& db = device_buffer(tensor);
+  runtime::FusedGroup& group = runtime::FusedGroup::get();
+  group.ready(db);
   hlo::DType dtype = to_hlo(tensor.scalar_type());
   auto layout = ops::classify(vec(tensor.sizes()), vec(tensor.strides()), tensor.storage_offset(),
                               static_cast<int64_t>(db.nbytes) / hlo::byte_width(dtype));
@@ -312,7 +414,7 @@ at::Tensor to_host(const at::Tensor& tensor) {
   } else {
     at::Tensor dense = OpCall("to_host").input(tensor).run(
         [](hlo::Builder&, const std::vector<hlo::Value>& in) { return in; })[0];
-    buffer = device_buffer(dense).buffer;
+    buffer = group.ready(device_buffer(dense));
   }
   try {
     buffer->to_host(host.data_ptr(), host.nbytes());

@@ -8,6 +8,9 @@
 // through a strided prologue; Python scalars enter as cached 0-d buffers. The program
 // key holds only what changes the program (shapes, strides, dtypes, op parameters),
 // so a loop over `x[i] + k` compiles once. The lowering runs only on a cache miss.
+//
+// In fused eager mode (runtime/fused_group.h) the call is recorded instead of run, and
+// the lowering runs later, when the group is built: a Lowering must capture by value.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -69,6 +72,7 @@ class OpCall {
     std::shared_ptr<pjrt::Buffer> buffer;  // null for scalars until the device is known
     hlo::DType dtype;
     uint64_t bits;
+    int64_t pending = -1;  // fused mode: the group value it reads instead of `buffer`
   };
 
   // Where each program output that is not a fresh result goes, in program order: dense
@@ -81,19 +85,32 @@ class OpCall {
   struct WritePlan {
     std::vector<Assignment> assignments;
     std::vector<int> base_writer;  // per base: the target that rewrites it, or -1
+    // (parameter, assignment): an old buffer the program overwrites and nothing else
+    // holds, donated to the output that replaces it.
+    std::vector<std::pair<int, int>> donations;
   };
 
   Operand view_operand(const at::Tensor& tensor, bool needs_base);
   int add_param(hlo::DType dtype, std::vector<int64_t> shape, std::shared_ptr<pjrt::Buffer> buffer,
-                uint64_t bits = 0);
+                uint64_t bits = 0, int64_t pending = -1);
   void use_device(const at::Tensor& tensor);
   WritePlan plan_writes(const std::vector<Operand>& outs,
                         const std::vector<at::Tensor>& targets) const;
   // The program on a cache miss: reads of the inputs, the lowering, the writes.
   runtime::Program build(const Lowering& lower, size_t fresh, const std::vector<Operand>& outs,
                          const WritePlan& plan) const;
+  // The same body written into `b` over `params` (one per lowering parameter): the
+  // program's outputs, and their types (fresh results in their own shapes) in `types`.
+  std::vector<hlo::Value> emit(hlo::Builder& b, const std::vector<hlo::Value>& params,
+                               const Lowering& lower, size_t fresh,
+                               const std::vector<Operand>& outs, const std::vector<int>& base_writer,
+                               std::vector<hlo::TensorType>* types) const;
   std::vector<at::Tensor> execute(const Lowering& lower, size_t fresh,
                                   const std::vector<at::Tensor>& targets);
+  // Fused mode: records the call into the pending group; results are bound to its values.
+  std::vector<at::Tensor> record(const Lowering& lower, size_t fresh,
+                                 const std::vector<at::Tensor>& targets,
+                                 std::vector<Operand> outs, const WritePlan& plan);
 
   const char* name_;
   int device_ = -1;

@@ -4,6 +4,7 @@
 
 #include "aten/allocator.h"
 #include "ops/strided.h"
+#include "runtime/fused_group.h"
 #include "runtime/runtime.h"
 
 namespace torch_tpu::aten {
@@ -13,6 +14,7 @@ void resize_storage_bytes(const c10::Storage& storage, size_t nbytes) {
   runtime::DeviceBuffer& old = device_buffer(storage);
   c10::DataPtr fresh = allocate_on(old.device, nbytes);
   auto& next = *static_cast<runtime::DeviceBuffer*>(fresh.get_context());
+  runtime::FusedGroup::get().ready(old);
   if (old.buffer && nbytes > 0) {
     // Copy the common prefix as bytes when the new size is not a whole number of elements.
     int width = hlo::byte_width(old.dtype);

@@ -19,6 +19,7 @@
 #include "aten/schema_args.h"
 #include "hlo/builder.h"
 #include "ops/registry.h"
+#include "runtime/fused_group.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
 
@@ -183,6 +184,12 @@ at::Tensor meta_of(const hlo::TensorType& type) {
   return at::empty(type.shape, at::TensorOptions().dtype(aten::to_torch(type.dtype)).device(c10::kMeta));
 }
 
+// A write-back that replaces the whole storage: the storage adopts the result buffer.
+bool whole_write(const at::Tensor& t, const runtime::DeviceBuffer& db, const hlo::TensorType& type) {
+  return t.is_contiguous() && t.storage_offset() == 0 &&
+         db.nbytes == static_cast<size_t>(type.numel() * hlo::byte_width(type.dtype));
+}
+
 bool is_dense(const at::Tensor& t, const runtime::DeviceBuffer& db, hlo::DType dtype) {
   return db.buffer && db.dtype == dtype && t.is_contiguous() && t.storage_offset() == 0 &&
          db.numel == t.numel();
@@ -298,13 +305,15 @@ Graph::Graph(const py::handle& spec_handle) {
 
   hlo::Builder b;
   Lowerer lw{b, types, std::vector<std::optional<hlo::Value>>(types.size())};
+  std::vector<std::optional<hlo::Value>> params;  // per input: its program argument
   for (py::handle in : inputs) {
     hlo::TensorType type = type_of(in);
     inputs_.push_back(type);
     bool param = type.numel() > 0;
     input_is_param_.push_back(param);
-    lw.vals[inputs_.size() - 1] =
-        param ? b.reshape(b.parameter({type.dtype, {type.numel()}}), type.shape) : b.full(0, type);
+    if (param) params.push_back(b.parameter({type.dtype, {type.numel()}}));
+    else params.emplace_back();
+    lw.vals[inputs_.size() - 1] = param ? b.reshape(*params.back(), type.shape) : b.full(0, type);
   }
   for (py::handle c : constants) {
     auto pair = c.cast<std::pair<int, std::string>>();
@@ -348,11 +357,15 @@ Graph::Graph(const py::handle& spec_handle) {
     TORCH_CHECK(v.type == inputs_.at(pair.first), "torch_tpu: the graph writes a ", v.type.str(),
                 " into input ", pair.first, " of type ", inputs_[pair.first].str());
     mutations_.emplace_back(pair.first, static_cast<int>(program_outputs.size()));
+    // The input's old contents die with the write-back: donated, unless a run vetoes it.
+    if (params.at(pair.first) && runtime::Runtime::donation_enabled())
+      b.alias_output(*params[pair.first], static_cast<int>(program_outputs.size()));
     results_.push_back(v.type);
     program_outputs.push_back(b.reshape(v, {v.type.numel()}));
   }
 
   std::string mlir = b.module(program_outputs);
+  std::vector<std::pair<int, int64_t>> donations = b.donations();
   std::string fp = hlo::fingerprint(mlir);
   runtime::ProgramKey key;
   key.add("graph");
@@ -361,7 +374,8 @@ Graph::Graph(const py::handle& spec_handle) {
   runtime::Runtime& rt = runtime::Runtime::get();
   try {
     program_ = rt.cache().get(key, [&] {
-      return runtime::Program{mlir, results_, "graph (" + std::to_string(num_nodes_) + " ops)"};
+      return runtime::Program{mlir, results_, "graph (" + std::to_string(num_nodes_) + " ops)",
+                              donations};
     });
   } catch (const c10::Error&) {
     throw;
@@ -415,7 +429,7 @@ std::vector<std::shared_ptr<pjrt::Buffer>> Graph::arguments(const std::vector<at
     } else {
       at::Tensor dense = aten::OpCall("graph_input").input(t).run(
           [](hlo::Builder&, const std::vector<hlo::Value>& in) { return in; })[0];
-      args.push_back(aten::device_buffer(dense).buffer);
+      args.push_back(runtime::FusedGroup::get().ready(aten::device_buffer(dense)));
     }
   }
   if (random_) {
@@ -427,16 +441,51 @@ std::vector<std::shared_ptr<pjrt::Buffer>> Graph::arguments(const std::vector<at
   return args;
 }
 
+// A mutated input's buffer is donated only when nothing can read it after the run: the
+// arguments hold it once, and its storage (if it is the storage's buffer) takes the
+// written-back buffer in its place.
+std::vector<int64_t> Graph::vetoed_donations(
+    const std::vector<at::Tensor>& inputs,
+    const std::vector<std::shared_ptr<pjrt::Buffer>>& args) const {
+  std::vector<int64_t> keep;
+  std::vector<int64_t> arg_of(inputs_.size(), -1);
+  int64_t next = 0;
+  for (size_t i = 0; i < inputs_.size(); ++i)
+    if (input_is_param_[i]) arg_of[i] = next++;
+  for (const auto& [input, r] : mutations_) {
+    const int64_t a = arg_of[input];
+    if (a < 0) continue;
+    const at::Tensor& t = inputs[input];
+    const std::shared_ptr<pjrt::Buffer>& buffer = args[a];
+    long holders = 1;
+    if (t.device().is_privateuseone()) {
+      runtime::DeviceBuffer& db = aten::device_buffer(t);
+      if (db.buffer == buffer) {
+        if (!whole_write(t, db, inputs_[input])) {  // the storage keeps reading it
+          keep.push_back(a);
+          continue;
+        }
+        holders = 2;
+      }
+    }
+    if (buffer.use_count() != holders) keep.push_back(a);
+  }
+  return keep;
+}
+
 std::vector<at::Tensor> Graph::run(const std::vector<at::Tensor>& inputs) const {
   TORCH_CHECK(inputs.size() == inputs_.size(), "torch_tpu: the compiled graph takes ",
               inputs_.size(), " inputs, got ", inputs.size());
   c10::DeviceIndex device = device_of(inputs);
+  // A compiled graph reads real buffers: the eager work recorded before it runs first.
+  runtime::FusedGroup::get().flush();
   std::vector<std::shared_ptr<pjrt::Buffer>> args = arguments(inputs, device);
   std::vector<PJRT_Buffer*> raw;
   for (const auto& arg : args) raw.push_back(arg->raw());
+  std::vector<int64_t> keep = vetoed_donations(inputs, args);
   std::vector<std::shared_ptr<pjrt::Buffer>> results;
   try {
-    results = runtime::Runtime::get().execute(*program_, raw, device);
+    results = runtime::Runtime::get().execute(*program_, raw, device, keep);
     runtime::metrics().graph_runs++;
   } catch (const std::exception& e) {
     TORCH_CHECK(false, "torch_tpu: running a compiled graph failed: ", e.what());
@@ -453,11 +502,9 @@ std::vector<at::Tensor> Graph::run(const std::vector<at::Tensor>& inputs) const 
     const at::Tensor& target = inputs[input];
     const hlo::TensorType& type = inputs_[input];
     if (type.numel() == 0) continue;
-    runtime::DeviceBuffer& db = aten::device_buffer(target);
-    bool whole = target.device().is_privateuseone() && target.is_contiguous() &&
-                 target.storage_offset() == 0 &&
-                 db.nbytes == static_cast<size_t>(type.numel() * hlo::byte_width(type.dtype));
-    if (whole) {
+    if (target.device().is_privateuseone() &&
+        whole_write(target, aten::device_buffer(target), type)) {
+      runtime::DeviceBuffer& db = aten::device_buffer(target);
       db.assign(results.at(r), type.dtype, type.numel());
       target.unsafeGetTensorImpl()->bump_version();
     } else {

@@ -49,9 +49,23 @@ std::string i64_array(const std::vector<int64_t>& values) {
 
 Value Builder::parameter(const TensorType& type) {
   Value v{next_id_++, type};
-  if (!param_signature_.empty()) param_signature_ += ", ";
-  param_signature_ += name(v) + ": " + type.str();
+  params_.push_back(v);
+  aliases_.push_back(-1);
   return v;
+}
+
+std::vector<std::pair<int, int64_t>> Builder::donations() const {
+  std::vector<std::pair<int, int64_t>> out;
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (aliases_[i] >= 0)
+      out.emplace_back(static_cast<int>(i),
+                       params_[i].type.numel() * byte_width(params_[i].type.dtype));
+  return out;
+}
+
+void Builder::alias_output(const Value& param, int output) {
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (params_[i].id == param.id) aliases_[i] = output;
 }
 
 std::string Builder::line(const std::string& lhs, const std::string& op,
@@ -392,7 +406,11 @@ std::string Builder::module(const std::vector<Value>& outputs) const {
     results += (i ? ", " : "") + outputs[i].type.str();
     return_names += (i ? ", " : "") + name(outputs[i]);
   }
-  text += param_signature_;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    text += (i ? ", " : "") + name(params_[i]) + ": " + params_[i].type.str();
+    if (aliases_[i] >= 0)
+      text += " {tf.aliasing_output = " + std::to_string(aliases_[i]) + " : i32}";
+  }
   text += ") -> (" + results + ") {\n" + body_;
   text += "    \"func.return\"(" + return_names + ") : (" + results + ") -> ()\n  }\n}\n";
   return text;

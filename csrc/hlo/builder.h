@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hlo/types.h"
@@ -24,6 +25,11 @@ class Builder {
  public:
   // A function argument; arguments are numbered in the order they are declared.
   Value parameter(const TensorType& type);
+  // Donates argument `param` to result `output` of main: XLA may write that result into
+  // the argument's buffer (tf.aliasing_output), and the caller must not read it again.
+  void alias_output(const Value& param, int output);
+  // (argument index, bytes) of each argument donated so far.
+  std::vector<std::pair<int, int64_t>> donations() const;
 
   // A 0-d constant of `dtype`; integer and bool dtypes take the value truncated.
   Value constant(double value, DType dtype);
@@ -90,7 +96,8 @@ class Builder {
                    const std::vector<Value>& operands, const std::string& attributes,
                    const std::string& result_types, const std::vector<std::string>& regions);
   std::string body_;
-  std::string param_signature_;
+  std::vector<Value> params_;
+  std::vector<int> aliases_;  // per parameter: the output it is donated to, or -1
   int next_id_ = 0;
 };
 

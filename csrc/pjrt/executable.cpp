@@ -35,8 +35,11 @@ Executable::~Executable() {
 std::vector<std::unique_ptr<Buffer>> Executable::execute(PJRT_Buffer* const* args,
                                                          size_t num_args,
                                                          PJRT_Device* device,
-                                                         std::unique_ptr<Event>* done) const {
+                                                         std::unique_ptr<Event>* done,
+                                                         const std::vector<int64_t>& keep) const {
   auto options = TORCH_TPU_PJRT_ARGS(PJRT_ExecuteOptions);
+  options.non_donatable_input_indices = keep.data();
+  options.num_non_donatable_input_indices = keep.size();
   std::vector<PJRT_Buffer*> outputs(num_outputs_, nullptr);
   PJRT_Buffer** output_list = outputs.data();
   PJRT_Buffer* const* arg_list = args;

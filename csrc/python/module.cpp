@@ -9,6 +9,7 @@
 #include "compile/graph.h"
 #include "ops/registry.h"
 #include "pjrt/error.h"
+#include "runtime/fused_group.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
 
@@ -41,6 +42,9 @@ py::dict metrics_dict() {
   d["graph_runs"] = m.graph_runs.load();
   d["graph_fallbacks"] = m.graph_fallbacks.load();
   d["graph_build_seconds"] = m.graph_build_ns.load() / 1e9;
+  d["fused_ops"] = m.fused_ops.load();
+  d["fused_groups"] = m.fused_groups.load();
+  d["donated_bytes"] = m.donated_bytes.load();
   d["host_staged_collectives"] = m.host_staged_collectives.load();
   d["host_staged_bytes"] = m.host_staged_bytes.load();
   py::dict fallbacks;
@@ -161,6 +165,14 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_cpu_fallback", &aten::set_cpu_fallback);
   m.def("_cpu_fallback_enabled", &aten::cpu_fallback_enabled);
   m.def("_metrics", &metrics_dict);
+  m.def("_fused_begin", [] { runtime::FusedGroup::get().begin(); });
+  m.def("_fused_end", [] { runtime::FusedGroup::get().end(); });
+  m.def("_fused_recording", [] { return runtime::FusedGroup::get().recording(); });
+  m.def("_fused_pending", [] { return runtime::FusedGroup::get().pending_ops(); });
+  m.def("_flush", [] {
+    py::gil_scoped_release no_gil;
+    runtime::FusedGroup::get().flush();
+  });
   m.def("_reset_metrics", [] {
     runtime::metrics().reset();
     if (runtime::Runtime::initialized()) runtime::Runtime::get().disk_cache().reset_stats();

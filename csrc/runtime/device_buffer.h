@@ -23,8 +23,15 @@ struct DeviceBuffer {
   // back as floats, so the type travels with the buffer, not with the storage).
   hlo::DType dtype = hlo::DType::U8;
   int64_t numel = 0;
+  // Fused eager mode: the id of the recorded value that holds the newest contents, which
+  // no program has computed yet (`buffer` is null meanwhile); -1 when `buffer` is current.
+  int64_t pending = -1;
+
+  // Whether the storage has been written (allocation is lazy).
+  bool written() const { return buffer != nullptr || pending >= 0; }
 
   void assign(std::shared_ptr<pjrt::Buffer> b, hlo::DType type, int64_t n) {
+    pending = -1;
     buffer = std::move(b);
     dtype = type;
     numel = n;

@@ -49,6 +49,7 @@ std::shared_ptr<const CompiledProgram> ExecutableCache::get(
     auto compiled = std::make_shared<CompiledProgram>();
     compiled->fingerprint = hlo::fingerprint(program.mlir);
     compiled->label = std::move(program.label);
+    compiled->donations = std::move(program.donations);
     dump(compiled->fingerprint, program.mlir);
     bool compiled_here = false;
     auto compile = [&](std::string* bytes) {

@@ -32,6 +32,10 @@ class ProgramKey {
     for (int64_t w : words) add(w);
   }
   void add(const char* text);  // op names: hashed by content
+  // Another key's words, as if added one by one.
+  void append(const ProgramKey& other) {
+    for (int64_t w : other.words_) add(w);
+  }
   uint64_t hash() const { return hash_; }
   bool operator==(const ProgramKey& other) const { return words_ == other.words_; }
 
@@ -49,6 +53,7 @@ struct Program {
   std::string mlir;
   std::vector<hlo::TensorType> outputs;
   std::string label;  // what it is, for per-entry stats: the op name, or "graph (N ops)"
+  std::vector<std::pair<int, int64_t>> donations;  // (argument, bytes): Builder::donations()
 };
 
 struct CompiledProgram {
@@ -56,6 +61,7 @@ struct CompiledProgram {
   std::vector<hlo::TensorType> outputs;
   std::string fingerprint;
   std::string label;
+  std::vector<std::pair<int, int64_t>> donations;
   double compile_seconds = 0;  // XLA compile time, 0 when it came from the disk tier
   bool from_disk = false;
 };

@@ -25,6 +25,9 @@ void Metrics::reset() {
   graph_runs = 0;
   graph_fallbacks = 0;
   graph_build_ns = 0;
+  fused_ops = 0;
+  fused_groups = 0;
+  donated_bytes = 0;
   host_staged_collectives = 0;
   host_staged_bytes = 0;
   std::lock_guard<std::mutex> lock(mutex_);

@@ -24,6 +24,11 @@ struct Metrics {
   std::atomic<int64_t> graph_runs{0};
   std::atomic<int64_t> graph_fallbacks{0};
   std::atomic<int64_t> graph_build_ns{0};  // lowering graphs and getting their programs
+  // Fused eager mode: ops recorded, and the groups of them run as one program each.
+  std::atomic<int64_t> fused_ops{0};
+  std::atomic<int64_t> fused_groups{0};
+  // Bytes of argument buffers programs consumed in place (donated to their outputs).
+  std::atomic<int64_t> donated_bytes{0};
   // tpu_dist: collectives (and point-to-point ops) run by the host-staged transport, and
   // the bytes it copied from the devices to stage them.
   std::atomic<int64_t> host_staged_collectives{0};

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <iterator>
@@ -183,10 +184,14 @@ std::shared_ptr<pjrt::Buffer> Runtime::scalar(int device, hlo::DType dtype, uint
 
 std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::execute(const CompiledProgram& program,
                                                             const std::vector<PJRT_Buffer*>& args,
-                                                            int device) {
+                                                            int device,
+                                                            const std::vector<int64_t>& keep) {
   metrics().executions++;
+  for (const auto& [arg, bytes] : program.donations)
+    if (std::find(keep.begin(), keep.end(), arg) == keep.end()) metrics().donated_bytes += bytes;
   std::unique_ptr<pjrt::Event> done;
-  auto raw = program.executable->execute(args.data(), args.size(), this->device(device), &done);
+  auto raw =
+      program.executable->execute(args.data(), args.size(), this->device(device), &done, keep);
   std::vector<std::shared_ptr<pjrt::Buffer>> outputs(std::make_move_iterator(raw.begin()),
                                                      std::make_move_iterator(raw.end()));
   if (launch_blocking_) {
@@ -224,5 +229,13 @@ std::vector<std::shared_ptr<pjrt::Event>> Runtime::in_flight(int device) {
 }
 
 int64_t Runtime::memory_capacity(int device) const { return capacity_.at(device); }
+
+bool Runtime::donation_enabled() {
+  static const bool enabled = [] {
+    const char* env = std::getenv("TORCH_TPU_DONATE");
+    return env == nullptr || std::string(env) != "0";
+  }();
+  return enabled;
+}
 
 }  // namespace torch_tpu::runtime

@@ -42,10 +42,15 @@ class Runtime {
   std::shared_ptr<pjrt::Buffer> scalar(int device, hlo::DType dtype, uint64_t bits);
 
   // Enqueues `program` on `device` and returns its outputs at once. With
-  // TORCH_TPU_LAUNCH_BLOCKING=1 it waits for them.
+  // TORCH_TPU_LAUNCH_BLOCKING=1 it waits for them. Arguments the program donates are
+  // consumed, except those listed in `keep`.
   std::vector<std::shared_ptr<pjrt::Buffer>> execute(const CompiledProgram& program,
                                                      const std::vector<PJRT_Buffer*>& args,
-                                                     int device);
+                                                     int device,
+                                                     const std::vector<int64_t>& keep = {});
+  // Whether programs may donate the buffers they overwrite (TORCH_TPU_DONATE=0: never,
+  // to measure what donation saves).
+  static bool donation_enabled();
   // Waits for all work enqueued on `device` so far.
   void synchronize(int device);
   // Completion events of the work enqueued on `device` so far that may still be running:

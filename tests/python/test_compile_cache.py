@@ -12,15 +12,17 @@ import torch
 import torch_tpu
 from conftest import run_python
 
-# A few distinct programs; prints the metrics and a checksum of the results.
+# A few distinct programs (at least three in either eager mode: each host read ends a
+# fused group); prints the metrics and a checksum of the results, read before the metrics.
 WORKLOAD = """
 import json, torch, torch_tpu
 torch_tpu.metrics.reset()
 x = torch.arange(12, dtype=torch.float32).reshape(3, 4).to("tpu")
-y = (x.exp() * 2 + x.t().sum(1)).sin()
-z = x @ x.t()
-print(json.dumps({"m": torch_tpu.metrics.snapshot(), "y": y.cpu().tolist(),
-                  "z": z.cpu().tolist(), "stats": torch.tpu.cache_stats()}))
+y = (x.exp() * 2 + x.t().sum(1)).sin().cpu().tolist()
+z = (x @ x.t()).cpu().tolist()
+total = (x * 3).sum().item()
+print(json.dumps({"y": y, "z": z, "total": total, "m": torch_tpu.metrics.snapshot(),
+                  "stats": torch.tpu.cache_stats()}))
 """
 
 
@@ -65,6 +67,7 @@ def check_values(out):
     y, z = expected()
     torch.testing.assert_close(torch.tensor(out["y"]), y)
     torch.testing.assert_close(torch.tensor(out["z"]), z)
+    assert out["total"] == 198.0
 
 
 def entries(d):
@@ -167,12 +170,15 @@ def test_cache_stats_and_clear_cache():
                 "disk_writes", "disk_bad_entries", "disk_evictions", "disk_bytes"):
         assert key in stats
     x = torch.randn(3).to("tpu")
-    x.exp()
-    x.exp()
+    torch_tpu.flush()  # fused mode: no work left over from earlier tests in the group
+    x.exp().cpu()
+    x.exp().cpu()
     assert torch.tpu.cache_stats()["memory_entries"] > 0
     by_label = {e["label"]: e for e in torch.tpu.cache_stats(entries=True)["entries"]}
-    assert by_label["exp"]["hits"] >= 1
-    assert set(by_label["exp"]) == {"label", "fingerprint", "hits", "compile_seconds",
+    # One program per op, or in fused mode one per group (here each group is one op).
+    label = "exp" if torch_tpu.get_eager_mode() == "op" else "fused (1 ops)"
+    assert by_label[label]["hits"] >= 1
+    assert set(by_label[label]) == {"label", "fingerprint", "hits", "compile_seconds",
                                     "from_disk"}
     torch.tpu.clear_cache()
     assert torch.tpu.cache_stats()["memory_entries"] == 0

@@ -1,0 +1,111 @@
+"""Eager modes: `op` runs one cached program per op; `fused` records ops and runs each
+pending group as one program when a result is needed (see csrc/runtime/fused_group.h).
+
+In both modes an optimizer step on tpu parameters is recorded and runs as one program:
+a pre-hook on every `torch.optim.Optimizer.step` opens a recording scope and a post-hook
+closes it (which flushes). `torch.nn.utils.clip_grad_norm_` on tpu gradients is recorded
+the same way (PyTorch has no hook there, so the function is wrapped)."""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import torch
+
+from torch_tpu import _C
+
+_MODES = ("op", "fused")
+_mode = "op"
+_step_scopes = 0  # optimizer steps whose recording scope is open (a step that raised leaves one)
+
+
+def set_eager_mode(mode: str) -> None:
+    """`"op"` (the default) or `"fused"`. Switching flushes the work recorded so far."""
+    global _mode
+    if mode not in _MODES:
+        raise ValueError(f"torch_tpu.set_eager_mode: unknown mode {mode!r}; expected one of {_MODES}")
+    if mode == _mode:
+        return
+    if mode == "fused":
+        _C._fused_begin()
+    else:
+        _C._fused_end()
+    _mode = mode
+
+
+def get_eager_mode() -> str:
+    return _mode
+
+
+def flush() -> None:
+    """Runs the ops recorded so far (fused mode) now; results stay on the device."""
+    _C._flush()
+
+
+def _on_tpu(optimizer: torch.optim.Optimizer) -> bool:
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            return p.device.type == "tpu"
+    return False
+
+
+def _step_pre_hook(optimizer, args, kwargs) -> None:
+    global _step_scopes
+    if not _on_tpu(optimizer):
+        return
+    while _step_scopes > 0:  # a step that raised never closed its scope
+        _step_scopes -= 1
+        _C._fused_end()
+    _C._fused_begin()
+    _step_scopes += 1
+
+
+def _step_post_hook(optimizer, args, kwargs) -> None:
+    global _step_scopes
+    if _step_scopes == 0:
+        return
+    _step_scopes -= 1
+    _C._fused_end()
+    _C._flush()
+
+
+def _recorded(fn):
+    """`fn(parameters, ...)` as one program when the parameters are on tpu."""
+    @functools.wraps(fn)
+    def wrapper(parameters, *args, **kwargs):
+        params = [parameters] if isinstance(parameters, torch.Tensor) else list(parameters)
+        if not any(p.device.type == "tpu" for p in params):
+            return fn(params, *args, **kwargs)
+        _C._fused_begin()
+        try:
+            return fn(params, *args, **kwargs)
+        finally:
+            _C._fused_end()  # flushes unless fused mode keeps recording
+
+    wrapper.__wrapped_by_torch_tpu__ = True
+    return wrapper
+
+
+def _wrap_clip_grad_norm() -> None:
+    import torch.nn.utils
+    import torch.nn.utils.clip_grad as clip_grad
+
+    if getattr(clip_grad.clip_grad_norm_, "__wrapped_by_torch_tpu__", False):
+        return
+    wrapped = _recorded(clip_grad.clip_grad_norm_)
+    clip_grad.clip_grad_norm_ = wrapped
+    torch.nn.utils.clip_grad_norm_ = wrapped
+
+
+def register() -> None:
+    from torch.optim.optimizer import (register_optimizer_step_post_hook,
+                                       register_optimizer_step_pre_hook)
+
+    register_optimizer_step_pre_hook(_step_pre_hook)
+    register_optimizer_step_post_hook(_step_post_hook)
+    _wrap_clip_grad_norm()
+    mode = os.environ.get("TORCH_TPU_EAGER_MODE", "op")
+    if mode not in _MODES:
+        raise ValueError(f"TORCH_TPU_EAGER_MODE={mode!r}: expected one of {_MODES}")
+    set_eager_mode(mode)
