@@ -3,6 +3,7 @@
 // floor, sign, ...) run in the input's promoted dtype.
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 
 #include "ops/elementwise.h"
 
@@ -171,6 +172,51 @@ V lower_ndtri(Node& n) {
   return {m.mul(m.k(std::sqrt(2.0), p), n.b.emit("chlo.erf_inv", {t}, "", p.type))};
 }
 
+// frexp(self) -> (mantissa, exponent): x = mantissa * 2^exponent, |mantissa| in [0.5, 1),
+// read off the IEEE bits in integer arithmetic (XLA:CPU flushes subnormal floats to zero,
+// so float math would lose them): f64 as itself, every other float as f32 bits (bf16 by
+// a shift, which keeps its subnormals). Zero, inf and NaN give themselves and exponent 0,
+// as glibc's frexp does.
+V lower_frexp(Node& n) {
+  hlo::Builder& b = n.b;
+  const Value& in = n.in(0);
+  const DType dtype = in.type.dtype;
+  if (!hlo::is_float(dtype))
+    throw std::invalid_argument("torch.frexp() only supports floating-point dtypes");
+  const bool wide = dtype == DType::F64;
+  const DType float_t = wide ? DType::F64 : DType::F32, int_t = wide ? DType::S64 : DType::S32;
+  const int64_t width = wide ? 64 : 32, mbits = wide ? 52 : 23, bias = wide ? 1023 : 127;
+  const hlo::TensorType it{int_t, in.type.shape};
+  auto k = [&](int64_t v) { return b.broadcast_in_dim(b.constant_int(v, int_t), it.shape, {}); };
+  Value bits;
+  if (dtype == DType::BF16) {
+    Value half = b.convert(b.bitcast_convert(in, {DType::S16, in.type.shape}), DType::S32);
+    bits = b.binary("shift_left", half, k(16));
+  } else {
+    bits = b.bitcast_convert(b.convert(in, float_t), it);
+  }
+  const int64_t int_max = wide ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int32_t>::max();
+  const int64_t frac_mask = (int64_t{1} << mbits) - 1, half_field = (bias - 1) << mbits;
+  Value magnitude = b.binary("and", bits, k(int_max));
+  Value sign = b.binary("xor", bits, magnitude);
+  Value field = b.binary("shift_right_logical", magnitude, k(mbits));
+  Value frac = b.binary("and", magnitude, k(frac_mask));
+  // Normal numbers: replace the exponent field by bias - 1, putting the magnitude in [0.5, 1).
+  Value exponent = b.binary("subtract", field, k(bias - 1));
+  Value mantissa = b.binary("or", b.binary("or", sign, frac), k(half_field));
+  // Subnormals: the leading one of the fraction at bit p becomes the implicit bit.
+  Value p = b.binary("subtract", k(width - 1), b.unary("count_leading_zeros", frac));
+  Value shifted = b.binary("and", b.binary("shift_left", frac, b.binary("subtract", k(mbits), p)), k(frac_mask));
+  Value subnormal = b.compare(hlo::Compare::EQ, field, k(0));
+  exponent = b.select(subnormal, b.binary("add", p, k(2 - bias - mbits)), exponent);
+  mantissa = b.select(subnormal, b.binary("or", b.binary("or", sign, shifted), k(half_field)), mantissa);
+  Value special = b.binary("or", b.compare(hlo::Compare::EQ, magnitude, k(0)),
+                           b.compare(hlo::Compare::EQ, field, k(wide ? 0x7FF : 0xFF)));
+  Value m = b.select(special, b.convert(in, float_t), b.bitcast_convert(mantissa, {float_t, in.type.shape}));
+  exponent = b.select(special, k(0), exponent);
+  return {b.convert(m, n.out(0).dtype), b.convert(exponent, n.out(1).dtype)};
+}
+
 const double kLn2 = 0.693147180559945309417;
 const double kLn10 = 2.302585092994045684018;
 const double kPi = 3.14159265358979323846;
@@ -221,6 +267,7 @@ TORCH_TPU_LOWERING(special_i1, {"special_i1", "special_i1.out"},
                    float_fn([](const Math& m, const Value& x) {
                      return m.mul(bessel_i1e(m, x), m.exp(m.abs(x)));
                    }));
+TORCH_TPU_LOWERING(frexp, {"frexp.Tensor", "frexp.Tensor_out"}, lower_frexp);
 TORCH_TPU_LOWERING(special_ndtri, {"special_ndtri", "special_ndtri.out"}, lower_ndtri);
 TORCH_TPU_LOWERING(special_entr, {"special_entr", "special_entr.out"}, float_fn(entr));
 // The argument of a real number: pi for negatives, NaN for NaN.

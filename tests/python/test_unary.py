@@ -218,3 +218,24 @@ def test_isinf_isfinite_on_integers_and_floats():
         x = cpu.to("tpu")
         for fn in (torch.isinf, torch.isfinite, torch.isnan, torch.isposinf, torch.isneginf):
             assert_same(fn(x), fn(cpu))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+def test_frexp(dtype):
+    info = torch.finfo(dtype)
+    special = [0.0, -0.0, 1.0, -1.0, 0.5, 0.75, 3.0, -1024.5, info.max, -info.max, info.tiny,
+               info.smallest_normal * 0.25, -info.smallest_normal * 0.5, info.eps]
+    x = torch.cat([torch.tensor(special, dtype=torch.float64).to(dtype),
+                   (torch.randn(7, 5, generator=torch.Generator().manual_seed(0)) * 100).to(dtype).flatten()])
+    mantissa, exponent = torch.frexp(x.to("tpu"))
+    want_mantissa, want_exponent = torch.frexp(x)
+    assert_same(mantissa, want_mantissa, rtol=0, atol=0)
+    assert_same(exponent, want_exponent)
+    out = (torch.empty(0, dtype=dtype, device="tpu"), torch.empty(0, dtype=torch.int32, device="tpu"))
+    torch.frexp(x.to("tpu"), out=out)
+    assert_same(out[0], want_mantissa, rtol=0, atol=0)
+
+
+def test_frexp_rejects_integers():
+    with pytest.raises(RuntimeError, match="floating-point"):
+        torch.frexp(torch.arange(3, device="tpu"))
