@@ -239,3 +239,14 @@ def test_frexp(dtype):
 def test_frexp_rejects_integers():
     with pytest.raises(RuntimeError, match="floating-point"):
         torch.frexp(torch.arange(3, device="tpu"))
+
+
+def test_sgn_backward_of_reals_is_zero_like_cpu():
+    # Autograd builds sgn's gradient of a real input with _efficientzerotensor.
+    x = torch.tensor([-2.0, 0.0, 3.0, math.nan, -0.0])
+    grads = []
+    for device in ("cpu", "tpu"):
+        z = x.clone().to(device).requires_grad_()
+        (torch.sgn(z) * 2 + z * 3).sum().backward()  # the zero gradient added to another
+        grads.append(z.grad)
+    assert_same(grads[1], grads[0])
