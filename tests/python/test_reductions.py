@@ -357,3 +357,23 @@ def test_cummax_cummin_gradients(op):
     x[1, 3:6] = 0.25  # ties: the gradient goes to the later index
     grad_check(lambda v: getattr(torch, op)(v, 1), x)
     grad_check(lambda v: getattr(torch, op)(v.t(), 0), x)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8])
+@pytest.mark.parametrize("weights", [None, torch.float32, torch.float64, torch.float16])
+@pytest.mark.parametrize("size,minlength", [(37, 0), (37, 20), (0, 3), (1, 0)])
+def test_bincount(dtype, weights, size, minlength):
+    g = torch.Generator().manual_seed(size)
+    x = torch.randint(0, 9, (size,), generator=g).to(dtype)
+    w = None if weights is None else torch.randn(size, generator=g).to(weights)
+    want = torch.bincount(x, w, minlength)
+    got = torch.bincount(x.to("tpu"), None if w is None else w.to("tpu"), minlength)
+    assert_same(got, want, **tol(want.dtype))
+
+
+def test_bincount_rejects_bad_input_like_cpu():
+    for bad in (torch.tensor([1, -1]), torch.tensor([[1, 2]]), torch.tensor([0.5])):
+        with pytest.raises(RuntimeError, match="bincount only supports"):
+            torch.bincount(bad.to("tpu"))
+    with pytest.raises(RuntimeError, match="same length"):
+        torch.bincount(torch.tensor([1, 2], device="tpu"), torch.ones(3, device="tpu"))
