@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <stdexcept>
+#include <vector>
 
 #include "ops/elementwise.h"
 
@@ -155,6 +156,42 @@ V lower_bitwise_not(Node& n) {
 }
 
 Value bessel_i1e(const Math& m, const Value& x) { return m.b.emit("chlo.bessel_i1e", {x}, "", x.type); }
+Value bessel_i1(const Math& m, const Value& x) { return m.mul(bessel_i1e(m, x), m.exp(m.abs(x))); }
+
+// `f`, rejecting bf16/f16 as PyTorch's CPU kernel `name` does.
+LowerFn no_half(const char* name, LowerFn f) {
+  return [name, f](Node& n) {
+    if (n.compute == DType::BF16 || n.compute == DType::F16) not_implemented(name, n.compute);
+    return f(n);
+  };
+}
+
+// exp(-|x|) I0(x), in f64 whatever the input: the power series sum (x^2/4)^k / (k!)^2
+// (positive terms, no cancellation) up to |x| = 20, where 36 terms reach f64 precision,
+// and Hankel's asymptotic series beyond, whose smallest term there is below 1e-16.
+Value bessel_i0e(const Math& m, const Value& x_in) {
+  hlo::Builder& b = m.b;
+  Value x = b.convert(x_in, DType::F64);
+  Value ax = m.abs(x);
+  Value q = m.div(m.mul(x, x), m.k(4, x));
+  Value term = m.k(1, x), series = m.k(1, x);
+  for (int k = 1; k < 36; ++k) {
+    term = m.mul(term, m.div(q, m.k(static_cast<double>(k) * k, x)));
+    series = m.add(series, term);
+  }
+  Value small = m.mul(series, m.exp(m.neg(ax)));
+  // a_k = ((2k - 1)!!)^2 / (k! 8^k), summed in powers of 1/|x| by Horner's rule.
+  std::vector<double> a{1};
+  for (int k = 1; k < 24; ++k) a.push_back(a.back() * (2.0 * k - 1) * (2.0 * k - 1) / (8.0 * k));
+  Value inv = m.div(m.k(1, x), ax);
+  Value poly = m.k(a.back(), x);
+  for (int k = static_cast<int>(a.size()) - 2; k >= 0; --k) poly = m.add(m.mul(poly, inv), m.k(a[k], x));
+  Value large = m.div(poly, m.b.unary("sqrt", m.mul(m.k(2 * 3.14159265358979323846, x), ax)));
+  return b.convert(m.sel(m.le(ax, m.k(20, x)), small, large), x_in.type.dtype);
+}
+
+// I0(x): the scaled function times exp(|x|) (NaN at +-inf, as PyTorch's kernel gives).
+Value bessel_i0(const Math& m, const Value& x) { return m.mul(bessel_i0e(m, x), m.exp(m.abs(x))); }
 
 // -x log x, 0 at 0, -inf below.
 Value entr(const Math& m, const Value& x) {
@@ -262,11 +299,14 @@ TORCH_TPU_LOWERING(sinc, {"sinc", "sinc_", "sinc.out"}, float_fn([](const Math& 
                      Value px = m.mul(x, m.k(kPi, x));
                      return m.sel(m.eq(x, m.k(0, x)), m.k(1, x), m.div(m.b.unary("sine", px), px));
                    }));
+TORCH_TPU_LOWERING(i0, {"i0", "i0_", "i0.out"}, float_fn(bessel_i0));
+TORCH_TPU_LOWERING(modified_bessel_i0, {"special_modified_bessel_i0", "special_modified_bessel_i0.out"},
+                   no_half("modified_bessel_i0_cpu", float_fn(bessel_i0)));
+TORCH_TPU_LOWERING(modified_bessel_i1, {"special_modified_bessel_i1", "special_modified_bessel_i1.out"},
+                   no_half("modified_bessel_i1_cpu", float_fn(bessel_i1)));
+TORCH_TPU_LOWERING(special_i0e, {"special_i0e", "special_i0e.out"}, float_fn(bessel_i0e));
 TORCH_TPU_LOWERING(special_i1e, {"special_i1e", "special_i1e.out"}, float_fn(bessel_i1e));
-TORCH_TPU_LOWERING(special_i1, {"special_i1", "special_i1.out"},
-                   float_fn([](const Math& m, const Value& x) {
-                     return m.mul(bessel_i1e(m, x), m.exp(m.abs(x)));
-                   }));
+TORCH_TPU_LOWERING(special_i1, {"special_i1", "special_i1.out"}, float_fn(bessel_i1));
 TORCH_TPU_LOWERING(frexp, {"frexp.Tensor", "frexp.Tensor_out"}, lower_frexp);
 TORCH_TPU_LOWERING(special_ndtri, {"special_ndtri", "special_ndtri.out"}, lower_ndtri);
 TORCH_TPU_LOWERING(special_entr, {"special_entr", "special_entr.out"}, float_fn(entr));

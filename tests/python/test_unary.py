@@ -80,7 +80,8 @@ def test_float_unary_f16(name):
 
 
 SPECIAL_OPS = {"i1": "any", "i1e": "any", "ndtri": "open01", "entr": "any", "expit": "any",
-               "psi": "pos", "gammaln": "pos"}
+               "psi": "pos", "gammaln": "pos", "i0": "any", "i0e": "any",
+               "modified_bessel_i0": "any", "modified_bessel_i1": "any"}
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64, torch.int64])
@@ -250,3 +251,19 @@ def test_sgn_backward_of_reals_is_zero_like_cpu():
         (torch.sgn(z) * 2 + z * 3).sum().backward()  # the zero gradient added to another
         grads.append(z.grad)
     assert_same(grads[1], grads[0])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_bessel_i0_over_its_range(dtype):
+    # Both sides of the switch from the power series to the asymptotic series at |x| = 20.
+    x = torch.cat([torch.linspace(-60, 60, 241, dtype=torch.float64),
+                   torch.tensor([19.999, 20.0, 20.001, -20.001, 85.0, 300.0, -700.0])]).to(dtype)
+    same_or_same_error(torch.special.i0e, x, **tol(dtype))
+    same_or_same_error(torch.i0, x[x.abs() < 85], **tol(dtype))
+    cpu = x[x.abs() < 60].clone().requires_grad_()
+    tpu = cpu.detach().to("tpu").requires_grad_()
+    for fn in (torch.i0, torch.special.i0e):
+        cpu.grad = tpu.grad = None
+        fn(cpu).sum().backward()
+        fn(tpu).sum().backward()
+        assert_same(tpu.grad, cpu.grad, **tol(dtype))
