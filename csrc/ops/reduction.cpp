@@ -337,12 +337,13 @@ LowerFn cumulative(const char* op, double init) {
   return cumulative([op](hlo::Builder& b, DType t) { return b.binary_region(op, t); }, init);
 }
 
-// _cummax_helper / _cummin_helper(self, values, indices, dim): the running extreme is a
+// _cummax_helper / _cummin_helper(self, values, indices, dim), and cummax / cummin(self,
+// dim) in graphs (eager mode reaches them through the helpers): the running extreme is a
 // scan with a NaN-propagating max (min); its index is the last position so far where x
 // reached the running extreme (ties take the later index, as PyTorch's kernel does), i.e.
 // a running max over "position where x equals its own running extreme, else -1".
-LowerFn cumulative_extreme(bool max) {
-  return [max](Node& n) {
+LowerFn cumulative_extreme(bool max, size_t dim_arg) {
+  return [max, dim_arg](Node& n) {
     hlo::Builder& b = n.b;
     Value x = n.in(0);
     const DType out = x.type.dtype;
@@ -350,7 +351,7 @@ LowerFn cumulative_extreme(bool max) {
     const TensorType index_type{DType::S64, x.type.shape};
     if (x.type.rank() == 0 || x.type.numel() == 0)
       return V{b.convert(x, out), b.full(0, index_type)};
-    const int64_t dim = wrap_dim(n.i64(3), x.type.rank());
+    const int64_t dim = wrap_dim(n.i64(dim_arg), x.type.rank());
     const TensorType s{x.type.dtype, {}};
     std::string extreme = b.region({s, s}, [max](hlo::Builder& r, const V& a) {
       Value pick = r.binary(max ? "maximum" : "minimum", a[0], a[1]);
@@ -493,8 +494,10 @@ TORCH_TPU_LOWERING(cumprod, {"cumprod", "cumprod_", "cumprod.out"},
                    cumulative("stablehlo.multiply", 1));
 TORCH_TPU_LOWERING(logcumsumexp, {"logcumsumexp", "logcumsumexp.out"},
                    cumulative(log_add_exp_region, -INFINITY));
-TORCH_TPU_LOWERING(cummax_helper, {"_cummax_helper"}, cumulative_extreme(true));
-TORCH_TPU_LOWERING(cummin_helper, {"_cummin_helper"}, cumulative_extreme(false));
+TORCH_TPU_LOWERING(cummax_helper, {"_cummax_helper"}, cumulative_extreme(true, 3));
+TORCH_TPU_LOWERING(cummin_helper, {"_cummin_helper"}, cumulative_extreme(false, 3));
+TORCH_TPU_GRAPH_LOWERING(cummax, {"cummax"}, cumulative_extreme(true, 1));
+TORCH_TPU_GRAPH_LOWERING(cummin, {"cummin"}, cumulative_extreme(false, 1));
 TORCH_TPU_LOWERING(nansum, {"nansum", "nansum.out"}, lower_nansum);
 TORCH_TPU_LOWERING(count_nonzero, {"count_nonzero.dim_IntList"}, lower_count_nonzero);
 
