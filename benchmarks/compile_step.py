@@ -1,12 +1,15 @@
-"""Compiled training steps: minGPT and Hugging Face Llama-tiny, each on tpu compiled
-(backend "tpu"), tpu eager, CPU eager and CPU compiled (Inductor), every one in its own
-subprocess, in one run; then the first compiled tpu step in a fresh process with a cold
-disk cache against one with a warm disk cache.
+"""Compiled training steps: minGPT, Hugging Face Llama-tiny and the model families of
+examples/ (ResNet-small, DLRM, the diffusers UNet), each on tpu compiled (backend "tpu"),
+tpu eager, CPU eager and CPU compiled (Inductor), every one in its own subprocess, in one
+run; then the first compiled tpu step in a fresh process with a cold disk cache against
+one with a warm disk cache.
 
-    python benchmarks/compile_step.py [--models mingpt llama] [--warmup 3] [--rounds 5]
+    python benchmarks/compile_step.py [--models mingpt llama resnet dlrm unet] [--warmup 3]
 
-A step is forward, loss, backward, clip_grad_norm_ and AdamW; "compiled" compiles the
-model (forward and backward), the optimizer runs eagerly in every mode. Times are the
+A step is forward, loss, backward, clip_grad_norm_ and the optimizer (AdamW; the
+examples' own for ResNet, SGD with momentum, and DLRM, Adagrad for the tables and SGD);
+"compiled" compiles the model (forward and backward), the optimizer runs eagerly in every
+mode. The families cycle through four batches made on the host before timing. Times are the
 median of the rounds after warm-up; tpu rounds end with one synchronize. The CPU
 processes do not load torch_tpu. The first-step runs use a private TORCH_TPU_CACHE_DIR
 and time the import of PyTorch's compile stack apart from the step.
@@ -32,11 +35,74 @@ CHILD_MODES = MODES + ("tpu-fused",)
 CONFIGS = {
     "mingpt": dict(batch=8, block=64, layers=4, heads=4, d=128),
     "llama": dict(batch=4, seq=64, layers=2, hidden=64),
+    # The configurations tests/python/test_families.py trains, with larger batches.
+    "resnet": dict(batch=16, size=32),
+    "dlrm": dict(batch=64),
+    "unet": dict(batch=8, size=16),
 }
+FAMILIES = ("resnet", "dlrm", "unet")
+
+
+def build_family(name: str, device: str):
+    """As build(), for an examples/<name>/train.py."""
+    import importlib
+    import itertools
+
+    import torch
+    import torch.nn.functional as F
+
+    sys.path.insert(0, str(EXAMPLES / name))
+    ex = importlib.import_module("train")
+    c = CONFIGS[name]
+    torch.manual_seed(0)
+    target = {}  # what the loss compares the model's output with, set by batch()
+    if name == "resnet":
+        model = ex.resnet_small(10).to(device)
+        pool = list(ex.batches(4, c["batch"], c["size"], 10, seed=0))
+        optimizers = [torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=1e-4)]
+
+        def prepare(x, y):
+            target["y"] = y.to(device)
+            return (x.to(device),), {}
+
+        def loss_of(out):
+            return F.cross_entropy(out, target["y"])
+    elif name == "dlrm":
+        model = ex.DLRM().to(device)
+        pool = list(ex.batches(model, 4, c["batch"], seed=0))
+        optimizers = ex.optimizers(model, 0.1)
+
+        def prepare(*host):
+            dense, bags, target["y"] = ex.to(device, *host)
+            return (dense, bags), {}
+
+        def loss_of(out):
+            return F.binary_cross_entropy_with_logits(out, target["y"])
+    else:
+        model = ex.unet_small(c["size"]).to(device)
+        schedule = ex.DDPM().to(device)
+        pool = list(ex.batches(4, c["batch"], c["size"], schedule.steps, seed=0))
+        optimizers = [torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=1e-2)]
+
+        def prepare(x0, t, noise):
+            x0, t, target["noise"] = x0.to(device), t.to(device), noise.to(device)
+            return (schedule.add_noise(x0, target["noise"], t), t), {}
+
+        def loss_of(out):
+            return F.mse_loss(out.sample, target["noise"])
+    cycle = itertools.cycle(pool)
+
+    def batch():
+        return prepare(*next(cycle))
+
+    return model, optimizers, batch, loss_of
 
 
 def build(model_name: str, device: str):
-    """The model on `device`, its optimizer, and a function giving one step's batch."""
+    """The model on `device`, its optimizers, a function giving one step's batch (positional
+    and keyword arguments of the model), and one giving the loss of the model's output."""
+    if model_name in FAMILIES:
+        return build_family(model_name, device)
     import torch
 
     sys.path[:0] = [str(EXAMPLES), str(EXAMPLES / "mingpt")]
@@ -57,7 +123,7 @@ def build(model_name: str, device: str):
         def loss_of(out):
             return out[1]
 
-        return model, make_optimizer(model, 1e-3), batch, loss_of
+        return model, [make_optimizer(model, 1e-3)], batch, loss_of
     import hf_tiny
 
     model = hf_tiny.build("llama", seed=0, layers=c["layers"], hidden=c["hidden"]).to(device)
@@ -71,7 +137,7 @@ def build(model_name: str, device: str):
     def loss_of(out):
         return out.loss
 
-    return model, optimizer, batch, loss_of
+    return model, [optimizer], batch, loss_of
 
 
 def child(args) -> None:
@@ -92,7 +158,7 @@ def child(args) -> None:
     else:
         def sync():
             pass
-    model, optimizer, batch, loss_of = build(args.model, device)
+    model, optimizers, batch, loss_of = build(args.model, device)
     model.train()
     run = model
     if how == "fused":
@@ -105,10 +171,12 @@ def child(args) -> None:
     def step():
         a, kw = batch()
         loss = loss_of(run(*a, **kw))
-        optimizer.zero_grad(set_to_none=True)
+        for optimizer in optimizers:
+            optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
+        for optimizer in optimizers:
+            optimizer.step()
         return loss.detach()
 
     start = time.perf_counter()

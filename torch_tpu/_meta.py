@@ -6,6 +6,9 @@ computes their shapes itself); its LSTM cell one reads `.device` of the optional
 so it fails for `nn.LSTM(bias=False)`; its `_grouped_mm` one follows CUDA and takes only
 bf16, where CPU's kernel and ours (csrc/ops/matmul.cpp) take every float dtype. These
 replace them: they check sizes and give empty tensors of the right shapes, nothing else.
+PyTorch also has none for the in-place helpers and fused optimizer steps we lower
+(`_cummax_helper`, `_fused_sgd_`, `_fused_adagrad_`, the `.tensor_lr` overloads): theirs
+check the arguments and return nothing.
 """
 
 import torch
@@ -67,6 +70,23 @@ def grouped_mm(mat_a, mat_b, offs=None, bias=None, out_dtype=None):
     return torch.empty(shape, dtype=out_dtype or mat_a.dtype, device=mat_a.device)
 
 
+def cumulative_extreme_helper(self, values, indices, dim):
+    # cummax / cummin size `values` and `indices` like `self` before calling the helper.
+    torch._check(values.shape == self.shape and indices.shape == self.shape,
+                 lambda: "cummax/cummin: values and indices must have the shape of the input")
+
+
+def _check_lists(name, *lists):
+    torch._check(all(len(t) in (0, len(lists[0])) for t in lists),
+                 lambda: f"{name}: the tensor lists must have one entry per parameter")
+
+
+def fused_step(self, grads, *state, **kwargs):
+    """The fused optimizer steps (SGD, Adagrad; Adam/AdamW with a tensor lr) update their
+    arguments in place and return nothing."""
+    _check_lists("fused optimizer step", self, grads, *state)
+
+
 def register() -> None:
     global _lib
     if _lib is not None:
@@ -76,12 +96,19 @@ def register() -> None:
     _lib = torch.library.Library("aten", "IMPL")
     for name, fn in (("_thnn_fused_lstm_cell", lstm_cell), ("_thnn_fused_gru_cell", gru_cell),
                      ("_thnn_fused_gru_cell_backward", gru_cell_backward),
-                     ("_grouped_mm", grouped_mm)):
+                     ("_grouped_mm", grouped_mm),
+                     ("_cummax_helper", cumulative_extreme_helper),
+                     ("_cummin_helper", cumulative_extreme_helper),
+                     ("_fused_sgd_", fused_step), ("_fused_sgd_.tensor_lr", fused_step),
+                     ("_fused_adagrad_", fused_step), ("_fused_adagrad_.tensor_lr", fused_step),
+                     ("_fused_adam_.tensor_lr", fused_step),
+                     ("_fused_adamw_.tensor_lr", fused_step)):
         # PyTorch keeps a Python meta kernel in three places: the dispatcher's Meta key
         # (eager meta tensors, our lowering table), the table FakeTensor reads, and the
         # op's Python-dispatcher kernels (both used while torch.compile traces).
         _lib.impl(name, fn, "Meta", allow_override=True)
-        op = getattr(torch.ops.aten, name).default
+        packet, _, overload = name.partition(".")
+        op = getattr(getattr(torch.ops.aten, packet), overload or "default")
         if op in meta_table:
             meta_table[op] = fn
         if torch._C.DispatchKey.Meta in op.py_kernels:

@@ -1,6 +1,8 @@
 // Hand-written indexing and factory kernels: ops whose output shape depends on the data
-// (nonzero, masked_select, bool-mask indexing, repeat_interleave), which read a count
+// (nonzero, masked_select, bool-mask indexing, repeat_interleave, bincount), which read a count
 // from the device as CUDA does, and ranges whose scalars must enter the program in f64.
+#include <algorithm>
+
 #include <ATen/ExpandUtils.h>
 #include <ATen/native/IndexingUtils.h>
 #include <ATen/native/Resize.h>
@@ -9,13 +11,16 @@
 #include <ATen/ops/empty_strided.h>
 #include <ATen/ops/index.h>
 #include <ATen/ops/unfold_native.h>
+#include <ATen/ops/zeros.h>
 #include <torch/library.h>
 
 #include "aten/dtype.h"
 #include "aten/op_call.h"
 #include "ops/elementwise.h"
 #include "ops/factory.h"
+#include "ops/histogram.h"
 #include "ops/indexing.h"
+#include "ops/reduction.h"
 
 namespace torch_tpu::aten {
 
@@ -208,6 +213,38 @@ at::Tensor repeat_interleave_kernel(const at::Tensor& repeats,
       })[0];
 }
 
+// bincount: its length is the data's maximum + 1, read from the device first (with the
+// minimum, for CPU's check) in one small program, as CUDA does.
+at::Tensor bincount_kernel(const at::Tensor& self, const std::optional<at::Tensor>& weights_opt,
+                           int64_t minlength) {
+  const at::Tensor weights = weights_opt ? *weights_opt : at::Tensor();
+  TORCH_CHECK(minlength >= 0, "minlength should be >= 0");
+  TORCH_CHECK(self.dim() == 1 && c10::isIntegralType(self.scalar_type(), /*includeBool=*/false),
+              "bincount only supports 1-d non-negative integral inputs.");
+  TORCH_CHECK(!weights.defined() || (weights.dim() == 1 && weights.size(0) == self.size(0)),
+              "weights should be 1-d and have the same length as input");
+  // CPU's dtype: counts are int64, weighted sums f32 for f32 weights, else f64; an empty
+  // input gives int64 zeros whatever the weights.
+  if (self.numel() == 0) return at::zeros({minlength}, self.options().dtype(at::kLong));
+  const c10::ScalarType dtype = !weights.defined() ? at::kLong
+                                : weights.scalar_type() == at::kFloat ? at::kFloat : at::kDouble;
+  auto range = OpCall("bincount_range").input(self).run([](hlo::Builder& b, const V& in) {
+    hlo::Value x = b.convert(in[0], hlo::DType::S64);
+    return V{b.concatenate({b.reshape(ops::reduce_extreme(b, x, {0}, false), {1}),
+                            b.reshape(ops::reduce_extreme(b, x, {0}, true), {1})}, 0)};
+  });
+  at::Tensor host = to_host(range[0]);
+  TORCH_CHECK(host[0].item<int64_t>() >= 0, "bincount only supports 1-d non-negative integral inputs.");
+  const int64_t length = std::max(minlength, host[1].item<int64_t>() + 1);
+  OpCall call("bincount");
+  call.input(self).key(length).key(static_cast<int64_t>(dtype));
+  if (weights.defined()) call.input(weights);
+  const hlo::DType out = to_hlo(dtype);
+  return call.run([&](hlo::Builder& b, const V& in) {
+    return V{ops::lower_bincount(b, in[0], in.size() > 1 ? &in[1] : nullptr, length, out)};
+  })[0];
+}
+
 // Ranges: the scalars enter in ops::arange_math of the output dtype.
 at::Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c10::Scalar& step,
                        at::Tensor& out) {
@@ -263,6 +300,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("index.Tensor_out", index_out);
   m.impl("_index_put_impl_", index_put_impl);
   m.impl("repeat_interleave.Tensor", repeat_interleave_kernel);
+  m.impl("bincount", bincount_kernel);
   m.impl("arange.start_out", arange_out);
   m.impl("linspace.out", linspace_out);
   m.impl("logspace.out", logspace_out);

@@ -128,6 +128,10 @@ Value lower_linspace(hlo::Builder& b, const Value& start, const Value& end, int6
 }
 
 TORCH_TPU_LOWERING(eye, {"eye.out", "eye.m_out"}, lower_eye);
+// Autograd's zero gradients (sgn and other ops of real inputs): PyTorch marks them with
+// the ZeroTensor key to skip work; here they are plain zeros.
+TORCH_TPU_LOWERING(efficientzerotensor, {"_efficientzerotensor", "_efficientzerotensor.out"},
+                   [](Node& n) { return std::vector<hlo::Value>{n.b.full(0, n.out())}; });
 TORCH_TPU_LOWERING(triu_indices, {"triu_indices", "triu_indices.out"}, tri_indices(true));
 TORCH_TPU_LOWERING(tril_indices, {"tril_indices", "tril_indices.out"}, tri_indices(false));
 

@@ -128,6 +128,37 @@ V lower_max(Node& n) {  // _foreach_max(self[])
   return results;
 }
 
+// The learning rate of a fused optimizer step as a 0-d f64: the float argument `i`, or
+// the tensor of the .tensor_lr overloads.
+Value learning_rate(Node& n, size_t i) {
+  if (n.args.at(i).value) return n.b.convert(n.b.reshape(n.in(i), {}), DType::F64);
+  return n.b.constant(n.f64(i), DType::F64);
+}
+
+// found_inf (argument `i`) != 0: GradScaler found an inf, and the step changes nothing.
+std::optional<Value> skip_step(Node& n, size_t i) {
+  if (!n.has(i)) return std::nullopt;
+  hlo::Builder& b = n.b;
+  return b.compare(Compare::NE, b.convert(b.reshape(n.in(i), {}), DType::F32), b.constant(0, DType::F32));
+}
+
+// The new values of a fused step's mutated lists (in schema order, as lists 0, 1, ...),
+// in each tensor's dtype; where `skip` holds, the old values instead.
+V unless_skipped(Node& n, const std::optional<Value>& skip, std::initializer_list<V> lists) {
+  hlo::Builder& b = n.b;
+  V results;
+  size_t a = 0;
+  for (const V& list : lists) {
+    for (size_t i = 0; i < list.size(); ++i) {
+      const Value& old = n.list(a)[i].value();
+      Value fresh = b.convert(list[i], old.type.dtype);
+      results.push_back(skip ? b.select(b.broadcast_in_dim(*skip, fresh.type.shape, {}), old, fresh) : fresh);
+    }
+    ++a;
+  }
+  return results;
+}
+
 // _fused_adam_ / _fused_adamw_(self[], grads[], exp_avgs[], exp_avg_sqs[], max_exp_avg_sqs[],
 // state_steps[], *, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale?,
 // found_inf?): a whole Adam step in one program, with PyTorch's fused kernel's formulas.
@@ -138,9 +169,8 @@ LowerFn fused_adam(bool decoupled) {
     const size_t k = n.list(0).size();
     const bool amsgrad = n.flag(11), maximize = n.flag(12);
     const double beta1 = n.f64(7), beta2 = n.f64(8), weight_decay = n.f64(9), eps = n.f64(10);
-    Value lr = b.constant(n.f64(6), DType::F64);
-    std::optional<Value> skip;
-    if (n.has(14)) skip = b.compare(Compare::NE, b.convert(n.in(14), DType::F32), b.constant(0, DType::F32));
+    Value lr = learning_rate(n, 6);
+    std::optional<Value> skip = skip_step(n, 14);
     V params, grads, avgs, sqs, maxes;
     for (size_t i = 0; i < k; ++i) {
       const Value& p0 = n.list(0)[i].value();
@@ -180,20 +210,82 @@ LowerFn fused_adam(bool decoupled) {
       avgs.push_back(avg);
       sqs.push_back(sq);
     }
-    V results;
-    for (const V* list : {&params, &grads, &avgs, &sqs, &maxes}) results.insert(results.end(), list->begin(), list->end());
-    if (skip) {
-      // The old values, in the same order as the results.
-      V old;
-      for (size_t a = 0; a < 5; ++a)
-        for (const auto& x : n.list(a)) old.push_back(*x);
-      for (size_t r = 0; r < results.size(); ++r) {
-        Value fresh = b.convert(results[r], old[r].type.dtype);
-        results[r] = b.select(b.broadcast_in_dim(*skip, fresh.type.shape, {}), old[r], fresh);
-      }
-    }
-    return results;
+    return unless_skipped(n, skip, {params, grads, avgs, sqs, maxes});
   };
+}
+
+// _fused_sgd_(self[], grads[], momentum_buffer_list[], *, weight_decay, momentum, lr,
+// dampening, nesterov, maximize, is_first_step, grad_scale?, found_inf?): torch.optim.SGD's
+// step (momentum buffers only when momentum != 0); the first step seeds the buffers with
+// the gradient.
+V lower_fused_sgd(Node& n) {
+  hlo::Builder& b = n.b;
+  const double weight_decay = n.f64(3), momentum = n.f64(4), dampening = n.f64(6);
+  const bool nesterov = n.flag(7), maximize = n.flag(8), first = n.flag(9);
+  Value lr = learning_rate(n, 5);
+  std::optional<Value> skip = skip_step(n, 11);
+  V params, grads, bufs;
+  for (size_t i = 0; i < n.list(0).size(); ++i) {
+    const Value& p0 = n.list(0)[i].value();
+    const DType m = math_dtype(p0.type.dtype);
+    auto constant = [&](double x) { return b.full(x, {m, p0.type.shape}); };
+    Value param = b.convert(p0, m);
+    Value grad = b.convert(n.list(1)[i].value(), m);
+    if (n.has(10)) grad = b.binary("divide", grad, b.broadcast_in_dim(b.convert(n.in(10), m), p0.type.shape, {}));
+    grads.push_back(grad);
+    Value g = maximize ? b.unary("negate", grad) : grad;
+    if (weight_decay != 0) g = b.binary("add", g, b.binary("multiply", param, constant(weight_decay)));
+    if (momentum != 0) {
+      Value buf = first ? g
+                        : b.binary("add", b.binary("multiply", b.convert(n.list(2)[i].value(), m), constant(momentum)),
+                                   b.binary("multiply", g, constant(1 - dampening)));
+      bufs.push_back(buf);
+      g = nesterov ? b.binary("add", g, b.binary("multiply", buf, constant(momentum))) : buf;
+    } else if (i < n.list(2).size()) {
+      bufs.push_back(n.list(2)[i].value());
+    }
+    Value step = b.binary("multiply", b.broadcast_in_dim(b.convert(lr, m), p0.type.shape, {}), g);
+    params.push_back(b.binary("subtract", param, step));
+  }
+  return unless_skipped(n, skip, {params, grads, bufs});
+}
+
+// _fused_adagrad_(self[], grads[], state_sums[], state_steps[], *, lr, lr_decay,
+// weight_decay, eps, maximize, grad_scale?, found_inf?): torch.optim.Adagrad's step; the
+// optimizer has already counted this step in state_steps, which come back unchanged.
+V lower_fused_adagrad(Node& n) {
+  hlo::Builder& b = n.b;
+  const double lr_decay = n.f64(5), weight_decay = n.f64(6), eps = n.f64(7);
+  const bool maximize = n.flag(8);
+  Value lr = learning_rate(n, 4);
+  std::optional<Value> skip = skip_step(n, 10);
+  V params, grads, sums, steps;
+  for (size_t i = 0; i < n.list(0).size(); ++i) {
+    const Value& p0 = n.list(0)[i].value();
+    const DType m = math_dtype(p0.type.dtype);
+    const std::vector<int64_t>& shape = p0.type.shape;
+    auto constant = [&](double x) { return b.full(x, {m, shape}); };
+    Value param = b.convert(p0, m);
+    Value grad = b.convert(n.list(1)[i].value(), m);
+    if (n.has(9)) grad = b.binary("divide", grad, b.broadcast_in_dim(b.convert(n.in(9), m), shape, {}));
+    grads.push_back(grad);
+    Value g = maximize ? b.unary("negate", grad) : grad;
+    if (weight_decay != 0) g = b.binary("add", g, b.binary("multiply", param, constant(weight_decay)));
+    // lr / (1 + (step - 1) lr_decay), in f64 as PyTorch computes it.
+    Value step = b.convert(n.list(3)[i].value(), DType::F64);
+    Value decay = b.binary("add", b.constant(1, DType::F64),
+                           b.binary("multiply", b.binary("subtract", step, b.constant(1, DType::F64)),
+                                    b.constant(lr_decay, DType::F64)));
+    Value clr = b.broadcast_in_dim(b.convert(b.binary("divide", lr, decay), m), shape, {});
+    Value sum = b.binary("add", b.convert(n.list(2)[i].value(), m), b.binary("multiply", g, g));
+    Value std = b.binary("add", b.unary("sqrt", sum), constant(eps));
+    params.push_back(b.binary("subtract", param, b.binary("divide", b.binary("multiply", clr, g), std)));
+    sums.push_back(sum);
+    steps.push_back(n.list(3)[i].value());
+  }
+  // Only the mutable form writes state_steps back (unchanged); .tensor_lr reads them.
+  if (!n.args.at(4).value) return unless_skipped(n, skip, {params, grads, sums, steps});
+  return unless_skipped(n, skip, {params, grads, sums});
 }
 
 V lower_zero(Node& n) {
@@ -258,9 +350,11 @@ TORCH_TPU_LOWERING(foreach_lerp, {"_foreach_lerp.List", "_foreach_lerp_.List",
                                   "_foreach_lerp.ScalarList", "_foreach_lerp_.ScalarList"},
                    each({0, 1, 2}, lerp));
 
-// The .tensor_lr overloads have no meta kernel, so the table cannot serve them.
-TORCH_TPU_LOWERING(fused_adam, {"_fused_adam_"}, fused_adam(false));
-TORCH_TPU_LOWERING(fused_adamw, {"_fused_adamw_"}, fused_adam(true));
+// torch_tpu/_meta.py gives the .tensor_lr overloads, SGD and Adagrad their meta kernels.
+TORCH_TPU_LOWERING(fused_adam, {"_fused_adam_", "_fused_adam_.tensor_lr"}, fused_adam(false));
+TORCH_TPU_LOWERING(fused_adamw, {"_fused_adamw_", "_fused_adamw_.tensor_lr"}, fused_adam(true));
+TORCH_TPU_LOWERING(fused_sgd, {"_fused_sgd_", "_fused_sgd_.tensor_lr"}, lower_fused_sgd);
+TORCH_TPU_LOWERING(fused_adagrad, {"_fused_adagrad_", "_fused_adagrad_.tensor_lr"}, lower_fused_adagrad);
 TORCH_TPU_LOWERING(foreach_norm, {"_foreach_norm.Scalar"}, lower_norm);
 TORCH_TPU_LOWERING(foreach_max, {"_foreach_max"}, lower_max);
 TORCH_TPU_LOWERING(foreach_zero, {"_foreach_zero", "_foreach_zero_"}, lower_zero);

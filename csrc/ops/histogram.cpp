@@ -1,4 +1,8 @@
-// Histograms: histc.
+// Histograms: histc, bincount.
+#include "ops/histogram.h"
+
+#include <string>
+
 #include "ops/elementwise.h"
 #include "ops/factory.h"
 #include "ops/reduction.h"
@@ -53,6 +57,22 @@ std::vector<Value> lower_histc(Node& n) {
 }
 
 }  // namespace
+
+// One scatter-add of ones (or the weights) at the values.
+Value lower_bincount(hlo::Builder& b, const Value& x, const Value* weights, int64_t length,
+                     DType dtype) {
+  const int64_t count = x.type.numel();
+  Value zeros = b.full(0, {dtype, {length}});
+  if (count == 0) return zeros;
+  Value updates = weights ? b.convert(*weights, dtype) : b.full(1, {dtype, {count}});
+  std::string add = b.binary_region("stablehlo.add", dtype);
+  std::string attrs =
+      "scatter_dimension_numbers = #stablehlo.scatter<inserted_window_dims = [0], "
+      "scatter_dims_to_operand_dims = [0], index_vector_dim = 1>, indices_are_sorted = false, "
+      "unique_indices = false";
+  Value index = b.reshape(b.convert(x, DType::S64), {count, 1});
+  return b.emit("stablehlo.scatter", {zeros, index, updates}, attrs, zeros.type, {add});
+}
 
 TORCH_TPU_LOWERING(histc, {"histc", "histc.out"}, lower_histc);
 

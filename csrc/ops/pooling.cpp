@@ -219,9 +219,11 @@ V max_pool(Node& n, size_t spatial) {
   return {b.select(any_nan, nan_value, max), b.select(any_nan, nan_index, index)};
 }
 
-// The gradient of a max pooling: g added into the input plane at `indices`.
+// The gradient of a max pooling: g added into the input plane at `indices`. With
+// `replace`, g is written there instead (max_unpool: indices repeat only where the
+// pooling windows overlapped, and then they carry the same value).
 Value scatter_by_indices(hlo::Builder& b, const Value& g, const Value& indices,
-                         const hlo::TensorType& input, size_t spatial) {
+                         const hlo::TensorType& input, size_t spatial, bool replace = false) {
   int64_t lead = input.rank() - static_cast<int64_t>(spatial);
   int64_t planes = product(Ints(input.shape.begin(), input.shape.begin() + lead));
   int64_t plane = product(Ints(input.shape.begin() + lead, input.shape.end()));
@@ -232,8 +234,22 @@ Value scatter_by_indices(hlo::Builder& b, const Value& g, const Value& indices,
   Value index = b.binary("add", b.reshape(b.convert(indices, hlo::DType::S64), it.shape), base);
   int64_t m = planes * per_plane;
   Value zeros = b.full(0, {acc, {planes * plane}});
+  if (replace) {
+    Value flat = b.scatter_flat(zeros, b.reshape(index, {m}), b.reshape(b.convert(g, acc), {m}));
+    return b.reshape(flat, input.shape);
+  }
   Value sum = scatter_add(b, zeros, 0, b.reshape(index, {m, 1}), b.reshape(b.convert(g, acc), {m}));
   return b.reshape(sum, input.shape);
+}
+
+// max_unpool2d(self, indices, output_size) / max_unpool3d(..., stride, padding): each
+// plane of `self` written into a zero plane of output_size at its flat `indices`.
+LowerFn max_unpool(size_t spatial) {
+  return [spatial](Node& n) {
+    const hlo::TensorType& out = n.out();
+    Value plane = scatter_by_indices(n.b, n.in(0), n.in(1), {math_dtype(out.dtype), out.shape}, spatial, true);
+    return V{n.b.convert(plane, out.dtype)};
+  };
 }
 
 
@@ -453,6 +469,8 @@ TORCH_TPU_LOWERING(max_pool2d_backward,
 TORCH_TPU_LOWERING(max_pool3d_backward,
                    {"max_pool3d_with_indices_backward", "max_pool3d_with_indices_backward.grad_input"},
                    max_pool_backward(7, 3));
+TORCH_TPU_LOWERING(max_unpool2d, {"max_unpool2d", "max_unpool2d.out"}, max_unpool(2));
+TORCH_TPU_LOWERING(max_unpool3d, {"max_unpool3d", "max_unpool3d.out"}, max_unpool(3));
 TORCH_TPU_LOWERING(avg_pool2d, {"avg_pool2d", "avg_pool2d.out"}, over(avg_pool_forward, 2));
 TORCH_TPU_LOWERING(avg_pool3d, {"avg_pool3d", "avg_pool3d.out"}, over(avg_pool_forward, 3));
 TORCH_TPU_LOWERING(avg_pool2d_backward, {"avg_pool2d_backward", "avg_pool2d_backward.grad_input"},

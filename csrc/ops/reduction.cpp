@@ -287,7 +287,8 @@ V lower_norm_all(Node& n) {
 // An inclusive scan along `dim` as a reduce_window whose window covers every earlier
 // element: exact for integers, and what XLA recognises and optimises as a scan.
 // `combine` is a region of two scalars of x's dtype.
-Value scan(hlo::Builder& b, const Value& x, int64_t dim, const std::string& combine, double init) {
+Value scan(hlo::Builder& b, const Value& x, int64_t dim, const std::string& combine,
+           const Value& init) {
   const int64_t rank = x.type.rank();
   const int64_t len = x.type.shape[dim];
   std::vector<int64_t> window(rank, 1), strides(rank, 1);
@@ -298,8 +299,11 @@ Value scan(hlo::Builder& b, const Value& x, int64_t dim, const std::string& comb
   padding += "]> : tensor<" + std::to_string(rank) + "x2xi64>";
   std::string attrs = "window_dimensions = " + hlo::i64_array(window) +
                       ", window_strides = " + hlo::i64_array(strides) + ", padding = " + padding;
-  return b.emit("stablehlo.reduce_window", {x, b.constant(init, x.type.dtype)}, attrs, x.type,
-                {combine});
+  return b.emit("stablehlo.reduce_window", {x, init}, attrs, x.type, {combine});
+}
+
+Value scan(hlo::Builder& b, const Value& x, int64_t dim, const std::string& combine, double init) {
+  return scan(b, x, dim, combine, b.constant(init, x.type.dtype));
 }
 
 // log(exp(a) + exp(b)), written as PyTorch's helper is: equal infinities return
@@ -331,6 +335,34 @@ LowerFn cumulative(std::function<std::string(hlo::Builder&, DType)> region, doub
 
 LowerFn cumulative(const char* op, double init) {
   return cumulative([op](hlo::Builder& b, DType t) { return b.binary_region(op, t); }, init);
+}
+
+// _cummax_helper / _cummin_helper(self, values, indices, dim), and cummax / cummin(self,
+// dim) in graphs (eager mode reaches them through the helpers): the running extreme is a
+// scan with a NaN-propagating max (min); its index is the last position so far where x
+// reached the running extreme (ties take the later index, as PyTorch's kernel does), i.e.
+// a running max over "position where x equals its own running extreme, else -1".
+LowerFn cumulative_extreme(bool max, size_t dim_arg) {
+  return [max, dim_arg](Node& n) {
+    hlo::Builder& b = n.b;
+    Value x = n.in(0);
+    const DType out = x.type.dtype;
+    if (out == DType::Pred) x = b.convert(x, DType::S8);
+    const TensorType index_type{DType::S64, x.type.shape};
+    if (x.type.rank() == 0 || x.type.numel() == 0)
+      return V{b.convert(x, out), b.full(0, index_type)};
+    const int64_t dim = wrap_dim(n.i64(dim_arg), x.type.rank());
+    const TensorType s{x.type.dtype, {}};
+    std::string extreme = b.region({s, s}, [max](hlo::Builder& r, const V& a) {
+      Value pick = r.binary(max ? "maximum" : "minimum", a[0], a[1]);
+      return V{r.select(is_nan(r, a[0]), a[0], r.select(is_nan(r, a[1]), a[1], pick))};
+    });
+    Value running = scan(b, x, dim, extreme, max ? lowest(b, x.type.dtype) : highest(b, x.type.dtype));
+    Value reached = b.binary("or", b.compare(Compare::EQ, x, running), is_nan(b, x));
+    Value position = b.select(reached, b.iota(index_type, dim), b.full(-1, index_type));
+    Value index = scan(b, position, dim, b.binary_region("stablehlo.maximum", DType::S64), -1);
+    return V{b.convert(running, out), index};
+  };
 }
 
 // ---- nansum, count_nonzero ------------------------------------------------------------
@@ -462,6 +494,10 @@ TORCH_TPU_LOWERING(cumprod, {"cumprod", "cumprod_", "cumprod.out"},
                    cumulative("stablehlo.multiply", 1));
 TORCH_TPU_LOWERING(logcumsumexp, {"logcumsumexp", "logcumsumexp.out"},
                    cumulative(log_add_exp_region, -INFINITY));
+TORCH_TPU_LOWERING(cummax_helper, {"_cummax_helper"}, cumulative_extreme(true, 3));
+TORCH_TPU_LOWERING(cummin_helper, {"_cummin_helper"}, cumulative_extreme(false, 3));
+TORCH_TPU_GRAPH_LOWERING(cummax, {"cummax"}, cumulative_extreme(true, 1));
+TORCH_TPU_GRAPH_LOWERING(cummin, {"cummin"}, cumulative_extreme(false, 1));
 TORCH_TPU_LOWERING(nansum, {"nansum", "nansum.out"}, lower_nansum);
 TORCH_TPU_LOWERING(count_nonzero, {"count_nonzero.dim_IntList"}, lower_count_nonzero);
 

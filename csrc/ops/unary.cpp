@@ -3,6 +3,8 @@
 // floor, sign, ...) run in the input's promoted dtype.
 #include <cmath>
 #include <limits>
+#include <stdexcept>
+#include <vector>
 
 #include "ops/elementwise.h"
 
@@ -154,6 +156,42 @@ V lower_bitwise_not(Node& n) {
 }
 
 Value bessel_i1e(const Math& m, const Value& x) { return m.b.emit("chlo.bessel_i1e", {x}, "", x.type); }
+Value bessel_i1(const Math& m, const Value& x) { return m.mul(bessel_i1e(m, x), m.exp(m.abs(x))); }
+
+// `f`, rejecting bf16/f16 as PyTorch's CPU kernel `name` does.
+LowerFn no_half(const char* name, LowerFn f) {
+  return [name, f](Node& n) {
+    if (n.compute == DType::BF16 || n.compute == DType::F16) not_implemented(name, n.compute);
+    return f(n);
+  };
+}
+
+// exp(-|x|) I0(x), in f64 whatever the input: the power series sum (x^2/4)^k / (k!)^2
+// (positive terms, no cancellation) up to |x| = 20, where 36 terms reach f64 precision,
+// and Hankel's asymptotic series beyond, whose smallest term there is below 1e-16.
+Value bessel_i0e(const Math& m, const Value& x_in) {
+  hlo::Builder& b = m.b;
+  Value x = b.convert(x_in, DType::F64);
+  Value ax = m.abs(x);
+  Value q = m.div(m.mul(x, x), m.k(4, x));
+  Value term = m.k(1, x), series = m.k(1, x);
+  for (int k = 1; k < 36; ++k) {
+    term = m.mul(term, m.div(q, m.k(static_cast<double>(k) * k, x)));
+    series = m.add(series, term);
+  }
+  Value small = m.mul(series, m.exp(m.neg(ax)));
+  // a_k = ((2k - 1)!!)^2 / (k! 8^k), summed in powers of 1/|x| by Horner's rule.
+  std::vector<double> a{1};
+  for (int k = 1; k < 24; ++k) a.push_back(a.back() * (2.0 * k - 1) * (2.0 * k - 1) / (8.0 * k));
+  Value inv = m.div(m.k(1, x), ax);
+  Value poly = m.k(a.back(), x);
+  for (int k = static_cast<int>(a.size()) - 2; k >= 0; --k) poly = m.add(m.mul(poly, inv), m.k(a[k], x));
+  Value large = m.div(poly, m.b.unary("sqrt", m.mul(m.k(2 * 3.14159265358979323846, x), ax)));
+  return b.convert(m.sel(m.le(ax, m.k(20, x)), small, large), x_in.type.dtype);
+}
+
+// I0(x): the scaled function times exp(|x|) (NaN at +-inf, as PyTorch's kernel gives).
+Value bessel_i0(const Math& m, const Value& x) { return m.mul(bessel_i0e(m, x), m.exp(m.abs(x))); }
 
 // -x log x, 0 at 0, -inf below.
 Value entr(const Math& m, const Value& x) {
@@ -169,6 +207,51 @@ V lower_ndtri(Node& n) {
   Value p = arg_math(n, 0);
   Value t = m.sub(m.mul(m.k(2, p), p), m.k(1, p));
   return {m.mul(m.k(std::sqrt(2.0), p), n.b.emit("chlo.erf_inv", {t}, "", p.type))};
+}
+
+// frexp(self) -> (mantissa, exponent): x = mantissa * 2^exponent, |mantissa| in [0.5, 1),
+// read off the IEEE bits in integer arithmetic (XLA:CPU flushes subnormal floats to zero,
+// so float math would lose them): f64 as itself, every other float as f32 bits (bf16 by
+// a shift, which keeps its subnormals). Zero, inf and NaN give themselves and exponent 0,
+// as glibc's frexp does.
+V lower_frexp(Node& n) {
+  hlo::Builder& b = n.b;
+  const Value& in = n.in(0);
+  const DType dtype = in.type.dtype;
+  if (!hlo::is_float(dtype))
+    throw std::invalid_argument("torch.frexp() only supports floating-point dtypes");
+  const bool wide = dtype == DType::F64;
+  const DType float_t = wide ? DType::F64 : DType::F32, int_t = wide ? DType::S64 : DType::S32;
+  const int64_t width = wide ? 64 : 32, mbits = wide ? 52 : 23, bias = wide ? 1023 : 127;
+  const hlo::TensorType it{int_t, in.type.shape};
+  auto k = [&](int64_t v) { return b.broadcast_in_dim(b.constant_int(v, int_t), it.shape, {}); };
+  Value bits;
+  if (dtype == DType::BF16) {
+    Value half = b.convert(b.bitcast_convert(in, {DType::S16, in.type.shape}), DType::S32);
+    bits = b.binary("shift_left", half, k(16));
+  } else {
+    bits = b.bitcast_convert(b.convert(in, float_t), it);
+  }
+  const int64_t int_max = wide ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int32_t>::max();
+  const int64_t frac_mask = (int64_t{1} << mbits) - 1, half_field = (bias - 1) << mbits;
+  Value magnitude = b.binary("and", bits, k(int_max));
+  Value sign = b.binary("xor", bits, magnitude);
+  Value field = b.binary("shift_right_logical", magnitude, k(mbits));
+  Value frac = b.binary("and", magnitude, k(frac_mask));
+  // Normal numbers: replace the exponent field by bias - 1, putting the magnitude in [0.5, 1).
+  Value exponent = b.binary("subtract", field, k(bias - 1));
+  Value mantissa = b.binary("or", b.binary("or", sign, frac), k(half_field));
+  // Subnormals: the leading one of the fraction at bit p becomes the implicit bit.
+  Value p = b.binary("subtract", k(width - 1), b.unary("count_leading_zeros", frac));
+  Value shifted = b.binary("and", b.binary("shift_left", frac, b.binary("subtract", k(mbits), p)), k(frac_mask));
+  Value subnormal = b.compare(hlo::Compare::EQ, field, k(0));
+  exponent = b.select(subnormal, b.binary("add", p, k(2 - bias - mbits)), exponent);
+  mantissa = b.select(subnormal, b.binary("or", b.binary("or", sign, shifted), k(half_field)), mantissa);
+  Value special = b.binary("or", b.compare(hlo::Compare::EQ, magnitude, k(0)),
+                           b.compare(hlo::Compare::EQ, field, k(wide ? 0x7FF : 0xFF)));
+  Value m = b.select(special, b.convert(in, float_t), b.bitcast_convert(mantissa, {float_t, in.type.shape}));
+  exponent = b.select(special, k(0), exponent);
+  return {b.convert(m, n.out(0).dtype), b.convert(exponent, n.out(1).dtype)};
 }
 
 const double kLn2 = 0.693147180559945309417;
@@ -216,11 +299,15 @@ TORCH_TPU_LOWERING(sinc, {"sinc", "sinc_", "sinc.out"}, float_fn([](const Math& 
                      Value px = m.mul(x, m.k(kPi, x));
                      return m.sel(m.eq(x, m.k(0, x)), m.k(1, x), m.div(m.b.unary("sine", px), px));
                    }));
+TORCH_TPU_LOWERING(i0, {"i0", "i0_", "i0.out"}, float_fn(bessel_i0));
+TORCH_TPU_LOWERING(modified_bessel_i0, {"special_modified_bessel_i0", "special_modified_bessel_i0.out"},
+                   no_half("modified_bessel_i0_cpu", float_fn(bessel_i0)));
+TORCH_TPU_LOWERING(modified_bessel_i1, {"special_modified_bessel_i1", "special_modified_bessel_i1.out"},
+                   no_half("modified_bessel_i1_cpu", float_fn(bessel_i1)));
+TORCH_TPU_LOWERING(special_i0e, {"special_i0e", "special_i0e.out"}, float_fn(bessel_i0e));
 TORCH_TPU_LOWERING(special_i1e, {"special_i1e", "special_i1e.out"}, float_fn(bessel_i1e));
-TORCH_TPU_LOWERING(special_i1, {"special_i1", "special_i1.out"},
-                   float_fn([](const Math& m, const Value& x) {
-                     return m.mul(bessel_i1e(m, x), m.exp(m.abs(x)));
-                   }));
+TORCH_TPU_LOWERING(special_i1, {"special_i1", "special_i1.out"}, float_fn(bessel_i1));
+TORCH_TPU_LOWERING(frexp, {"frexp.Tensor", "frexp.Tensor_out"}, lower_frexp);
 TORCH_TPU_LOWERING(special_ndtri, {"special_ndtri", "special_ndtri.out"}, lower_ndtri);
 TORCH_TPU_LOWERING(special_entr, {"special_entr", "special_entr.out"}, float_fn(entr));
 // The argument of a real number: pi for negatives, NaN for NaN.

@@ -132,6 +132,21 @@ def test_interpolate():
             randn(1, 2, 4, 5, grad=True), backward=True)
 
 
+def test_bicubic_antialiased_and_unpool():
+    compare(lambda x: (F.interpolate(x, scale_factor=1.5, mode="bicubic"),
+                       F.interpolate(x, size=(3, 2), mode="bilinear", antialias=True),
+                       F.interpolate(x, size=(2, 7), mode="bicubic", antialias=True),
+                       F.max_unpool2d(*F.max_pool2d(x, 2, return_indices=True), 2,
+                                      output_size=x.shape[-2:])),
+            randn(1, 2, 5, 6, grad=True), backward=True)
+
+
+def test_cummax_frexp_and_bessel():
+    compare(lambda x: (*torch.cummax(x, 1), *torch.cummin(x, -1), *torch.frexp(x),
+                       torch.i0(x), torch.special.i0e(x)),
+            randn(3, 7, 5, grad=True), backward=True)
+
+
 def test_mingpt_forward_backward():
     sys.path[:0] = [str(EXAMPLES / "mingpt")]
     try:

@@ -1,6 +1,8 @@
 """Acceptance models: minGPT (examples/mingpt) and Hugging Face Llama / Qwen3 from tiny
 configs (examples/hf_tiny.py) train on tpu with the same per-step losses as on the CPU,
-generate the same greedy tokens, and run every op natively (no CPU fallback)."""
+generate the same greedy tokens, and run every op natively (no CPU fallback); the
+transformers Trainer fine-tunes the tiny Llama on tpu as it does on the CPU
+(examples/hf_trainer.py)."""
 
 import copy
 import sys
@@ -16,6 +18,7 @@ sys.path[:0] = [str(EXAMPLES), str(EXAMPLES / "mingpt")]
 
 import data as mingpt_data  # noqa: E402
 import hf_tiny  # noqa: E402
+import hf_trainer  # noqa: E402
 import train as mingpt_train  # noqa: E402
 
 # f32 on both devices; the tolerance is the issue's acceptance bar for per-step losses.
@@ -123,3 +126,24 @@ def test_module_to_tpu_and_back_keeps_shared_parameters():
     assert head.weight is embedding.weight and head.weight.device.type == "tpu"
     modules.to("cpu")
     assert head.weight is embedding.weight and head.weight.device.type == "cpu"
+
+
+def test_hf_trainer_fine_tunes_on_tpu_like_cpu(monkeypatch, tmp_path):
+    from accelerate.state import AcceleratorState
+
+    # The device selection Hugging Face documents for devices Accelerate does not detect.
+    monkeypatch.setenv("ACCELERATE_TORCH_DEVICE", "tpu")
+    AcceleratorState._reset_state(reset_partial_state=True)
+    torch_tpu.metrics.reset()
+    trainer, tpu_losses = hf_trainer.fine_tune("tpu", steps=6, output_dir=str(tmp_path / "tpu"))
+    assert trainer.args.device.type == "tpu"
+    assert {p.device.type for p in trainer.model.parameters()} == {"tpu"}
+    assert_native()
+    assert torch_tpu.metrics.snapshot()["executions"] > 0
+    assert tpu_losses[-1] < tpu_losses[0] - 0.3
+
+    monkeypatch.delenv("ACCELERATE_TORCH_DEVICE")
+    AcceleratorState._reset_state(reset_partial_state=True)
+    _, cpu_losses = hf_trainer.fine_tune("cpu", steps=6, output_dir=str(tmp_path / "cpu"))
+    AcceleratorState._reset_state(reset_partial_state=True)
+    torch.testing.assert_close(torch.tensor(tpu_losses), torch.tensor(cpu_losses), **LOSS_TOL)

@@ -222,11 +222,12 @@ OPTIMIZERS = [
 
 
 def run_steps(opt_cls, kwargs, tpu_kwargs, mode=dict(foreach=True)):
-    """Four steps on CPU and on tpu; returns the tpu programs of the last step."""
+    """Four steps on CPU and on tpu (`tpu_kwargs` added to or replacing `kwargs` there);
+    returns the tpu programs of the last step."""
     cpu_model = small_model()
     tpu_model = copy.deepcopy(cpu_model).to("tpu")
     cpu_opt = opt_cls(cpu_model.parameters(), **mode, **kwargs)
-    tpu_opt = opt_cls(tpu_model.parameters(), **mode, **kwargs, **tpu_kwargs)
+    tpu_opt = opt_cls(tpu_model.parameters(), **{**mode, **kwargs, **tpu_kwargs})
     g = torch.Generator().manual_seed(1)
     for _ in range(4):
         x = torch.randn(8, 6, generator=g)
@@ -268,11 +269,39 @@ def test_fused_adam_is_one_program_and_matches_cpu(opt_cls, kwargs):
     assert run_steps(opt_cls, kwargs, {}, mode=dict(fused=True)) == 1
 
 
-def test_fused_adam_with_grad_scaler_skips_overflows_like_cpu():
+@pytest.mark.parametrize("opt_cls, kwargs, programs", [
+    (torch.optim.SGD, dict(lr=0.1), 1),
+    (torch.optim.SGD, dict(lr=0.05, momentum=0.9, weight_decay=0.01, dampening=0.1), 1),
+    (torch.optim.SGD, dict(lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.1, maximize=True), 1),
+    (torch.optim.Adagrad, dict(lr=0.1), 2),
+    (torch.optim.Adagrad, dict(lr=0.1, lr_decay=0.05, weight_decay=0.1, eps=1e-6, maximize=True), 2),
+], ids=["sgd", "sgd-momentum", "sgd-nesterov-maximize", "adagrad", "adagrad-decay"])
+def test_fused_sgd_and_adagrad_are_one_program_and_match_cpu(opt_cls, kwargs, programs):
+    # Adagrad counts the step in a program of its own, as Adam does.
+    assert run_steps(opt_cls, kwargs, {}, mode=dict(fused=True)) == programs
+
+
+@pytest.mark.parametrize("opt_cls, kwargs", [
+    (torch.optim.SGD, dict(momentum=0.9)), (torch.optim.Adagrad, dict(lr_decay=0.01)),
+    (torch.optim.Adam, dict(amsgrad=True)), (torch.optim.AdamW, dict(weight_decay=0.05)),
+], ids=["sgd", "adagrad", "adam", "adamw"])
+@pytest.mark.parametrize("lr_device", ["cpu", "tpu"])
+def test_fused_steps_with_a_tensor_lr_match_cpu(opt_cls, kwargs, lr_device):
+    # The .tensor_lr overloads: the lr tensor may live on the CPU or on the device.
+    run_steps(opt_cls, dict(lr=torch.tensor(0.02), **kwargs),
+              dict(lr=torch.tensor(0.02, device=lr_device)), mode=dict(fused=True))
+
+
+@pytest.mark.parametrize("make_opt", [
+    lambda params: torch.optim.AdamW(params, lr=0.01, fused=True),
+    lambda params: torch.optim.SGD(params, lr=0.01, momentum=0.9, fused=True),
+    lambda params: torch.optim.Adagrad(params, lr=0.05, fused=True),
+], ids=["adamw", "sgd", "adagrad"])
+def test_fused_step_with_grad_scaler_skips_overflows_like_cpu(make_opt):
     runs = []
     for device in ("cpu", "tpu"):
         model = small_model().to(device)
-        opt = torch.optim.AdamW(model.parameters(), lr=0.01, fused=True)
+        opt = make_opt(model.parameters())
         scaler = torch.amp.GradScaler(device, init_scale=2.0 ** 8, growth_interval=2)
         g = torch.Generator().manual_seed(2)
         for step in range(4):

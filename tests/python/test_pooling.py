@@ -94,3 +94,22 @@ def test_max_pool_integers_with_padding(dtype):
     out_c = torch.nn.functional.max_pool2d(x, 3, stride=2, padding=1)
     out_t = torch.nn.functional.max_pool2d(x.to("tpu"), 3, stride=2, padding=1)
     assert torch.equal(out_t.cpu(), out_c)
+
+
+@pytest.mark.parametrize("dim,shape,kw", [
+    (2, (2, 3, 7, 9), dict(kernel_size=2)),
+    (2, (1, 3, 6, 4), dict(kernel_size=2)),
+    (2, (1, 2, 8, 5), dict(kernel_size=(3, 2), stride=(2, 1), padding=1)),
+    (3, (1, 2, 5, 6, 7), dict(kernel_size=2)),
+    (3, (2, 1, 4, 5, 3), dict(kernel_size=(2, 3, 1), stride=(2, 2, 1), padding=(1, 1, 0))),
+], ids=["2d", "2d-even", "2d-overlap-pad", "3d", "3d-pad"])
+def test_max_unpool(dim, shape, kw):
+    pool, unpool = getattr(F, f"max_pool{dim}d"), getattr(F, f"max_unpool{dim}d")
+    x = r(*shape)
+    size = shape[-dim:]
+    check(lambda v: unpool(*pool(v, return_indices=True, **kw), output_size=size, **kw), x,
+          tol=tolerance(torch.float32))
+    if all(s % 2 == 0 for s in size) and kw == dict(kernel_size=2):
+        # Without output_size: the size the pooling parameters give back.
+        check(lambda v: unpool(*pool(v, return_indices=True, **kw), **kw), x,
+              tol=tolerance(torch.float32))

@@ -326,3 +326,54 @@ def test_histc_integer_routing_counts():
     want = torch.bincount(ids, minlength=6).to(torch.int32)
     assert got.dtype == torch.int32
     assert torch.equal(got.cpu(), want)
+
+
+@pytest.mark.parametrize("dtype", ALL)
+@pytest.mark.parametrize("op", ["cummax", "cummin"])
+def test_cummax_cummin(op, dtype):
+    fn = getattr(torch, op)
+    # Odd sizes, small integer values so ties are common (the later index wins).
+    x = torch.randint(-3, 4, (3, 7, 5), generator=torch.Generator().manual_seed(1)).to(dtype)
+    if dtype.is_floating_point:
+        x[0, 2, 1], x[1, 4, 3], x[2, 0, 0] = math.nan, math.nan, -math.inf
+        x[2, 5, 0] = math.nan
+    t = x.to("tpu")
+    for dim in (0, 1, -1):
+        values, indices = fn(t, dim)
+        want_values, want_indices = fn(x, dim)
+        assert_same(values, want_values, equal_nan=True)
+        assert_same(indices, want_indices)
+    values, indices = torch.empty(0, dtype=dtype, device="tpu"), torch.empty(0, dtype=torch.int64, device="tpu")
+    fn(t, 2, out=(values, indices))
+    assert_same(indices, fn(x, 2)[1])
+    for shape in ((), (0, 3)):
+        y = rand(shape, dtype, 2)
+        assert_same(fn(y.to("tpu"), 0)[1], fn(y, 0)[1])
+
+
+@pytest.mark.parametrize("op", ["cummax", "cummin"])
+def test_cummax_cummin_gradients(op):
+    x = torch.randn(4, 9, generator=torch.Generator().manual_seed(5))
+    x[1, 3:6] = 0.25  # ties: the gradient goes to the later index
+    grad_check(lambda v: getattr(torch, op)(v, 1), x)
+    grad_check(lambda v: getattr(torch, op)(v.t(), 0), x)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8])
+@pytest.mark.parametrize("weights", [None, torch.float32, torch.float64, torch.float16])
+@pytest.mark.parametrize("size,minlength", [(37, 0), (37, 20), (0, 3), (1, 0)])
+def test_bincount(dtype, weights, size, minlength):
+    g = torch.Generator().manual_seed(size)
+    x = torch.randint(0, 9, (size,), generator=g).to(dtype)
+    w = None if weights is None else torch.randn(size, generator=g).to(weights)
+    want = torch.bincount(x, w, minlength)
+    got = torch.bincount(x.to("tpu"), None if w is None else w.to("tpu"), minlength)
+    assert_same(got, want, **tol(want.dtype))
+
+
+def test_bincount_rejects_bad_input_like_cpu():
+    for bad in (torch.tensor([1, -1]), torch.tensor([[1, 2]]), torch.tensor([0.5])):
+        with pytest.raises(RuntimeError, match="bincount only supports"):
+            torch.bincount(bad.to("tpu"))
+    with pytest.raises(RuntimeError, match="same length"):
+        torch.bincount(torch.tensor([1, 2], device="tpu"), torch.ones(3, device="tpu"))

@@ -80,7 +80,8 @@ def test_float_unary_f16(name):
 
 
 SPECIAL_OPS = {"i1": "any", "i1e": "any", "ndtri": "open01", "entr": "any", "expit": "any",
-               "psi": "pos", "gammaln": "pos"}
+               "psi": "pos", "gammaln": "pos", "i0": "any", "i0e": "any",
+               "modified_bessel_i0": "any", "modified_bessel_i1": "any"}
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64, torch.int64])
@@ -218,3 +219,51 @@ def test_isinf_isfinite_on_integers_and_floats():
         x = cpu.to("tpu")
         for fn in (torch.isinf, torch.isfinite, torch.isnan, torch.isposinf, torch.isneginf):
             assert_same(fn(x), fn(cpu))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+def test_frexp(dtype):
+    info = torch.finfo(dtype)
+    special = [0.0, -0.0, 1.0, -1.0, 0.5, 0.75, 3.0, -1024.5, info.max, -info.max, info.tiny,
+               info.smallest_normal * 0.25, -info.smallest_normal * 0.5, info.eps]
+    x = torch.cat([torch.tensor(special, dtype=torch.float64).to(dtype),
+                   (torch.randn(7, 5, generator=torch.Generator().manual_seed(0)) * 100).to(dtype).flatten()])
+    mantissa, exponent = torch.frexp(x.to("tpu"))
+    want_mantissa, want_exponent = torch.frexp(x)
+    assert_same(mantissa, want_mantissa, rtol=0, atol=0)
+    assert_same(exponent, want_exponent)
+    out = (torch.empty(0, dtype=dtype, device="tpu"), torch.empty(0, dtype=torch.int32, device="tpu"))
+    torch.frexp(x.to("tpu"), out=out)
+    assert_same(out[0], want_mantissa, rtol=0, atol=0)
+
+
+def test_frexp_rejects_integers():
+    with pytest.raises(RuntimeError, match="floating-point"):
+        torch.frexp(torch.arange(3, device="tpu"))
+
+
+def test_sgn_backward_of_reals_is_zero_like_cpu():
+    # Autograd builds sgn's gradient of a real input with _efficientzerotensor.
+    x = torch.tensor([-2.0, 0.0, 3.0, math.nan, -0.0])
+    grads = []
+    for device in ("cpu", "tpu"):
+        z = x.clone().to(device).requires_grad_()
+        (torch.sgn(z) * 2 + z * 3).sum().backward()  # the zero gradient added to another
+        grads.append(z.grad)
+    assert_same(grads[1], grads[0])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_bessel_i0_over_its_range(dtype):
+    # Both sides of the switch from the power series to the asymptotic series at |x| = 20.
+    x = torch.cat([torch.linspace(-60, 60, 241, dtype=torch.float64),
+                   torch.tensor([19.999, 20.0, 20.001, -20.001, 85.0, 300.0, -700.0])]).to(dtype)
+    same_or_same_error(torch.special.i0e, x, **tol(dtype))
+    same_or_same_error(torch.i0, x[x.abs() < 85], **tol(dtype))
+    cpu = x[x.abs() < 60].clone().requires_grad_()
+    tpu = cpu.detach().to("tpu").requires_grad_()
+    for fn in (torch.i0, torch.special.i0e):
+        cpu.grad = tpu.grad = None
+        fn(cpu).sum().backward()
+        fn(tpu).sum().backward()
+        assert_same(tpu.grad, cpu.grad, **tol(dtype))

@@ -1,5 +1,5 @@
-"""Nearest, nearest-exact and (bi/tri)linear upsampling against CPU, values and input
-gradients, with sizes and with scale factors."""
+"""Nearest, nearest-exact, (bi/tri)linear, bicubic and antialiased upsampling against CPU,
+values and input gradients, with sizes and with scale factors."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -59,3 +59,31 @@ def test_channels_last_and_views():
           prep=lambda t: t.contiguous(memory_format=torch.channels_last), tol=TOL)
     check(lambda x: F.interpolate(x[:, :, ::2], size=(5, 5), mode="nearest"), r(1, 3, 8, 4),
           tol=TOL)
+
+
+CASES_2D = [c for c in CASES if len(c[0]) == 4] + [
+    ((1, 3, 9, 11), dict(size=(4, 3))),          # shrinking: antialiasing widens the filter
+    ((2, 1, 13, 7), dict(scale_factor=(0.3, 0.6))),
+    ((1, 1, 5, 5), dict(size=(5, 5))),
+]
+
+
+@pytest.mark.parametrize("shape,kw", CASES_2D)
+@pytest.mark.parametrize("align_corners", [False, True])
+@pytest.mark.parametrize("mode,antialias", [("bicubic", False), ("bilinear", True),
+                                            ("bicubic", True)],
+                         ids=["bicubic", "bilinear-aa", "bicubic-aa"])
+def test_bicubic_and_antialiased(shape, kw, align_corners, mode, antialias):
+    check(lambda x: F.interpolate(x, mode=mode, align_corners=align_corners,
+                                  antialias=antialias, **kw), r(*shape), tol=TOL)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float64])
+def test_bicubic_and_antialiased_dtypes(dtype):
+    x = r(1, 2, 7, 6, dtype=dtype)
+    # PyTorch's CPU kernels have no bf16 antialiasing to compare with.
+    modes = [("bicubic", False)] + ([] if dtype == torch.bfloat16 else
+                                    [("bilinear", True), ("bicubic", True)])
+    for mode, antialias in modes:
+        check(lambda x: F.interpolate(x, size=(4, 9), mode=mode, antialias=antialias), x,
+              tol=tolerance(dtype))
