@@ -67,6 +67,11 @@ def hf_greedy(path: str, prompts: list[str], max_new_tokens: int) -> list[list[i
     return out
 
 
+# Bounds of the server tests' waits, in seconds.
+SERVER_STARTUP_TIMEOUT = 600
+REQUEST_TIMEOUT = 120
+
+
 def free_port() -> int:
     import socket
 
@@ -76,7 +81,8 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def running_server(cmd: list[str], log: pathlib.Path, base: str, timeout: float = 600,
+def running_server(cmd: list[str], log: pathlib.Path, base: str,
+                   timeout: float = SERVER_STARTUP_TIMEOUT,
                    env: dict | None = None):
     """Starts `cmd` (an engine's HTTP server) in its own process group with its output
     in `log`, waits (at most `timeout` s) until `base`/health answers 200, yields the

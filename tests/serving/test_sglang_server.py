@@ -12,10 +12,9 @@ import pytest
 pytest.importorskip("sglang")
 requests = pytest.importorskip("requests")
 
-from conftest import PROMPTS, free_port, hf_greedy, running_server  # noqa: E402
+from conftest import (  # noqa: E402
+    PROMPTS, REQUEST_TIMEOUT, free_port, hf_greedy, running_server)
 
-STARTUP_TIMEOUT = 600
-REQUEST_TIMEOUT = 120
 MAX_TOKENS = 8
 
 
@@ -28,10 +27,11 @@ def server(model_dir, tmp_path_factory):
     cmd = [sys.executable, "-P", "-m", "sglang.launch_server", "--model-path", path,
            "--device", "tpu", "--host", "127.0.0.1", "--port", str(port),
            "--dtype", "float32", "--context-length", "128", "--max-total-tokens", "2048",
-           "--max-running-requests", "8", "--random-seed", "0", "--log-level", "warning"]
+           "--max-running-requests", "8", "--random-seed", "0", "--log-level", "warning",
+           "--skip-server-warmup"]
     env = {**os.environ, "SGLANG_PLATFORM": "tpu"}
     base = f"http://127.0.0.1:{port}"
-    with running_server(cmd, log, base, STARTUP_TIMEOUT, env) as proc:
+    with running_server(cmd, log, base, env=env) as proc:
         yield base, path, proc
 
 

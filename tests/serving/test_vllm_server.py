@@ -16,11 +16,10 @@ import pytest
 pytest.importorskip("vllm")
 requests = pytest.importorskip("requests")
 
-from conftest import PROMPTS, free_port, hf_greedy, running_server  # noqa: E402
+from conftest import (  # noqa: E402
+    PROMPTS, REQUEST_TIMEOUT, free_port, hf_greedy, running_server)
 
 MAX_MODEL_LEN = 128
-STARTUP_TIMEOUT = 600
-REQUEST_TIMEOUT = 120
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +33,7 @@ def server(model_dir, tmp_path_factory):
            "--max-num-seqs", "16", "--max-num-batched-tokens", "256",
            "--kv-cache-memory-bytes", str(32 << 20), "--seed", "0"]
     base = f"http://127.0.0.1:{port}"
-    with running_server(cmd, log, base, STARTUP_TIMEOUT) as proc:
+    with running_server(cmd, log, base) as proc:
         yield base, path, proc
 
 
