@@ -24,9 +24,9 @@ def greedy_params(max_tokens=MAX_TOKENS):
 @pytest.fixture(scope="module")
 def engine(model_dir):
     path = model_dir("llama")
-    # chunked_prefill_size 32: the longest prompts (~40 tokens) prefill in chunks.
+    # chunked_prefill_size 16: the prompts of 23 and 30 tokens prefill in chunks.
     llm = sgl.Engine(model_path=path, device="tpu", dtype="float32", random_seed=0,
-                     context_length=128, max_total_tokens=2048, chunked_prefill_size=32,
+                     context_length=128, max_total_tokens=2048, chunked_prefill_size=16,
                      max_running_requests=8, log_level="warning")
     yield llm, path
     llm.shutdown()
