@@ -1,7 +1,8 @@
 """`python -m sglang.launch_server --device tpu` on 127.0.0.1 with a tiny Qwen3:
 OpenAI-compatible completions give the tokens Hugging Face gives on the CPU, for
-single and concurrent requests, and chat completions answer. Every wait is bounded;
-the server's process group is killed at the end."""
+single and concurrent requests, streamed or not; chat completions answer; a prompt
+longer than the context gets HTTP 400 and the server keeps serving. Every wait is
+bounded; the server's process group is killed at the end."""
 
 import concurrent.futures
 import os
@@ -78,3 +79,30 @@ def test_chat_completion(server):
     r = requests.post(base + "/v1/chat/completions", json=body, timeout=REQUEST_TIMEOUT)
     assert r.status_code == 200, r.text
     assert r.json()["choices"][0]["message"]["content"]
+
+
+def test_streaming_completion(server):
+    import json
+
+    base, path, _ = server
+    whole, _ = complete_ids(base, path, PROMPTS[1])
+    body = {"model": path, "prompt": PROMPTS[1], "max_tokens": MAX_TOKENS,
+            "min_tokens": MAX_TOKENS, "temperature": 0.0, "stream": True}
+    pieces = []
+    with requests.post(base + "/v1/completions", json=body, stream=True,
+                       timeout=REQUEST_TIMEOUT) as r:
+        assert r.status_code == 200
+        for line in r.iter_lines():
+            if line.startswith(b"data: ") and line != b"data: [DONE]":
+                pieces.append(json.loads(line[6:])["choices"][0]["text"])
+    assert len([p for p in pieces if p]) > 1  # it streamed
+    assert "".join(pieces) == whole
+
+
+def test_too_long_prompt_is_400_and_server_survives(server):
+    base, path, proc = server
+    body = {"model": path, "prompt": "fox " * 300, "max_tokens": 4}
+    r = requests.post(base + "/v1/completions", json=body, timeout=REQUEST_TIMEOUT)
+    assert r.status_code == 400, r.text
+    assert proc.poll() is None
+    assert complete_ids(base, path, "Hello")[1] == MAX_TOKENS
