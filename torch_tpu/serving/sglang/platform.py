@@ -44,8 +44,8 @@ class TpuSRTPlatform(SRTPlatform):
                            server_args.page_size)
         server_args.page_size = 1
         # The overlap scheduler prepares the next batch while the device runs the
-        # current one, handing tokens over through CUDA streams and events; here the
-        # step loop is synchronous.
+        # current one, on a second device stream with events between them; on tpu
+        # the step loop is kept synchronous (the overlap path is not validated here).
         server_args.disable_overlap_schedule = True
         # Device graphs are CUDA's; the step runs as tpu programs instead.
         server_args.disable_cuda_graph = True
