@@ -4,11 +4,11 @@
 # one). Idempotent: a venv whose stamp matches is left as it is; the engine wheels built
 # from source are kept in a wheelhouse, so a rebuilt venv installs in seconds.
 #
-#   bash scripts/serving_venvs.sh [vllm]     (default: every engine below)
+#   bash scripts/serving_venvs.sh [vllm] [sglang]     (default: every engine below)
 #
-# SGLang is not here yet: sglang 0.5.21 requires CUDA-only packages (cuda-tile is a
-# placeholder that downloads from NVIDIA's index at install time), so it needs a
-# curated dependency set.
+# SGLang 0.5.21 declares CUDA-only requirements (flashinfer, sglang-kernel, cuda-python,
+# cuda-tile, a placeholder that downloads from NVIDIA's index at install time): it is
+# installed with --no-deps, beside the curated set in scripts/serving-sglang-constraints.txt.
 #
 # Venvs go to $TORCH_TPU_SERVING_VENVS (default /work/venvs): outside the repository, so
 # that fresh clones (CI) reuse them. They see the system site-packages, where torch
@@ -21,15 +21,17 @@ root=${TORCH_TPU_SERVING_VENVS:-/work/venvs}
 wheels=$root/wheels
 mkdir -p "$wheels"
 engines=("$@")
-[ ${#engines[@]} -gt 0 ] || engines=(vllm)
+[ ${#engines[@]} -gt 0 ] || engines=(vllm sglang)
 
 VLLM_VERSION=0.32.0
+SGLANG_VERSION=0.5.21
+TORCHVISION_VERSION=0.28.0  # the release paired with torch 2.13.0
 # What the tests need besides the engine; torch is pinned so pip never swaps in another
 # build (an unpinned resolve would pull a multi-GB CUDA torch).
 COMMON=("torch==2.13.0" pytest requests)
 
 # A venv is rebuilt when this script or its constraints change.
-stamp_of() { echo "$1 $(cat "$self" scripts/serving-*-constraints.txt | sha256sum | cut -c1-16)"; }
+stamp_of() { echo "$1 $(cat "$self" scripts/serving-*-constraints.txt scripts/serving_torchvision_without_ops.py | sha256sum | cut -c1-16)"; }
 
 make_venv() {  # name
   local venv=$root/$1 site
@@ -76,6 +78,45 @@ build_vllm() {
   fi
   stamp_of vllm > "$venv/.stamp"
   echo "vllm venv ready: $venv"
+}
+
+# Installs the pinned requirements `pins` (a file) plus `extra` into a venv, from the
+# wheelhouse alone when it has them all, else from the index, then caches them.
+install_pinned() {  # venv pins [extra...]
+  local venv=$1 pins=$2; shift 2
+  local install=("$venv/bin/pip" install -q -r "$pins" "$@")
+  if ! "${install[@]}" --no-index --find-links "$wheels" 2> /dev/null; then
+    "${install[@]}"
+    "$venv/bin/pip" download -q --no-deps -d "$wheels" -r "$pins"
+  fi
+}
+
+build_sglang() {
+  local venv=$root/sglang site
+  make_venv sglang
+  if [ "$(cat "$venv/.stamp" 2>/dev/null)" = "$(stamp_of sglang)" ]; then
+    echo "sglang venv up to date: $venv"; return
+  fi
+  local pkg
+  for pkg in "sglang==$SGLANG_VERSION" "torchvision==$TORCHVISION_VERSION"; do
+    ls "$wheels/${pkg%%==*}-${pkg##*==}-"*.whl > /dev/null 2>&1 ||
+      "$venv/bin/pip" download -q --no-deps -d "$wheels" "$pkg"
+  done
+  "$venv/bin/pip" install -q --no-deps --no-index --find-links "$wheels" \
+    "sglang==$SGLANG_VERSION" "torchvision==$TORCHVISION_VERSION"
+  # pip's resolver then lists SGLang's CUDA-only requirements as missing: expected.
+  install_pinned "$venv" scripts/serving-sglang-constraints.txt "${COMMON[@]}" \
+    2> >(grep -v -e "^sglang $SGLANG_VERSION requires" -e "^ERROR: pip's dependency resolver" >&2)
+  # Test environment only (never torch_tpu itself): SGLang imports transformers' image
+  # processors, which need torchvision, and PyPI's torchvision 0.28.0 is a CUDA build
+  # whose compiled ops cannot load with the CPU torch used here. This hook (see the
+  # file) lets torchvision's Python code import without them.
+  site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  cp scripts/serving_torchvision_without_ops.py "$site/_torch_tpu_test_torchvision_without_ops.py"
+  echo "import _torch_tpu_test_torchvision_without_ops as m; m.install()" \
+    > "$site/_torch_tpu_test_torchvision_without_ops.pth"
+  stamp_of sglang > "$venv/.stamp"
+  echo "sglang venv ready: $venv"
 }
 
 for engine in "${engines[@]}"; do

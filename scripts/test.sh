@@ -52,9 +52,17 @@ TORCH_TPU_EAGER_MODE=fused "$python" -P -m pytest -q tests/python "$@"
 # engine's venv (scripts/serving_venvs.sh), which sees this torch_tpu through the
 # system site-packages.
 "$python" -P -m pytest -q tests/serving/test_paged_attention.py
-venv=${TORCH_TPU_SERVING_VENVS:-/work/venvs}/vllm
+venvs=${TORCH_TPU_SERVING_VENVS:-/work/venvs}
+venv=$venvs/vllm
 if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import vllm" 2> /dev/null; then
-  "$venv/bin/python" -P -m pytest -q -p no:cacheprovider tests/serving
+  "$venv/bin/python" -P -m pytest -q -p no:cacheprovider tests/serving --ignore-glob='*sglang*'
 else
   echo "vLLM serving tests SKIPPED: no vLLM venv at $venv (bash scripts/serving_venvs.sh builds it)"
+fi
+venv=$venvs/sglang
+if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import importlib.util as u, sys; sys.exit(u.find_spec('sglang') is None)" 2> /dev/null; then
+  "$venv/bin/python" -P -m pytest -q -p no:cacheprovider tests/serving/test_sglang_offline.py \
+    tests/serving/test_sglang_server.py
+else
+  echo "SGLang serving tests SKIPPED: no SGLang venv at $venv (bash scripts/serving_venvs.sh builds it)"
 fi

@@ -5,9 +5,13 @@ These tests run in an engine's venv (scripts/serving_venvs.sh); the engine-speci
 files skip when their engine is not importable, the paged-attention tests run anywhere.
 """
 
+import contextlib
 import os
 import pathlib
+import signal
+import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -61,3 +65,57 @@ def hf_greedy(path: str, prompts: list[str], max_new_tokens: int) -> list[list[i
                                  min_new_tokens=max_new_tokens, pad_token_id=tok.pad_token_id)
         out.append(gen[0, ids.shape[1]:].tolist())
     return out
+
+
+# Bounds of the server tests' waits, in seconds.
+SERVER_STARTUP_TIMEOUT = 600
+REQUEST_TIMEOUT = 120
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def running_server(cmd: list[str], log: pathlib.Path, base: str,
+                   timeout: float = SERVER_STARTUP_TIMEOUT,
+                   env: dict | None = None):
+    """Starts `cmd` (an engine's HTTP server) in its own process group with its output
+    in `log`, waits (at most `timeout` s) until `base`/health answers 200, yields the
+    process, and kills its whole process group at the end."""
+    import requests
+
+    with open(log, "w") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True, env=env)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"{cmd[0]} exited with {proc.returncode}:\n"
+                            + log.read_text()[-5000:])
+            try:
+                if requests.get(base + "/health", timeout=5).status_code == 200:
+                    break
+            except requests.ConnectionError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"{cmd[0]} did not become healthy:\n" + log.read_text()[-5000:])
+            time.sleep(2)
+        yield proc
+    finally:
+        # The server's process group: the HTTP server and its engine processes.
+        for sig, wait in ((signal.SIGTERM, 60), (signal.SIGKILL, 30)):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:  # the group is gone
+                break
+            try:
+                proc.wait(timeout=wait)
+                break
+            except subprocess.TimeoutExpired:
+                pass

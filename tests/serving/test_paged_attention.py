@@ -109,3 +109,20 @@ def test_same_buckets_compile_nothing_new():
     out, _ = run(case, "tpu")
     assert torch_tpu.metrics.snapshot()["compiles"] == before
     torch.testing.assert_close(out, reference(case, D ** -0.5), atol=1e-5, rtol=1e-5)
+
+
+def test_table_rows_select_each_requests_row():
+    """An engine's whole table of request slots (SGLang's req_to_token), each request
+    reading its own row (`table_rows`), gives the same attention as a per-batch table."""
+    case = make_case(MIXED, seed=4, num_tokens=16)
+    rows = np.array([6, 2, 7, 0])
+    table = torch.zeros_like(case["table"])
+    table[torch.from_numpy(rows)] = case["table"][: len(rows)]
+    cache = case["cache"].to("tpu")
+    batch = pa.build_batch(case["qsl"], case["seq_lens"], table.to("tpu"),
+                           case["slot_mapping"].to("tpu"), 16, BLOCK, torch.device("tpu"),
+                           table_rows=rows)
+    pa.write_kv(cache, case["key"].to("tpu"), case["value"].to("tpu"), batch.slot_mapping)
+    out = pa.paged_attention(case["query"].to("tpu"), cache, batch, D ** -0.5)
+    torch.testing.assert_close(out.cpu()[: case["qsl"][-1]], reference(case, D ** -0.5),
+                               atol=1e-5, rtol=1e-5)

@@ -22,9 +22,10 @@ MAX_MODEL_LEN = 64  # small buckets keep the warm-up short: widths 1, 2, 4 block
 
 
 def make_llm(path, eager, kv_bytes=16 << 20, **kw):
-    return vllm.LLM(model=path, dtype="float32", enforce_eager=eager,
-                    max_model_len=MAX_MODEL_LEN, max_num_seqs=8,
-                    max_num_batched_tokens=64, kv_cache_memory_bytes=kv_bytes, seed=0, **kw)
+    args = dict(model=path, dtype="float32", enforce_eager=eager,
+                max_model_len=MAX_MODEL_LEN, max_num_seqs=8, max_num_batched_tokens=64,
+                kv_cache_memory_bytes=kv_bytes, seed=0)
+    return vllm.LLM(**{**args, **kw})
 
 
 def greedy(llm, prompts, max_tokens=MAX_TOKENS):
@@ -105,3 +106,29 @@ def test_kv_cache_exhaustion_preempts_and_finishes(model_dir):
     assert metrics["vllm:num_preemptions"].value > 0
     want = hf_greedy(path, PROMPTS, 20)
     assert got == [want[2], want[4]] * 4
+
+
+def test_prefix_caching_and_chunked_prefill(model_dir):
+    """Greedy tokens with prefix caching and chunked prefill (16-token steps split the
+    longer prompts; a second round, and a prompt extending another, read cached
+    prefixes) equal those with both off, and HF's."""
+    path = model_dir("llama")
+    prompts = PROMPTS + [PROMPTS[2] + " The quick brown fox."]
+
+    def run(**kw):
+        llm = make_llm(path, eager=True, disable_log_stats=False, **kw)
+        try:
+            first = greedy(llm, prompts)
+            second = greedy(llm, prompts[::-1])[::-1]
+            metrics = {m.name: m for m in llm.get_metrics()}
+        finally:
+            del llm
+        return first, second, metrics
+
+    plain, plain_again, _ = run(enable_prefix_caching=False, enable_chunked_prefill=False)
+    cached, cached_again, metrics = run(enable_prefix_caching=True,
+                                        enable_chunked_prefill=True,
+                                        max_num_batched_tokens=16)
+    assert metrics["vllm:prefix_cache_hits"].value > 0
+    assert plain == plain_again == cached == cached_again
+    assert plain == hf_greedy(path, prompts, MAX_TOKENS)

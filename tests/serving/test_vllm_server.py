@@ -8,9 +8,6 @@ import concurrent.futures
 import json
 import os
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 import time
 
@@ -19,17 +16,10 @@ import pytest
 pytest.importorskip("vllm")
 requests = pytest.importorskip("requests")
 
-from conftest import PROMPTS, hf_greedy  # noqa: E402
+from conftest import (  # noqa: E402
+    PROMPTS, REQUEST_TIMEOUT, free_port, hf_greedy, running_server)
 
 MAX_MODEL_LEN = 128
-STARTUP_TIMEOUT = 600
-REQUEST_TIMEOUT = 120
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -42,33 +32,9 @@ def server(model_dir, tmp_path_factory):
            "--dtype", "float32", "--max-model-len", str(MAX_MODEL_LEN),
            "--max-num-seqs", "16", "--max-num-batched-tokens", "256",
            "--kv-cache-memory-bytes", str(32 << 20), "--seed", "0"]
-    with open(log, "w") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
     base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + STARTUP_TIMEOUT
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"vllm serve exited with {proc.returncode}:\n"
-                            + log.read_text()[-5000:])
-            try:
-                if requests.get(base + "/health", timeout=5).status_code == 200:
-                    break
-            except requests.ConnectionError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail("vllm serve did not become healthy:\n" + log.read_text()[-5000:])
-            time.sleep(2)
+    with running_server(cmd, log, base) as proc:
         yield base, path, proc
-    finally:
-        # The server's process group: the API server and its engine-core child.
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=60)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=30)
 
 
 def complete(base, path, prompt, max_tokens=8, **kw):

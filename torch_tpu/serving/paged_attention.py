@@ -74,13 +74,15 @@ def _full(t: torch.Tensor) -> torch.Tensor:
 def build_batch(query_start_loc: np.ndarray, seq_lens: np.ndarray,
                 block_table: torch.Tensor, slot_mapping: torch.Tensor,
                 num_tokens: int, block_size: int, device: torch.device,
-                min_blocks: int = 1) -> PagedBatch:
+                min_blocks: int = 1, table_rows: np.ndarray | None = None) -> PagedBatch:
     """Describes a batch from host metadata: `query_start_loc` ([R+1]) and `seq_lens`
     ([R], context length including this step's tokens) as numpy arrays; `block_table`
     ([>=R, max_blocks]) and `slot_mapping` ([>= num_actual], -1 for padding) as device
     tensors, possibly views of larger buffers. `num_tokens` (T) is the padded token
     count; the width W is the blocks of the longest context, rounded up to a bucket
-    (at least `min_blocks`)."""
+    (at least `min_blocks`). Request i reads row i of `block_table`, or row
+    `table_rows[i]` when given (an engine's table of all request slots, used whole so
+    that no per-batch copy of it is made)."""
     num_reqs = len(seq_lens)
     query_start_loc = np.asarray(query_start_loc[: num_reqs + 1], dtype=np.int64)
     seq_lens = np.asarray(seq_lens, dtype=np.int64)
@@ -97,7 +99,8 @@ def build_batch(query_start_loc: np.ndarray, seq_lens: np.ndarray,
     # Row and column of the block table each token reads; padding tokens read row 0,
     # columns past a request's last block hold stale ids: the causal mask hides both.
     rows = np.zeros(num_tokens, np.int64)
-    rows[:num_actual] = req
+    rows[:num_actual] = req if table_rows is None else \
+        np.asarray(table_rows, dtype=np.int64)[req]
     flat = rows[:, None] * table.shape[1] + np.arange(W)[None, :]
 
     slots = _full(slot_mapping)

@@ -9,13 +9,8 @@ from __future__ import annotations
 def register() -> str | None:
     """The platform class path when a tpu device exists, else None (vLLM then keeps
     looking)."""
-    try:
-        import torch
+    from torch_tpu.serving.device import tpu_available
 
-        import torch_tpu  # noqa: F401  (registers the device)
-
-        if not torch.tpu.is_available():
-            return None
-    except Exception:  # a broken install must not stop vLLM on other platforms
+    if not tpu_available():
         return None
     return "torch_tpu.serving.vllm.platform.TpuPlatform"

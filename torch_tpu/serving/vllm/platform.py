@@ -10,14 +10,10 @@ from vllm.logger import init_logger
 from vllm.platforms.interface import Platform, PlatformEnum
 
 import torch_tpu
+from torch_tpu.serving.device import device_total_memory
 
 # Under "vllm." so that vLLM's logging configuration shows these messages.
 logger = init_logger(f"vllm.{__name__}")
-
-
-def _host_memory_bytes() -> int:
-    pages, page_size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
-    return pages * page_size
 
 
 class TpuPlatform(Platform):
@@ -130,21 +126,6 @@ class TpuPlatform(Platform):
         # The engine core and workers start by spawn: a forked child would inherit
         # the parent's PJRT client and its threads.
         os.environ["VLLM_WORKER_MULTIPROC_METHOD"] = "spawn"
-
-
-# XLA:CPU's buffers are host memory, shared with the engine, the tokenizer and anything
-# else on the machine: it is reported as this share of the host's memory, so the
-# default KV cache (gpu_memory_utilization of it) fits beside them.
-CPU_DEVICE_SHARE = 0.25
-
-
-def device_total_memory(device_id: int = 0) -> int:
-    """The device's memory as the engines should budget it."""
-    props = torch.tpu.get_device_properties(device_id)
-    total = int(props.total_memory)
-    if props.platform.lower() in ("cpu", "host") or total <= 0:
-        total = int(_host_memory_bytes() * CPU_DEVICE_SHARE)
-    return total
 
 
 __all__ = ["TpuPlatform", "device_total_memory", "torch_tpu"]

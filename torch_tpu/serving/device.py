@@ -1,0 +1,39 @@
+"""What the serving engines are told about a tpu device (engine-free, shared by the
+vLLM and SGLang plugins)."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+# XLA:CPU's buffers are host memory, shared with the engine, the tokenizer and anything
+# else on the machine: it is reported as this share of the host's memory, so the
+# default KV cache (the engine's memory fraction of it) fits beside them.
+CPU_DEVICE_SHARE = 0.25
+
+
+def _host_memory_bytes() -> int:
+    pages, page_size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
+    return pages * page_size
+
+
+def device_total_memory(device_id: int = 0) -> int:
+    """The device's memory as the engines should budget it."""
+    props = torch.tpu.get_device_properties(device_id)
+    total = int(props.total_memory)
+    if props.platform.lower() in ("cpu", "host") or total <= 0:
+        total = int(_host_memory_bytes() * CPU_DEVICE_SHARE)
+    return total
+
+
+def tpu_available() -> bool:
+    """Whether torch_tpu imports and a tpu device exists: the plugins' activation
+    test. A broken install answers False rather than stopping the engine on other
+    platforms."""
+    try:
+        import torch_tpu  # noqa: F401  (registers the device)
+
+        return bool(torch.tpu.is_available())
+    except Exception:
+        return False

@@ -1,0 +1,126 @@
+"""SGLang's SRTPlatform for `tpu` (out of tree): names the device, its attention
+backend, KV pool and allocator, and fits SGLang's server arguments to a device that
+runs XLA programs (no CUDA graphs, no Triton kernels)."""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+from sglang.srt.platforms.interface import PlatformEnum, SRTPlatform
+
+import torch_tpu  # noqa: F401  (registers the device)
+from torch_tpu.serving.device import device_total_memory
+
+logger = logging.getLogger(__name__)
+
+# SGLang's name for its Triton-free attention path; on tpu, torch_tpu's paged attention
+# (see attention.py).
+ATTENTION_BACKEND = "torch_native"
+
+
+def _register_attention_backend() -> None:
+    from torch_tpu.serving.sglang.attention import register_backend
+
+    register_backend()
+
+
+class TpuSRTPlatform(SRTPlatform):
+    _enum = PlatformEnum.OOT
+    device_name: str = "tpu"
+    device_type: str = "tpu"
+
+    # --- configuration --------------------------------------------------------
+
+    def apply_server_args_defaults(self, server_args) -> None:
+        # SGLang resolves the platform while its own modules are still importing, so
+        # the backend enters SGLang's registry here and in init_backend, not earlier.
+        _register_attention_backend()
+        # One token per page: SGLang's token allocator is plain torch (its paged
+        # allocator is a Triton kernel), and the attention reads the request-to-token
+        # table as a block table of one-token blocks.
+        if server_args.page_size not in (None, 1):
+            logger.warning("page_size %s is not supported on tpu; using 1",
+                           server_args.page_size)
+        server_args.page_size = 1
+        # The overlap scheduler prepares the next batch while the device runs the
+        # current one, on a second device stream with events between them; on tpu
+        # the step loop is kept synchronous (the overlap path is not validated here).
+        server_args.disable_overlap_schedule = True
+        # Device graphs are CUDA's; the step runs as tpu programs instead.
+        server_args.disable_cuda_graph = True
+        server_args.disable_piecewise_cuda_graph = True
+        if server_args.sampling_backend is None:
+            server_args.sampling_backend = "pytorch"
+        if server_args.grammar_backend is None:
+            server_args.grammar_backend = "none"
+
+    def get_default_attention_backend(self) -> str:
+        _register_attention_backend()
+        return ATTENTION_BACKEND
+
+    def get_mha_kv_pool_cls(self) -> type:
+        from torch_tpu.serving.sglang.memory_pool import TpuMHATokenToKVPool
+
+        return TpuMHATokenToKVPool
+
+    def get_paged_allocator_cls(self) -> type:
+        from torch_tpu.serving.sglang.memory_pool import TpuTokenToKVPoolAllocator
+
+        return TpuTokenToKVPoolAllocator
+
+    def get_graph_runner_cls(self) -> type:
+        raise NotImplementedError("device graphs are not supported on tpu")
+
+    def get_compile_backend(self, mode: str | None = None) -> str:
+        return "tpu"
+
+    def init_backend(self) -> None:
+        _register_attention_backend()
+
+    # --- device ---------------------------------------------------------------
+
+    def get_device(self, device_id: int = 0) -> torch.device:
+        return torch.device("tpu", device_id or 0)
+
+    def set_device(self, device: torch.device) -> None:
+        torch.tpu.set_device(device)
+
+    def get_device_name(self, device_id: int = 0) -> str:
+        return torch.tpu.get_device_name(device_id)
+
+    def get_device_uuid(self, device_id: int = 0) -> str:
+        return f"tpu-{device_id}"
+
+    def get_device_capability(self, device_id: int = 0):
+        return None
+
+    def get_device_total_memory(self, device_id: int = 0) -> int:
+        return device_total_memory(device_id)
+
+    def get_current_memory_usage(self, device=None) -> float:
+        return float(torch.tpu.max_memory_allocated(device))
+
+    def get_available_memory(self, device_id: int = 0) -> tuple[int, int]:
+        total = device_total_memory(device_id)
+        return total - torch.tpu.memory_allocated(device_id), total
+
+    def empty_cache(self) -> None:
+        torch.tpu.empty_cache()
+
+    def synchronize(self) -> None:
+        torch.tpu.synchronize()
+
+    def is_pin_memory_available(self, device=None) -> bool:
+        return False
+
+    def get_torch_distributed_backend_str(self) -> str:
+        # Single-device serving needs no device collective; SGLang's groups still
+        # want a backend, and gloo works with CPU tensors everywhere.
+        return "gloo"
+
+    @classmethod
+    def seed_everything(cls, seed: int | None = None) -> None:
+        super().seed_everything(seed)
+        if seed is not None:
+            torch.tpu.manual_seed_all(seed)
