@@ -240,7 +240,7 @@ at::Tensor bincount_kernel(const at::Tensor& self, const std::optional<at::Tenso
   call.input(self).key(length).key(static_cast<int64_t>(dtype));
   if (weights.defined()) call.input(weights);
   const hlo::DType out = to_hlo(dtype);
-  return call.run([&](hlo::Builder& b, const V& in) {
+  return call.run([length, out](hlo::Builder& b, const V& in) {
     return V{ops::lower_bincount(b, in[0], in.size() > 1 ? &in[1] : nullptr, length, out)};
   })[0];
 }
