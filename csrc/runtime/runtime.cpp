@@ -187,11 +187,21 @@ std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::execute(const CompiledProgra
                                                             int device,
                                                             const std::vector<int64_t>& keep) {
   metrics().executions++;
-  for (const auto& [arg, bytes] : program.donations)
-    if (std::find(keep.begin(), keep.end(), arg) == keep.end()) metrics().donated_bytes += bytes;
+  // A buffer still being computed is not donated: the plugin would make this call wait
+  // for its producer, and the host would stop running ahead of the device. XLA copies
+  // such an argument instead.
+  std::vector<int64_t> kept = keep;
+  for (const auto& [arg, bytes] : program.donations) {
+    if (std::find(kept.begin(), kept.end(), arg) != kept.end()) continue;
+    if (pjrt::Buffer::is_ready(client_->plugin(), args[arg])) {
+      metrics().donated_bytes += bytes;
+    } else {
+      kept.push_back(arg);
+    }
+  }
   std::unique_ptr<pjrt::Event> done;
   auto raw =
-      program.executable->execute(args.data(), args.size(), this->device(device), &done, keep);
+      program.executable->execute(args.data(), args.size(), this->device(device), &done, kept);
   std::vector<std::shared_ptr<pjrt::Buffer>> outputs(std::make_move_iterator(raw.begin()),
                                                      std::make_move_iterator(raw.end()));
   if (launch_blocking_) {

@@ -8,15 +8,15 @@ import torch
 import torch_tpu
 
 
-def _busy(n=6):
+def _busy(n=6, size=600):
     # Enough device work that an event recorded after it is not done at once.
-    x = torch.randn(600, 600, device="tpu")
+    xs = [torch.randn(size, size, device="tpu")]
     for _ in range(n):
-        x = x @ x / 600
-        # In fused mode, one launch per product too: XLA:CPU may run a whole group on
-        # the calling thread, which an event recorded after it could not observe.
+        xs.append(xs[-1] @ xs[-1] / size)
+        # In fused mode, one launch per product too. Every result stays alive: a program
+        # given a buffer to donate that is still being computed waits for it.
         torch_tpu.flush()
-    return x
+    return xs[-1]
 
 
 def test_streams_and_context():
@@ -59,13 +59,13 @@ def test_event_records_and_waits_for_enqueued_work():
 
 def test_event_query_sees_pending_work():
     torch.tpu.synchronize()
-    busy = _busy(20)  # noqa: F841 (kept: fused mode computes only results something holds)
+    busy = _busy(10, size=1200)  # noqa: F841 (kept: fused mode computes only results something holds)
     e = torch.tpu.Event()
     e.record()
     pending = not e.query()
     e.synchronize()
     assert e.query()
-    assert pending, "an event recorded after ~0.1 s of queued work was already complete"
+    assert pending, "an event recorded after ~0.3 s of queued work was already complete"
 
 
 def test_elapsed_time():
