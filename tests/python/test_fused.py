@@ -228,10 +228,7 @@ def _train(mode, opt_name, steps=3, clip=False):
 @pytest.mark.parametrize("opt_name", ["adamw", "adamw_fused", "adam_foreach", "sgd"])
 @pytest.mark.parametrize("mode", ["op", "fused"])
 def test_optimizer_steps_match_cpu(mode, opt_name):
-    try:
-        _train(mode, opt_name, clip=opt_name == "sgd")
-    except NotImplementedError as e:
-        pytest.skip(f"{opt_name}: {e}")
+    _train(mode, opt_name, clip=opt_name == "sgd")
 
 
 def test_optimizer_step_is_one_program_and_schedule_never_recompiles():
