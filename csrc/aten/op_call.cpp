@@ -216,12 +216,12 @@ std::vector<at::Tensor> OpCall::execute(const Lowering& lower, size_t fresh,
   } catch (const std::exception& e) {
     TORCH_CHECK(false, "torch_tpu: compiling ", name_, " failed: ", e.what());
   }
-  std::vector<PJRT_Buffer*> raw;
-  raw.reserve(args_.size());
-  for (const Arg& arg : args_) raw.push_back(arg.buffer->raw());
+  std::vector<std::shared_ptr<pjrt::Buffer>> buffers;
+  buffers.reserve(args_.size());
+  for (const Arg& arg : args_) buffers.push_back(arg.buffer);
   std::vector<std::shared_ptr<pjrt::Buffer>> results;
   try {
-    results = rt.execute(*program, raw, device_);
+    results = rt.execute(*program, buffers, device_);
   } catch (const std::exception& e) {
     TORCH_CHECK(false, "torch_tpu: running ", name_, " failed: ", e.what());
   }

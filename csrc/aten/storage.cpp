@@ -37,7 +37,7 @@ void resize_storage_bytes(const c10::Storage& storage, size_t nbytes) {
                            : b.pad(flat, b.constant(0, dtype), {0}, {new_n - old_n}, {0});
       return runtime::Program{b.module({out}), {out.type}, "resize_storage"};
     });
-    next.assign(rt.execute(*program, {old.buffer->raw()}, old.device).at(0), dtype, new_n);
+    next.assign(rt.execute(*program, {old.buffer}, old.device).at(0), dtype, new_n);
   }
   const_cast<c10::Storage&>(storage).set_data_ptr_noswap(std::move(fresh));
   const_cast<c10::Storage&>(storage).set_nbytes(nbytes);

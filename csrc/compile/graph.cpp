@@ -480,12 +480,10 @@ std::vector<at::Tensor> Graph::run(const std::vector<at::Tensor>& inputs) const 
   // A compiled graph reads real buffers: the eager work recorded before it runs first.
   runtime::FusedGroup::get().flush();
   std::vector<std::shared_ptr<pjrt::Buffer>> args = arguments(inputs, device);
-  std::vector<PJRT_Buffer*> raw;
-  for (const auto& arg : args) raw.push_back(arg->raw());
   std::vector<int64_t> keep = vetoed_donations(inputs, args);
   std::vector<std::shared_ptr<pjrt::Buffer>> results;
   try {
-    results = runtime::Runtime::get().execute(*program_, raw, device, keep);
+    results = runtime::Runtime::get().execute(*program_, args, device, keep);
     runtime::metrics().graph_runs++;
   } catch (const std::exception& e) {
     TORCH_CHECK(false, "torch_tpu: running a compiled graph failed: ", e.what());

@@ -47,13 +47,6 @@ void Buffer::to_host(void* dst, size_t size) const {
   Event(plugin_, args.event).await();
 }
 
-bool Buffer::is_ready(const Plugin& plugin, PJRT_Buffer* buffer) {
-  auto args = TORCH_TPU_PJRT_ARGS(PJRT_Buffer_ReadyEvent_Args);
-  args.buffer = buffer;
-  plugin.check(plugin.api()->PJRT_Buffer_ReadyEvent(&args), "PJRT_Buffer_ReadyEvent");
-  return Event(&plugin, args.event).is_ready();
-}
-
 void Buffer::await_ready() const {
   auto args = TORCH_TPU_PJRT_ARGS(PJRT_Buffer_ReadyEvent_Args);
   args.buffer = buffer_;

@@ -24,8 +24,6 @@ class Buffer {
   void to_host(void* dst, size_t size) const;
   // Blocks until the buffer's contents are computed.
   void await_ready() const;
-  // Whether `buffer`'s contents are computed, without blocking.
-  static bool is_ready(const Plugin& plugin, PJRT_Buffer* buffer);
 
  private:
   const Plugin* plugin_;

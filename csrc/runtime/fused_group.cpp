@@ -174,11 +174,8 @@ void FusedGroup::flush_locked() {
   try {
     ProgramKey key = group_key(live, donate);
     auto program = rt.cache().get(key, [&] { return build(live, donate); });
-    std::vector<PJRT_Buffer*> raw;
-    raw.reserve(externals_.size());
-    for (const auto& buffer : externals_) raw.push_back(buffer->raw());
     metrics().fused_groups++;
-    results = rt.execute(*program, raw, device_);
+    results = rt.execute(*program, externals_, device_);
   } catch (...) {
     reset();
     throw;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <deque>
 #include <iterator>
 #include <list>
 #include <mutex>
@@ -61,6 +62,27 @@ struct Runtime::Pending {
   static constexpr size_t kMaxTracked = 1024;
   std::mutex mutex;
   std::vector<std::vector<std::shared_ptr<pjrt::Event>>> per_device;
+  // Handles of donated arguments, each with the completion event of the run that consumed
+  // it. Destroying a PJRT buffer waits for the donation to be confirmed, which XLA:CPU
+  // does only when the run starts: dropped on the host thread right after the launch, a
+  // donated handle would make the host wait for the device. Released once the run is done.
+  struct Retired {
+    std::shared_ptr<pjrt::Event> done;
+    std::vector<std::shared_ptr<pjrt::Buffer>> buffers;
+  };
+  std::vector<std::deque<Retired>> retired;
+
+  // Pops the retired handles whose runs are done (in launch order). Called with `mutex`
+  // held; the handles are returned to be destroyed after it is released.
+  std::vector<Retired> reap(int device) {
+    std::vector<Retired> done;
+    auto& queue = retired[device];
+    while (!queue.empty() && queue.front().done->is_ready()) {
+      done.push_back(std::move(queue.front()));
+      queue.pop_front();
+    }
+    return done;
+  }
 };
 
 void Runtime::configure(RuntimeConfig config) {
@@ -145,6 +167,7 @@ Runtime::Runtime(RuntimeConfig config)
     return client_->deserialize(bytes);
   });
   pending_->per_device.resize(client_->devices().size());
+  pending_->retired.resize(client_->devices().size());
   for (size_t i = 0; i < client_->devices().size(); ++i) {
     int64_t in_use = 0, limit = -1;
     if (!client_->memory_stats(i, &in_use, &limit) || limit <= 0) {
@@ -182,43 +205,46 @@ std::shared_ptr<pjrt::Buffer> Runtime::scalar(int device, hlo::DType dtype, uint
   return buffer;
 }
 
-std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::execute(const CompiledProgram& program,
-                                                            const std::vector<PJRT_Buffer*>& args,
-                                                            int device,
-                                                            const std::vector<int64_t>& keep) {
+std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::execute(
+    const CompiledProgram& program, const std::vector<std::shared_ptr<pjrt::Buffer>>& args,
+    int device, const std::vector<int64_t>& keep) {
   metrics().executions++;
-  // A buffer still being computed is not donated: the plugin would make this call wait
-  // for its producer, and the host would stop running ahead of the device. XLA copies
-  // such an argument instead.
+  std::vector<PJRT_Buffer*> raw;
+  raw.reserve(args.size());
+  for (const auto& arg : args) raw.push_back(arg->raw());
+  // Donated arguments still being computed are fine: the run waits for them on the
+  // device. Their handles are retired, not destroyed here (see Pending::retired).
   std::vector<int64_t> kept = keep;
+  std::vector<std::shared_ptr<pjrt::Buffer>> donated;
   for (const auto& [arg, bytes] : program.donations) {
     if (std::find(kept.begin(), kept.end(), arg) != kept.end()) continue;
-    if (pjrt::Buffer::is_ready(client_->plugin(), args[arg])) {
-      metrics().donated_bytes += bytes;
-    } else {
-      kept.push_back(arg);
-    }
+    metrics().donated_bytes += bytes;
+    donated.push_back(args[arg]);
   }
-  std::unique_ptr<pjrt::Event> done;
-  auto raw =
-      program.executable->execute(args.data(), args.size(), this->device(device), &done, kept);
-  std::vector<std::shared_ptr<pjrt::Buffer>> outputs(std::make_move_iterator(raw.begin()),
-                                                     std::make_move_iterator(raw.end()));
+  std::unique_ptr<pjrt::Event> complete;
+  auto results =
+      program.executable->execute(raw.data(), raw.size(), this->device(device), &complete, kept);
+  std::vector<std::shared_ptr<pjrt::Buffer>> outputs(std::make_move_iterator(results.begin()),
+                                                     std::make_move_iterator(results.end()));
+  std::shared_ptr<pjrt::Event> done = std::move(complete);
   if (launch_blocking_) {
     done->await();
     return outputs;
   }
   std::vector<std::shared_ptr<pjrt::Event>> to_wait;
+  std::vector<Pending::Retired> released;
   {
     std::lock_guard<std::mutex> lock(pending_->mutex);
     auto& list = pending_->per_device[device];
-    list.push_back(std::move(done));
+    list.push_back(done);
     if (list.size() > Pending::kMaxTracked) {
       // Bound the queue of in-flight work: wait for the older half.
       size_t half = list.size() / 2;
       std::move(list.begin(), list.begin() + half, std::back_inserter(to_wait));
       list.erase(list.begin(), list.begin() + half);
     }
+    released = pending_->reap(device);
+    if (!donated.empty()) pending_->retired[device].push_back({done, std::move(donated)});
   }
   for (const auto& event : to_wait) event->await();
   return outputs;
@@ -231,6 +257,11 @@ void Runtime::synchronize(int device) {
     list.swap(pending_->per_device.at(device));
   }
   for (const auto& event : list) event->await();
+  std::vector<Pending::Retired> released;
+  {
+    std::lock_guard<std::mutex> lock(pending_->mutex);
+    released = pending_->reap(device);
+  }
 }
 
 std::vector<std::shared_ptr<pjrt::Event>> Runtime::in_flight(int device) {

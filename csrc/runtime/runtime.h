@@ -43,11 +43,11 @@ class Runtime {
 
   // Enqueues `program` on `device` and returns its outputs at once. With
   // TORCH_TPU_LAUNCH_BLOCKING=1 it waits for them. Arguments the program donates are
-  // consumed, except those listed in `keep`.
-  std::vector<std::shared_ptr<pjrt::Buffer>> execute(const CompiledProgram& program,
-                                                     const std::vector<PJRT_Buffer*>& args,
-                                                     int device,
-                                                     const std::vector<int64_t>& keep = {});
+  // consumed, except those listed in `keep`; the runtime holds a consumed argument's
+  // handle until the run completes (see Pending::retired).
+  std::vector<std::shared_ptr<pjrt::Buffer>> execute(
+      const CompiledProgram& program, const std::vector<std::shared_ptr<pjrt::Buffer>>& args,
+      int device, const std::vector<int64_t>& keep = {});
   // Whether programs may donate the buffers they overwrite (TORCH_TPU_DONATE=0: never,
   // to measure what donation saves).
   static bool donation_enabled();

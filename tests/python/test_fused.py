@@ -280,6 +280,23 @@ def test_in_place_ops_donate_in_op_mode(tmp_path):
     assert any("tf.aliasing_output" in t for t in texts)
 
 
+def test_in_place_chain_donates_buffers_still_being_computed(each_mode):
+    # Each in-place op donates the buffer the op before it is still computing: the run
+    # waits for it on the device, the host goes on, and the values are those of CPU.
+    cpu = torch.randn(512, 512)
+    x = cpu.to("tpu")
+    donated = torch_tpu.metrics.snapshot()["donated_bytes"]
+    for i in range(8):
+        x.mul_(1.5).add_(i)
+        cpu.mul_(1.5).add_(i)
+        if each_mode == "fused":
+            torch_tpu.flush()
+    # Op mode: one program (and one donation) per op; fused: one per flushed pair.
+    runs = 16 if each_mode == "op" else 8
+    assert torch_tpu.metrics.snapshot()["donated_bytes"] - donated == runs * x.nbytes
+    torch.testing.assert_close(x.cpu(), cpu)
+
+
 @pytest.mark.parametrize("mode", ["op", "fused"])
 def test_adamw_step_donates_parameters_and_states(mode):
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Linear(32, 8)).to("tpu")

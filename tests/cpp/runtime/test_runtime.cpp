@@ -232,15 +232,15 @@ TEST(Runtime, ExecuteAndSynchronize) {
   uint32_t bits;
   std::memcpy(&bits, &ten, 4);
   auto s = r.scalar(1, DType::F32, bits);
-  auto out = r.execute(*program, {x->raw(), s->raw()}, 1);
+  auto out = r.execute(*program, {x, s}, 1);
   // Chain a second run on the first one's output before waiting.
-  auto out2 = r.execute(*program, {out.at(0)->raw(), s->raw()}, 1);
+  auto out2 = r.execute(*program, {out.at(0), s}, 1);
   r.synchronize(1);
   r.synchronize(0);
   EXPECT_EQ(runtime::metrics().executions - executions, 2);
   EXPECT_EQ(download<float>(*out[0]), (std::vector<float>{11, 12, 13}));
   EXPECT_EQ(download<float>(*out2[0]), (std::vector<float>{21, 22, 23}));
-  EXPECT_THROW(r.execute(*program, {x->raw(), s->raw()}, 2), std::out_of_range);
+  EXPECT_THROW(r.execute(*program, {x, s}, 2), std::out_of_range);
 }
 
 }  // namespace
