@@ -208,10 +208,15 @@ std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::execute(const CompiledProgra
     done->await();
     return outputs;
   }
+  track(device, std::move(done));
+  return outputs;
+}
+
+void Runtime::track(int device, std::shared_ptr<pjrt::Event> done) {
   std::vector<std::shared_ptr<pjrt::Event>> to_wait;
   {
     std::lock_guard<std::mutex> lock(pending_->mutex);
-    auto& list = pending_->per_device[device];
+    auto& list = pending_->per_device.at(device);
     list.push_back(std::move(done));
     if (list.size() > Pending::kMaxTracked) {
       // Bound the queue of in-flight work: wait for the older half.
@@ -221,6 +226,31 @@ std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::execute(const CompiledProgra
     }
   }
   for (const auto& event : to_wait) event->await();
+}
+
+std::vector<std::vector<std::shared_ptr<pjrt::Buffer>>> Runtime::execute_replicated(
+    const pjrt::Executable& executable, const std::vector<std::vector<PJRT_Buffer*>>& args,
+    const std::vector<int>& devices) {
+  // One launch at a time: two replicated programs over overlapping devices, enqueued in
+  // different orders on different devices, could each wait for the other in their
+  // collectives.
+  static std::mutex launch_mutex;
+  std::vector<std::unique_ptr<pjrt::Event>> done;
+  std::vector<std::vector<std::unique_ptr<pjrt::Buffer>>> raw;
+  {
+    std::lock_guard<std::mutex> lock(launch_mutex);
+    metrics().executions++;
+    raw = executable.execute_replicated(args, &done);
+  }
+  std::vector<std::vector<std::shared_ptr<pjrt::Buffer>>> outputs(raw.size());
+  for (size_t i = 0; i < raw.size(); ++i)
+    for (auto& b : raw[i]) outputs[i].push_back(std::move(b));
+  if (launch_blocking_) {
+    for (auto& event : done) event->await();
+    return outputs;
+  }
+  for (size_t i = 0; i < done.size() && i < devices.size(); ++i)
+    track(devices[i], std::move(done[i]));
   return outputs;
 }
 
