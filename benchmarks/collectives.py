@@ -80,11 +80,9 @@ def in_program_worker(world, sizes):
 
     import torch
     import torch.distributed as dist
-    from torch.testing._internal.distributed.multi_threaded_pg import _install_threaded_pg
-
     import torch_tpu
 
-    _install_threaded_pg()
+    torch_tpu._distributed.install_threaded_world()
     store = dist.HashStore()
     results = {}
 

@@ -96,6 +96,30 @@ def transport(group=None) -> str:
     return _C._tpu_dist_transport(backend)
 
 
+def install_threaded_world() -> None:
+    """Makes the c10d world thread-local, so threads of this process can be the ranks of
+    process groups (rank r on tpu:r: the in-program transport), as torch's
+    multi_threaded_pg does. c10d's C++ registry of group names (used by functional
+    collectives) stays process-wide: the ranks register the same names, the first stays."""
+    from torch.testing._internal.distributed.multi_threaded_pg import _install_threaded_pg
+
+    c10d = dist.distributed_c10d
+    if getattr(c10d._register_process_group, "_tpu_threaded", False):
+        return
+    _install_threaded_pg()
+    register_group = c10d._register_process_group
+
+    def register_once(name, pg):
+        try:
+            register_group(name, pg)
+        except RuntimeError as e:
+            if "already registered" not in str(e):
+                raise
+
+    register_once._tpu_threaded = True
+    c10d._register_process_group = register_once
+
+
 def register() -> None:
     if not dist.is_available() or not dist.is_gloo_available():
         return

@@ -429,14 +429,16 @@ class Rendezvous {
         for (int r = 0; r < size_; ++r) {
           if (spec.kind == Kind::Broadcast) {
             bool is_root = r == spec.root;
-            args[r].push_back(runtime::Runtime::get()
-                                  .scalar(devices_[r], hlo::DType::Pred, is_root ? 1 : 0)
-                                  ->raw());
+            auto mask = runtime::Runtime::get().scalar(devices_[r], hlo::DType::Pred, is_root);
+            mask->await_ready();
+            args[r].push_back(mask->raw());
           }
-          for (const auto& b : slot.ranks[r]->args) args[r].push_back(b->raw());
+          for (const auto& b : slot.ranks[r]->args) {
+            b->await_ready();  // see Runtime::execute_replicated: all replicas start at once
+            args[r].push_back(b->raw());
+          }
         }
-        auto outputs = runtime::Runtime::get().execute_replicated(*program->executable, args,
-                                                                  devices_);
+        auto outputs = runtime::Runtime::get().execute_replicated(*program->executable, args);
         runtime::metrics().in_program_collectives++;
         for (int r = 0; r < size_; ++r) {
           Contribution& c = *slot.ranks[r];

@@ -67,7 +67,7 @@ std::vector<std::unique_ptr<Buffer>> Executable::execute(PJRT_Buffer* const* arg
 }
 
 std::vector<std::vector<std::unique_ptr<Buffer>>> Executable::execute_replicated(
-    const std::vector<std::vector<PJRT_Buffer*>>& args,
+    const std::vector<std::vector<PJRT_Buffer*>>& args, int launch_id,
     std::vector<std::unique_ptr<Event>>* done) const {
   const size_t n = args.size();
   const size_t num_args = n > 0 ? args[0].size() : 0;
@@ -78,6 +78,7 @@ std::vector<std::vector<std::unique_ptr<Buffer>>> Executable::execute_replicated
     }
   }
   auto options = TORCH_TPU_PJRT_ARGS(PJRT_ExecuteOptions);
+  options.launch_id = launch_id;
   std::vector<PJRT_Buffer* const*> arg_lists(n);
   std::vector<std::vector<PJRT_Buffer*>> outputs(n, std::vector<PJRT_Buffer*>(num_outputs_));
   std::vector<PJRT_Buffer**> output_lists(n);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <iterator>
 #include <list>
@@ -229,28 +230,33 @@ void Runtime::track(int device, std::shared_ptr<pjrt::Event> done) {
 }
 
 std::vector<std::vector<std::shared_ptr<pjrt::Buffer>>> Runtime::execute_replicated(
-    const pjrt::Executable& executable, const std::vector<std::vector<PJRT_Buffer*>>& args,
-    const std::vector<int>& devices) {
+    const pjrt::Executable& executable, const std::vector<std::vector<PJRT_Buffer*>>& args) {
   // One launch at a time: two replicated programs over overlapping devices, enqueued in
   // different orders on different devices, could each wait for the other in their
   // collectives.
+  // Each launch gets its own id: XLA:CPU keys a collective's rendezvous by the launch id,
+  // and queued launches sharing one would meet in the same rendezvous and deadlock.
   static std::mutex launch_mutex;
+  static int next_launch_id = 0;
   std::vector<std::unique_ptr<pjrt::Event>> done;
   std::vector<std::vector<std::unique_ptr<pjrt::Buffer>>> raw;
   {
     std::lock_guard<std::mutex> lock(launch_mutex);
     metrics().executions++;
-    raw = executable.execute_replicated(args, &done);
+    next_launch_id = next_launch_id == INT32_MAX ? 1 : next_launch_id + 1;
+    raw = executable.execute_replicated(args, next_launch_id, &done);
+    // Synchronous, one at a time: XLA:CPU runs each replica on a thread of its pool, where
+    // it blocks until all replicas reach the collective. With launches queued behind each
+    // other (measured: 50 pipelined 1 MiB all_reduces over 2 devices), the pool's threads
+    // can all be taken by waiting replicas while a partner replica has none to run on,
+    // and the plugin aborts the process after 40 s. So the caller makes every argument
+    // ready first (all replicas can start at once), and the launch completes before the
+    // next one may start.
+    for (auto& event : done) event->await();
   }
   std::vector<std::vector<std::shared_ptr<pjrt::Buffer>>> outputs(raw.size());
   for (size_t i = 0; i < raw.size(); ++i)
     for (auto& b : raw[i]) outputs[i].push_back(std::move(b));
-  if (launch_blocking_) {
-    for (auto& event : done) event->await();
-    return outputs;
-  }
-  for (size_t i = 0; i < done.size() && i < devices.size(); ++i)
-    track(devices[i], std::move(done[i]));
   return outputs;
 }
 

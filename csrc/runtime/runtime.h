@@ -48,13 +48,13 @@ class Runtime {
                                                      const std::vector<PJRT_Buffer*>& args,
                                                      int device,
                                                      const std::vector<int64_t>& keep = {});
-  // In-program collectives: enqueues one run of `executable` (compiled for
-  // devices.size() replicas, replica i on devices[i]) with args[i] on devices[i], as one
-  // launch over all of them, and returns each replica's outputs. Launches are serialized
-  // process-wide, so every device sees the replicated programs in the same order.
+  // In-program collectives: runs `executable` (compiled for N replicas, replica i on
+  // the i-th device of its device assignment) with args[i], as one launch over all of them,
+  // and returns each replica's outputs once it has completed. Launches are serialized
+  // process-wide and synchronous (see the .cpp: XLA:CPU deadlocks on queued collective
+  // launches); every argument must be ready (computed) before the call.
   std::vector<std::vector<std::shared_ptr<pjrt::Buffer>>> execute_replicated(
-      const pjrt::Executable& executable, const std::vector<std::vector<PJRT_Buffer*>>& args,
-      const std::vector<int>& devices);
+      const pjrt::Executable& executable, const std::vector<std::vector<PJRT_Buffer*>>& args);
   // The global id of device `index` (what a device assignment names).
   int64_t device_id(int index) const { return client_->device_id(index); }
 
@@ -66,8 +66,6 @@ class Runtime {
   // Completion events of the work enqueued on `device` so far that may still be running:
   // what a torch Event records.
   std::vector<std::shared_ptr<pjrt::Event>> in_flight(int device);
-  // Adds `event` to the work synchronize(device) waits for.
-  void track(int device, std::shared_ptr<pjrt::Event> event);
 
   // Bytes a device may hold: the plugin's limit, or the host's memory for XLA:CPU.
   int64_t memory_capacity(int device) const;
@@ -75,6 +73,8 @@ class Runtime {
  private:
   explicit Runtime(RuntimeConfig config);
   std::string cache_identity() const;
+  // Adds `event` to the work synchronize(device) waits for.
+  void track(int device, std::shared_ptr<pjrt::Event> event);
   RuntimeConfig config_;
   std::unique_ptr<pjrt::Client> client_;
   ExecutableCache cache_;

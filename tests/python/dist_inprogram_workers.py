@@ -19,24 +19,10 @@ import traceback
 import torch
 import torch.distributed as dist
 import torch.nn as nn
-from torch.testing._internal.distributed.multi_threaded_pg import _install_threaded_pg
 
 import torch_tpu
 
-_install_threaded_pg()
-
-
-def _register_once(name, pg, _register=dist.distributed_c10d._register_process_group):
-    # c10d's C++ group registry (for functional collectives) is process-wide: the threaded
-    # ranks register the same group names, and the first rank's entry stays.
-    try:
-        _register(name, pg)
-    except RuntimeError as e:
-        if "already registered" not in str(e):
-            raise
-
-
-dist.distributed_c10d._register_process_group = _register_once
+torch_tpu._distributed.install_threaded_world()
 
 
 def run_ranks(world, fn, *args, timeout=30.0, join=60.0, ranks=None):
