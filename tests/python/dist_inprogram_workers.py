@@ -300,6 +300,24 @@ def fused():
         torch_tpu.set_eager_mode("op")
 
 
+def _pipelined(rank, W):
+    # Many collectives issued back to back with device work between them, no host sync:
+    # queued replicated launches on XLA:CPU can deadlock (and the plugin aborts the
+    # process), which the transport must prevent.
+    dev = f"tpu:{rank}"
+    x = torch.full((512, 512), 1.0 / 512).to(dev)
+    for _ in range(30):
+        y = torch.full((1 << 18,), float(rank + 1), device=dev)
+        dist.all_reduce(y)
+        x = x @ x
+        dist.all_reduce(x, op=dist.ReduceOp.AVG)
+    exact(y, torch.full((1 << 18,), float(W * (W + 1) // 2)))
+
+
+def pipelined():
+    all_ok(run_ranks(2, _pipelined))
+
+
 SCENARIOS = {
     "collectives_2": lambda: collectives(2),
     "collectives_4": lambda: collectives(4),
@@ -308,6 +326,7 @@ SCENARIOS = {
     "missing": missing,
     "ddp": ddp,
     "fused": fused,
+    "pipelined": pipelined,
 }
 
 
