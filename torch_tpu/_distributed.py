@@ -51,6 +51,9 @@ def _in_program_plan(options):
     """(devices, group key) when all ranks of the group live in this process on distinct
     devices of its client; otherwise (None, reason)."""
     store, rank, size = options.store, options.group_rank, options.group_size
+    if size < 2:
+        # Nothing crosses devices; the host-staged backend serves any device.
+        return None, "the group has one rank"
     store.set(f"tpu_dist/process/{rank}", _PROCESS_TOKEN)
     if rank == 0:
         store.set("tpu_dist/group", uuid.uuid4().hex)
