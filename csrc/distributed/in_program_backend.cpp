@@ -684,7 +684,8 @@ class InProgramBackend final : public c10d::Backend {
     bool even = true;
     for (size_t i = 0; i < inputs.size(); ++i)
       even &= inputs[i].numel() == inputs[0].numel() && outputs[i].numel() == inputs[0].numel();
-    if (!even) return fallback("all_to_all with tensors of different sizes")->alltoall(outputs, inputs, opts);
+    if (!even)
+      return fallback("all_to_all with tensors of different sizes")->alltoall(outputs, inputs, opts);
     Spec s = spec(Kind::AllToAll, "all_to_all", inputs);
     s.group = getSize();
     s.split = true;

@@ -7,8 +7,9 @@
 // its signature and input buffers under its sequence number and returns a Work at once.
 // The last rank to arrive checks that all signatures match and launches ONE
 // PJRT_LoadedExecutable_Execute over the N devices with N argument lists (never one
-// launch per device, which would need a shared launch id and deadlocks from one thread);
-// each rank's outputs become its tensors' new buffers. A mismatch fails every rank's Work
+// launch per device, which would need a shared launch id and deadlocks from one thread)
+// and waits for it (Runtime::execute_replicated: queued collective launches deadlock
+// XLA:CPU); each rank's outputs become its tensors' new buffers. A mismatch fails every rank's Work
 // with a RuntimeError; ranks that do not arrive within the group's timeout fail the
 // others' Works (a watchdog thread), so nothing waits for ever or reaches the plugin's
 // own rendezvous abort.

@@ -31,10 +31,9 @@ class Executable {
   // encode_replicated_options): args[i] is replica i's argument list, on the i-th device
   // of the program's device assignment. One call over all N devices (execute_device
   // null): the replicas meet in their collectives within this one launch, never across
-  // calls. `launch_id` names the launch in XLA's collective rendezvous: launches that may
-  // be in flight together need distinct ids (on XLA:CPU, two queued launches with one id
-  // meet in the same rendezvous and deadlock). Returns each replica's outputs, and in
-  // `done` (if given) each one's event.
+  // calls. `launch_id` names the launch in XLA's collective rendezvous (its run id): give
+  // each launch its own. Returns each replica's outputs, and in `done` (if given) each
+  // one's event.
   std::vector<std::vector<std::unique_ptr<Buffer>>> execute_replicated(
       const std::vector<std::vector<PJRT_Buffer*>>& args, int launch_id,
       std::vector<std::unique_ptr<Event>>* done = nullptr) const;

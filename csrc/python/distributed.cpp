@@ -22,7 +22,8 @@ void bind_distributed(py::module& m) {
   // `fallback` (a host-staged backend, or None) runs what the in-program transport does not.
   m.def("_in_program_backend",
         [](int rank, int size, std::vector<int> devices, const std::string& key,
-           std::chrono::milliseconds timeout, std::optional<c10::intrusive_ptr<c10d::Backend>> fallback) {
+           std::chrono::milliseconds timeout,
+           std::optional<c10::intrusive_ptr<c10d::Backend>> fallback) {
           return distributed::make_in_program_backend(
               rank, size, std::move(devices), key, timeout,
               fallback ? *fallback : c10::intrusive_ptr<c10d::Backend>());

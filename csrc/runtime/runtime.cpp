@@ -234,8 +234,7 @@ std::vector<std::vector<std::shared_ptr<pjrt::Buffer>>> Runtime::execute_replica
   // One launch at a time: two replicated programs over overlapping devices, enqueued in
   // different orders on different devices, could each wait for the other in their
   // collectives.
-  // Each launch gets its own id: XLA:CPU keys a collective's rendezvous by the launch id,
-  // and queued launches sharing one would meet in the same rendezvous and deadlock.
+  // Each launch gets its own id: XLA keys a collective's rendezvous by it.
   static std::mutex launch_mutex;
   static int next_launch_id = 0;
   std::vector<std::unique_ptr<pjrt::Event>> done;

@@ -83,8 +83,10 @@ def _collectives(rank, W):
         dist.all_reduce(t, op=op)
         exact(t, ref)
     ints = [per_rank(r, dtype=torch.int32, scale=3) for r in range(W)]
-    for op, fold in [(dist.ReduceOp.SUM, torch.add), (dist.ReduceOp.BAND, torch.bitwise_and),
-                     (dist.ReduceOp.BOR, torch.bitwise_or), (dist.ReduceOp.BXOR, torch.bitwise_xor)]:
+    for op, fold in [(dist.ReduceOp.SUM, torch.add),
+                     (dist.ReduceOp.BAND, torch.bitwise_and),
+                     (dist.ReduceOp.BOR, torch.bitwise_or),
+                     (dist.ReduceOp.BXOR, torch.bitwise_xor)]:
         ref = ints[0]
         for x in ints[1:]:
             ref = fold(ref, x)
