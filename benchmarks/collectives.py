@@ -4,6 +4,11 @@ tensors, in the same process group and the same run, and tpu_dist again without 
 cross-rank shape check (TORCH_TPU_DIST_CHECKS=0).
 
     python benchmarks/collectives.py [--ranks 2] [--max-mib 64]
+    python benchmarks/collectives.py --in-program 2 4 [--max-mib 64]
+
+--in-program N...: tpu_dist's in-program transport instead, one process per device count N
+with TORCH_TPU_NUM_DEVICES=N: N ranks as threads, rank r on tpu:r, each all_reduce one
+replicated program over the N virtual devices.
 
 Each rank uses one intra-op thread. Each size: a warm-up, then the median of 5 rounds of `reps` all_reduces (fewer for large
 sizes); a tpu round ends when the results are back on the device (torch.tpu.synchronize).
@@ -67,15 +72,90 @@ def measure(world, sizes, checks):
     return results
 
 
+def in_program_worker(world, sizes):
+    """Runs in a process with TORCH_TPU_NUM_DEVICES=world; prints one JSON line."""
+    import datetime
+    import json
+    import threading
+
+    import torch
+    import torch.distributed as dist
+    import torch_tpu
+
+    torch_tpu._distributed.install_threaded_world()
+    store = dist.HashStore()
+    results = {}
+
+    def rank_body(rank):
+        torch.tpu.set_device(rank)
+        dist.init_process_group("tpu_dist", store=store, rank=rank, world_size=world,
+                                timeout=datetime.timedelta(seconds=300))
+        assert torch_tpu.metrics.dist_transport() == "in_program"
+        for nbytes in sizes:
+            reps = max(2, min(50, (8 << 20) // nbytes))
+            t = torch.zeros(nbytes // 4, device=f"tpu:{rank}")
+            dist.all_reduce(t)  # warm-up: compile
+            torch.tpu.synchronize(rank)
+            times = []
+            for _ in range(5):
+                dist.barrier()
+                start = time.perf_counter()
+                for _ in range(reps):
+                    dist.all_reduce(t)
+                torch.tpu.synchronize(rank)
+                dist.barrier()
+                times.append((time.perf_counter() - start) / reps)
+            if rank == 0:
+                results[nbytes] = statistics.median(times)
+
+    threads = [threading.Thread(target=rank_body, args=(r,)) for r in range(world)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    print("RESULTS " + json.dumps(results), flush=True)
+
+
+def measure_in_program(world, sizes):
+    import json
+    import subprocess
+    import sys
+
+    env = dict(os.environ, TORCH_TPU_NUM_DEVICES=str(world))
+    proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--_worker", str(world),
+                           "--max-mib", str(sizes[-1] >> 20 if sizes[-1] >= 1 << 20 else 1)],
+                          capture_output=True, text=True, env=env, check=True)
+    line = [l for l in proc.stdout.splitlines() if l.startswith("RESULTS ")][-1]
+    return {int(k): v for k, v in json.loads(line[len("RESULTS "):]).items()}
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--ranks", type=int, default=2)
     p.add_argument("--max-mib", type=int, default=64)
+    p.add_argument("--in-program", type=int, nargs="+", metavar="N")
+    p.add_argument("--_worker", type=int, help=argparse.SUPPRESS)
     args = p.parse_args()
     sizes, n = [], 4 << 10
     while n <= args.max_mib << 20:
         sizes.append(n)
         n *= 4
+    if args._worker:
+        in_program_worker(args._worker, sizes)
+        return
+    if args.in_program:
+        per_world = {w: measure_in_program(w, sizes) for w in args.in_program}
+        print("all_reduce (sum, float32), tpu_dist in-program over N virtual devices in one "
+              "process; median time per call; bus GB/s = 2(N-1)/N * size / time")
+        print(f"{'size':>8}" + "".join(f" {f'N={w}':>10} {'bus GB/s':>9}" for w in per_world))
+        for nbytes in sizes:
+            size = f"{nbytes >> 20} MiB" if nbytes >= 1 << 20 else f"{nbytes >> 10} KiB"
+            row = f"{size:>8}"
+            for w, res in per_world.items():
+                t = res[nbytes]
+                row += f" {t * 1e6:>8.0f}us {2 * (w - 1) / w * nbytes / t / 1e9:>9.2f}"
+            print(row)
+        return
     checked = measure(args.ranks, sizes, checks=True)
     unchecked = measure(args.ranks, sizes, checks=False)
     print(f"all_reduce (sum, float32) over {args.ranks} processes; median time per call")

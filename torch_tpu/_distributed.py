@@ -1,23 +1,126 @@
 """The c10d backend `tpu_dist` for tpu tensors.
 
 `init_process_group("tpu_dist")`, `init_process_group()` on a tpu machine and
-`"cpu:gloo,tpu:tpu_dist"` all reach `_create`. The transport is host-staged
-(csrc/distributed/host_staged_backend.h): XLA:CPU's client cannot span processes, so tpu
-tensors go to the host, through a gloo group built on the same store, and back."""
+`"cpu:gloo,tpu:tpu_dist"` all reach `_create`, which picks one of two transports per
+process group:
+
+- *in-program* (csrc/distributed/in_program_backend.h): when every rank of the group lives
+  in this process (ranks as threads, rank r on tpu:r) and the ranks' devices are distinct
+  devices of this process's client, each collective is one StableHLO program run over the
+  group's devices.
+- *host-staged* (csrc/distributed/host_staged_backend.h) otherwise: XLA:CPU's client cannot
+  span processes, so tpu tensors go to the host, through a gloo group built on the same
+  store, and back. The in-program transport also uses one for the ops it does not run in a
+  program (reduce, gather, scatter, send/recv, uneven all_to_all).
+
+TORCH_TPU_DIST_TRANSPORT=auto (the default) | host | in_program overrides the choice;
+`in_program` raises where that transport cannot serve the group.
+`torch_tpu.metrics.dist_transport(group)` says which one a group uses."""
 
 from __future__ import annotations
 
+import os
+import uuid
+from datetime import timedelta
+
+import torch
 import torch.distributed as dist
 
 from torch_tpu import _C
 
+_TRANSPORTS = ("auto", "host", "in_program")
+# Equal on two ranks exactly when they live in the same process.
+_PROCESS_TOKEN = f"{os.getpid()}-{uuid.uuid4().hex}"
 
-def _create(options, backend_options=None):
+
+def _transport_setting() -> str:
+    value = os.environ.get("TORCH_TPU_DIST_TRANSPORT", "auto").strip().lower() or "auto"
+    if value not in _TRANSPORTS:
+        raise ValueError(f"TORCH_TPU_DIST_TRANSPORT={value!r}: expected one of {_TRANSPORTS}")
+    return value
+
+
+def _host_staged(options):
     # The store is already prefixed for this group and device, so this gloo group's keys
     # never meet those of a "cpu:gloo" backend of the same process group.
-    host = dist.ProcessGroupGloo(options.store, options.group_rank, options.group_size,
+    return dist.ProcessGroupGloo(options.store, options.group_rank, options.group_size,
                                  options.timeout)
-    return _C._host_staged_backend(host)
+
+
+def _in_program_plan(options):
+    """(devices, group key) when all ranks of the group live in this process on distinct
+    devices of its client; otherwise (None, reason)."""
+    store, rank, size = options.store, options.group_rank, options.group_size
+    if size < 2:
+        # Nothing crosses devices; the host-staged backend serves any device.
+        return None, "the group has one rank"
+    store.set(f"tpu_dist/process/{rank}", _PROCESS_TOKEN)
+    if rank == 0:
+        store.set("tpu_dist/group", uuid.uuid4().hex)
+    tokens = [store.get(f"tpu_dist/process/{r}").decode() for r in range(size)]
+    key = store.get("tpu_dist/group").decode()
+    if any(t != _PROCESS_TOKEN for t in tokens):
+        return None, "the ranks of the group live in different processes"
+    ranks = list(options.global_ranks_in_group or range(size))
+    count = torch.tpu.device_count()
+    if len(set(ranks)) != size or any(r >= count for r in ranks):
+        return None, (f"the in-program transport runs rank r on tpu:r, and this process has "
+                      f"{count} tpu device(s) for global ranks {ranks} "
+                      f"(set TORCH_TPU_NUM_DEVICES)")
+    return (ranks, key), None
+
+
+def _create(options, backend_options=None):
+    setting = _transport_setting()
+    if setting != "host":
+        plan, reason = _in_program_plan(options)
+        if plan is not None:
+            devices, key = plan
+            fallback = _C._host_staged_backend(_host_staged(options))
+            timeout = options.timeout
+            if not isinstance(timeout, timedelta):
+                timeout = timedelta(seconds=float(timeout))
+            return _C._in_program_backend(options.group_rank, options.group_size, devices,
+                                          key, timeout, fallback)
+        if setting == "in_program":
+            raise RuntimeError("tpu_dist: TORCH_TPU_DIST_TRANSPORT=in_program, but the "
+                               f"in-program transport cannot serve this group: {reason}")
+    return _C._host_staged_backend(_host_staged(options))
+
+
+def transport(group=None) -> str:
+    """"in_program" or "host_staged": the transport of `group`'s (default: the default
+    group's) tpu_dist backend; "" if its tpu backend is not tpu_dist."""
+    pg = group if group is not None else dist.distributed_c10d._get_default_group()
+    try:
+        backend = pg._get_backend(torch.device("tpu"))
+    except RuntimeError:
+        return ""
+    return _C._tpu_dist_transport(backend)
+
+
+def install_threaded_world() -> None:
+    """Makes the c10d world thread-local, so threads of this process can be the ranks of
+    process groups (rank r on tpu:r: the in-program transport), as torch's
+    multi_threaded_pg does. c10d's C++ registry of group names (used by functional
+    collectives) stays process-wide: the ranks register the same names, the first stays."""
+    from torch.testing._internal.distributed.multi_threaded_pg import _install_threaded_pg
+
+    c10d = dist.distributed_c10d
+    if getattr(c10d._register_process_group, "_tpu_threaded", False):
+        return
+    _install_threaded_pg()
+    register_group = c10d._register_process_group
+
+    def register_once(name, pg):
+        try:
+            register_group(name, pg)
+        except RuntimeError as e:
+            if "already registered" not in str(e):
+                raise
+
+    register_once._tpu_threaded = True
+    c10d._register_process_group = register_once
 
 
 def register() -> None:

@@ -8,7 +8,9 @@ def snapshot() -> dict:
     disk_hits, disk_misses, disk_writes, disk_bad_entries, disk_evictions, executions,
     graphs, graph_runs, graph_fallbacks, graph_build_seconds,
     host_to_device_bytes, device_to_host_bytes, host_staged_collectives,
-    host_staged_bytes (tpu_dist's host-staged transport), fallbacks={op: count})."""
+    host_staged_bytes (tpu_dist's host-staged transport), in_program_collectives (its
+    in-program transport), host_staged_groups, in_program_groups (tpu_dist backends this
+    process created per transport), fallbacks={op: count})."""
     return _C._metrics()
 
 
@@ -18,6 +20,14 @@ def reset() -> None:
 
 def fallback_count() -> int:
     return sum(_C._metrics()["fallbacks"].values())
+
+
+def dist_transport(group=None) -> str:
+    """The transport of `group`'s tpu_dist backend (default: the default process group):
+    "in_program" or "host_staged"; "" if its tpu backend is not tpu_dist."""
+    from torch_tpu import _distributed
+
+    return _distributed.transport(group)
 
 
 def report() -> str:
@@ -34,7 +44,7 @@ def report() -> str:
         f"  host->device:      {m['host_to_device_bytes']} bytes",
         f"  device->host:      {m['device_to_host_bytes']} bytes",
         f"  tpu_dist:          {m['host_staged_collectives']} collectives host-staged "
-        f"({m['host_staged_bytes']} bytes)",
+        f"({m['host_staged_bytes']} bytes), {m['in_program_collectives']} in-program",
         f"  cpu fallbacks:     {sum(m['fallbacks'].values())}",
     ]
     for op, count in sorted(m["fallbacks"].items()):

@@ -198,7 +198,9 @@ bool checks_enabled() {
 class HostStagedBackend final : public c10d::Backend {
  public:
   explicit HostStagedBackend(c10::intrusive_ptr<c10d::Backend> host)
-      : Backend(host->getRank(), host->getSize()), host_(std::move(host)) {}
+      : Backend(host->getRank(), host->getSize()), host_(std::move(host)) {
+    runtime::metrics().host_staged_groups++;
+  }
 
   const std::string getBackendName() const override { return "tpu_dist"; }
 

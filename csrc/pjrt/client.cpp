@@ -79,6 +79,17 @@ std::string Client::device_kind(size_t index) const {
   return std::string(kind.device_kind, kind.device_kind_size);
 }
 
+int64_t Client::device_id(size_t index) const {
+  const PJRT_Api* api = plugin_->api();
+  auto desc = TORCH_TPU_PJRT_ARGS(PJRT_Device_GetDescription_Args);
+  desc.device = device(index);
+  plugin_->check(api->PJRT_Device_GetDescription(&desc), "PJRT_Device_GetDescription");
+  auto id = TORCH_TPU_PJRT_ARGS(PJRT_DeviceDescription_Id_Args);
+  id.device_description = desc.device_description;
+  plugin_->check(api->PJRT_DeviceDescription_Id(&id), "PJRT_DeviceDescription_Id");
+  return id.id;
+}
+
 bool Client::memory_stats(size_t index, int64_t* in_use, int64_t* limit) const {
   const PJRT_Api* api = plugin_->api();
   // An older plugin's table may end before this entry.

@@ -29,6 +29,8 @@ class Client {
   const std::string& platform_name() const { return platform_name_; }
   const std::string& platform_version() const { return platform_version_; }
   std::string device_kind(size_t index) const;
+  // The device's global id (what a compile's device assignment names).
+  int64_t device_id(size_t index) const;
   // Bytes in use and limit as the plugin reports them; false if it does not.
   bool memory_stats(size_t index, int64_t* in_use, int64_t* limit) const;
 

@@ -29,6 +29,12 @@ void put_bytes_field(std::string& out, int field, const std::string& bytes) {
 constexpr int kBuildDeviceOrdinal = 1;
 constexpr int kBuildNumReplicas = 4;
 constexpr int kBuildNumPartitions = 5;
+constexpr int kBuildDeviceAssignment = 9;
+// xla.DeviceAssignmentProto and its ComputationDevice.
+constexpr int kAssignmentReplicaCount = 1;
+constexpr int kAssignmentComputationCount = 2;
+constexpr int kAssignmentComputationDevices = 3;
+constexpr int kComputationReplicaDeviceIds = 1;
 constexpr int kOptionsExecutableBuildOptions = 3;
 constexpr int kOptionsCompilePortableExecutable = 4;
 
@@ -42,6 +48,24 @@ std::string encode_compile_options(int num_replicas, int num_partitions, bool po
   std::string options;
   put_bytes_field(options, kOptionsExecutableBuildOptions, build);
   if (portable) put_int_field(options, kOptionsCompilePortableExecutable, 1);
+  return options;
+}
+
+std::string encode_replicated_options(const std::vector<int64_t>& device_ids) {
+  const int n = static_cast<int>(device_ids.size());
+  std::string computation;  // one computation (partition), its device per replica
+  for (int64_t id : device_ids) put_int_field(computation, kComputationReplicaDeviceIds, id);
+  std::string assignment;
+  put_int_field(assignment, kAssignmentReplicaCount, n);
+  put_int_field(assignment, kAssignmentComputationCount, 1);
+  put_bytes_field(assignment, kAssignmentComputationDevices, computation);
+  std::string build;
+  put_int_field(build, kBuildDeviceOrdinal, -1);
+  put_int_field(build, kBuildNumReplicas, n);
+  put_int_field(build, kBuildNumPartitions, 1);
+  put_bytes_field(build, kBuildDeviceAssignment, assignment);
+  std::string options;
+  put_bytes_field(options, kOptionsExecutableBuildOptions, build);
   return options;
 }
 

@@ -2,10 +2,15 @@
 // want a protobuf dependency. Empty options make XLA CHECK-fail (0 replicas).
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace torch_tpu::pjrt {
 
 std::string encode_compile_options(int num_replicas, int num_partitions, bool portable);
+// A program of `device_ids.size()` replicas (one partition), replica i on the device of
+// global id device_ids[i] (build options' device_assignment): in-program collectives.
+std::string encode_replicated_options(const std::vector<int64_t>& device_ids);
 
 }  // namespace torch_tpu::pjrt

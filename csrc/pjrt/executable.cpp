@@ -1,5 +1,7 @@
 #include "pjrt/executable.h"
 
+#include "pjrt/error.h"
+
 namespace torch_tpu::pjrt {
 
 Executable::Executable(const Plugin* plugin, PJRT_LoadedExecutable* executable)
@@ -61,6 +63,48 @@ std::vector<std::unique_ptr<Buffer>> Executable::execute(PJRT_Buffer* const* arg
   std::vector<std::unique_ptr<Buffer>> result;
   result.reserve(num_outputs_);
   for (PJRT_Buffer* b : outputs) result.push_back(std::make_unique<Buffer>(plugin_, b));
+  return result;
+}
+
+std::vector<std::vector<std::unique_ptr<Buffer>>> Executable::execute_replicated(
+    const std::vector<std::vector<PJRT_Buffer*>>& args, int launch_id,
+    std::vector<std::unique_ptr<Event>>* done) const {
+  const size_t n = args.size();
+  const size_t num_args = n > 0 ? args[0].size() : 0;
+  for (const auto& list : args) {
+    if (list.size() != num_args) {
+      throw Error(PJRT_Error_Code_INVALID_ARGUMENT,
+                  "execute_replicated: every replica needs the same number of arguments");
+    }
+  }
+  auto options = TORCH_TPU_PJRT_ARGS(PJRT_ExecuteOptions);
+  options.launch_id = launch_id;
+  std::vector<PJRT_Buffer* const*> arg_lists(n);
+  std::vector<std::vector<PJRT_Buffer*>> outputs(n, std::vector<PJRT_Buffer*>(num_outputs_));
+  std::vector<PJRT_Buffer**> output_lists(n);
+  for (size_t i = 0; i < n; ++i) {
+    arg_lists[i] = args[i].data();
+    output_lists[i] = outputs[i].data();
+  }
+  std::vector<PJRT_Event*> complete(n, nullptr);
+
+  auto exec = TORCH_TPU_PJRT_ARGS(PJRT_LoadedExecutable_Execute_Args);
+  exec.executable = executable_;
+  exec.options = &options;
+  exec.argument_lists = arg_lists.data();
+  exec.num_devices = n;
+  exec.num_args = num_args;
+  exec.output_lists = output_lists.data();
+  exec.device_complete_events = done != nullptr ? complete.data() : nullptr;
+  exec.execute_device = nullptr;
+  plugin_->check(plugin_->api()->PJRT_LoadedExecutable_Execute(&exec),
+                 "PJRT_LoadedExecutable_Execute");
+
+  std::vector<std::vector<std::unique_ptr<Buffer>>> result(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (done != nullptr) done->push_back(std::make_unique<Event>(plugin_, complete[i]));
+    for (PJRT_Buffer* b : outputs[i]) result[i].push_back(std::make_unique<Buffer>(plugin_, b));
+  }
   return result;
 }
 

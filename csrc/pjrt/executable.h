@@ -27,6 +27,17 @@ class Executable {
                                                std::unique_ptr<Event>* done = nullptr,
                                                const std::vector<int64_t>& keep = {}) const;
 
+  // Enqueues one run of a program compiled for N replicas (Client::compile with
+  // encode_replicated_options): args[i] is replica i's argument list, on the i-th device
+  // of the program's device assignment. One call over all N devices (execute_device
+  // null): the replicas meet in their collectives within this one launch, never across
+  // calls. `launch_id` names the launch in XLA's collective rendezvous (its run id): give
+  // each launch its own. Returns each replica's outputs, and in `done` (if given) each
+  // one's event.
+  std::vector<std::vector<std::unique_ptr<Buffer>>> execute_replicated(
+      const std::vector<std::vector<PJRT_Buffer*>>& args, int launch_id,
+      std::vector<std::unique_ptr<Event>>* done = nullptr) const;
+
   // Bytes that Client::deserialize turns back into an executable for the same plugin.
   std::string serialize() const;
 

@@ -1,7 +1,14 @@
 // Bindings for tpu_dist (csrc/distributed).
 #include <torch/extension.h>
+#include <pybind11/chrono.h>
+#include <pybind11/stl.h>
+
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "distributed/host_staged_backend.h"
+#include "distributed/in_program_backend.h"
 
 namespace py = pybind11;
 
@@ -11,6 +18,18 @@ void bind_distributed(py::module& m) {
   // Takes and returns c10d Backends: pybind shares torch's registered Backend type.
   m.def("_host_staged_backend", [](c10::intrusive_ptr<c10d::Backend> host) {
     return distributed::make_host_staged_backend(std::move(host));
+  });
+  // `fallback` (a host-staged backend, or None) runs what the in-program transport does not.
+  m.def("_in_program_backend",
+        [](int rank, int size, std::vector<int> devices, const std::string& key,
+           std::chrono::milliseconds timeout,
+           std::optional<c10::intrusive_ptr<c10d::Backend>> fallback) {
+          return distributed::make_in_program_backend(
+              rank, size, std::move(devices), key, timeout,
+              fallback ? *fallback : c10::intrusive_ptr<c10d::Backend>());
+        });
+  m.def("_tpu_dist_transport", [](c10::intrusive_ptr<c10d::Backend> backend) {
+    return distributed::transport_of(backend);
   });
 }
 

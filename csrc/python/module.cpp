@@ -47,6 +47,9 @@ py::dict metrics_dict() {
   d["donated_bytes"] = m.donated_bytes.load();
   d["host_staged_collectives"] = m.host_staged_collectives.load();
   d["host_staged_bytes"] = m.host_staged_bytes.load();
+  d["in_program_collectives"] = m.in_program_collectives.load();
+  d["host_staged_groups"] = m.host_staged_groups.load();
+  d["in_program_groups"] = m.in_program_groups.load();
   py::dict fallbacks;
   for (const auto& [op, count] : m.fallbacks()) fallbacks[py::str(op)] = count;
   d["fallbacks"] = fallbacks;

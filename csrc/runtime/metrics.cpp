@@ -30,6 +30,7 @@ void Metrics::reset() {
   donated_bytes = 0;
   host_staged_collectives = 0;
   host_staged_bytes = 0;
+  in_program_collectives = 0;
   std::lock_guard<std::mutex> lock(mutex_);
   fallbacks_.clear();
 }

@@ -33,6 +33,12 @@ struct Metrics {
   // the bytes it copied from the devices to stage them.
   std::atomic<int64_t> host_staged_collectives{0};
   std::atomic<int64_t> host_staged_bytes{0};
+  // tpu_dist's in-program transport: collectives run as one replicated program each.
+  std::atomic<int64_t> in_program_collectives{0};
+  // tpu_dist process groups (backends of this process) created per transport; reset()
+  // leaves them.
+  std::atomic<int64_t> host_staged_groups{0};
+  std::atomic<int64_t> in_program_groups{0};
 
   void count_fallback(const std::string& op);
   std::map<std::string, int64_t> fallbacks() const;

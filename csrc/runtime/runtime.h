@@ -48,6 +48,16 @@ class Runtime {
   std::vector<std::shared_ptr<pjrt::Buffer>> execute(
       const CompiledProgram& program, const std::vector<std::shared_ptr<pjrt::Buffer>>& args,
       int device, const std::vector<int64_t>& keep = {});
+  // In-program collectives: runs `executable` (compiled for N replicas, replica i on
+  // the i-th device of its device assignment) with args[i], as one launch over all of them,
+  // and returns each replica's outputs once it has completed. Launches are serialized
+  // process-wide and synchronous (see the .cpp: XLA:CPU deadlocks on queued collective
+  // launches); every argument must be ready (computed) before the call.
+  std::vector<std::vector<std::shared_ptr<pjrt::Buffer>>> execute_replicated(
+      const pjrt::Executable& executable, const std::vector<std::vector<PJRT_Buffer*>>& args);
+  // The global id of device `index` (what a device assignment names).
+  int64_t device_id(int index) const { return client_->device_id(index); }
+
   // Whether programs may donate the buffers they overwrite (TORCH_TPU_DONATE=0: never,
   // to measure what donation saves).
   static bool donation_enabled();
@@ -63,6 +73,10 @@ class Runtime {
  private:
   explicit Runtime(RuntimeConfig config);
   std::string cache_identity() const;
+  // Adds `event` to the work synchronize(device) waits for, and holds the handles of the
+  // arguments that run consumed (`donated`) until it completes.
+  void track(int device, std::shared_ptr<pjrt::Event> event,
+             std::vector<std::shared_ptr<pjrt::Buffer>> donated = {});
   RuntimeConfig config_;
   std::unique_ptr<pjrt::Client> client_;
   ExecutableCache cache_;
