@@ -1,0 +1,198 @@
+// Small linear-algebra ops built from elementwise math, reductions and dot_general: trace,
+// linalg_cross, cdist / pdist (the forward distance ops) and renorm. Shapes, dtypes and
+// argument checks come from PyTorch's meta kernels.
+#include <cmath>
+#include <stdexcept>
+#include <vector>
+
+#include "ops/elementwise.h"
+#include "ops/reduction.h"
+
+namespace torch_tpu::ops {
+
+namespace {
+
+using hlo::Compare;
+using hlo::DType;
+using hlo::Reducer;
+using hlo::TensorType;
+using hlo::Value;
+using V = std::vector<Value>;
+
+// trace(self): the sum of the main diagonal of a matrix, accumulated as sum() does
+// (integers in int64, bf16/f16 in f32).
+V lower_trace(Node& n) {
+  hlo::Builder& b = n.b;
+  const Value& x = n.in(0);
+  if (x.type.rank() != 2) throw std::invalid_argument("trace: expected a matrix, but got tensor with dim " +
+                                                      std::to_string(x.type.rank()));
+  const DType out = n.out().dtype;
+  if (x.type.dtype == DType::Pred) not_implemented("trace", DType::Pred);
+  const DType acc = math_dtype(out);
+  TensorType it{DType::S64, x.type.shape};
+  Value diag = b.compare(Compare::EQ, b.iota(it, 0), b.iota(it, 1));
+  Value v = b.convert(x, acc);
+  v = b.select(diag, v, b.full(0, v.type));
+  Value sum = b.reduce(v, b.constant(0, acc), {0, 1}, acc == DType::Pred ? Reducer::Or : Reducer::Add);
+  return {b.reshape(b.convert(sum, out), n.out().shape)};
+}
+
+Value take_one(hlo::Builder& b, const Value& x, int64_t dim, int64_t i) {
+  std::vector<int64_t> lo(x.type.rank(), 0), hi = x.type.shape, step(x.type.rank(), 1);
+  lo[dim] = i;
+  hi[dim] = i + 1;
+  return b.slice(x, lo, hi, step);
+}
+
+// linalg_cross(self, other, dim): both broadcast to the result's shape, size 3 along dim.
+V lower_linalg_cross(Node& n) {
+  hlo::Builder& b = n.b;
+  const TensorType& out = n.out();
+  if (out.numel() == 0) return {b.full(0, out)};
+  Value x = cast_to(b, n.in(0), out.dtype, out.shape), y = cast_to(b, n.in(1), out.dtype, out.shape);
+  const int64_t dim = wrap_dim(n.i64(2), out.rank());
+  if (out.shape[dim] != 3)
+    throw std::invalid_argument("linalg.cross: inputs dimension " + std::to_string(n.i64(2)) +
+                                " must have length 3. Got " + std::to_string(out.shape[dim]));
+  Math m{b};
+  auto c = [&](int i, int j) {
+    return m.sub(m.mul(take_one(b, x, dim, i), take_one(b, y, dim, j)),
+                 m.mul(take_one(b, x, dim, j), take_one(b, y, dim, i)));
+  };
+  return {b.concatenate({c(1, 2), c(2, 0), c(0, 1)}, dim)};
+}
+
+// The p-norm of `d` over `dim` (p a static float): the count of nonzeros for p = 0, the
+// largest magnitude for inf, sum |d| for 1, sqrt(sum d^2) for 2, else (sum |d|^p)^(1/p).
+Value p_norm(const Math& m, const Value& d, int64_t dim, double p) {
+  hlo::Builder& b = m.b;
+  const DType t = d.type.dtype;
+  Value a = m.abs(d);
+  if (std::isinf(p)) return reduce_extreme(b, a, {dim}, p > 0);
+  auto sum = [&](const Value& v) { return b.reduce(v, b.constant(0, t), {dim}, Reducer::Add); };
+  if (p == 0) return sum(b.convert(b.compare(Compare::NE, d, m.k(0, d)), t));
+  if (p == 1) return sum(a);
+  if (p == 2) return m.sqrt(sum(m.mul(d, d)));
+  Value s = sum(m.pow(a, m.k(p, a)));
+  return m.pow(s, b.full(1.0 / p, s.type));
+}
+
+// x1 [..., P, M] and x2 [..., R, M] broadcast over the batch dims of the result [..., P, R].
+std::pair<Value, Value> batch_operands(Node& n, DType t) {
+  hlo::Builder& b = n.b;
+  const TensorType& out = n.out();
+  const int64_t batch = out.rank() - 2;
+  auto bcast = [&](const Value& x) {
+    std::vector<int64_t> shape(out.shape.begin(), out.shape.begin() + batch);
+    shape.push_back(x.type.shape[x.type.rank() - 2]);
+    shape.push_back(x.type.shape[x.type.rank() - 1]);
+    return broadcast_to(b, b.convert(x, t), shape);
+  };
+  return {bcast(n.in(0)), bcast(n.in(1))};
+}
+
+// _cdist_forward(x1, x2, p, compute_mode): the p-norm distance of every row pair. For
+// p = 2 PyTorch uses the matrix-product form |a|^2 + |b|^2 - 2 a.b when compute_mode is
+// 1, or None / 0 with more than 25 rows on either side; the direct form otherwise.
+V lower_cdist(Node& n) {
+  hlo::Builder& b = n.b;
+  const TensorType& out = n.out();
+  if (out.numel() == 0) return {b.full(0, out)};
+  const double p = n.f64(2);
+  const int64_t mode = n.is_none(3) ? 0 : n.i64(3);
+  const DType t = math_dtype(out.dtype);
+  auto [x1, x2] = batch_operands(n, t);
+  Math m{b};
+  const int64_t batch = out.rank() - 2;
+  const int64_t rows1 = x1.type.shape[batch], rows2 = x2.type.shape[batch], cols = x1.type.shape[batch + 1];
+  std::vector<int64_t> bdims;
+  for (int64_t d = 0; d < batch; ++d) bdims.push_back(d);
+  if (cols == 0) return {b.full(0, out)};
+  const bool use_mm = p == 2 && (mode == 1 || (mode == 0 && (rows1 > 25 || rows2 > 25)));
+  if (use_mm) {
+    // [-2 x1, |x1|^2, 1] . [x2, 1, |x2|^2], one product as PyTorch's _euclidean_dist.
+    auto padded = [&](const Value& x, bool first) {
+      std::vector<int64_t> col = x.type.shape;
+      col.back() = 1;
+      Value norm = b.reshape(b.reduce(m.mul(x, x), b.constant(0, t), {batch + 1}, Reducer::Add), col);
+      Value ones = b.full(1, {t, col});
+      if (first) return b.concatenate({m.mul(m.k(-2, x), x), norm, ones}, batch + 1);
+      return b.concatenate({x, ones, norm}, batch + 1);
+    };
+    Value g = b.dot_general(padded(x1, true), padded(x2, false), bdims, bdims, {batch + 1}, {batch + 1}, t);
+    Value r = m.sqrt(m.max(g, m.k(0, g)));
+    return {b.convert(r, out.dtype)};
+  }
+  // [..., P, R, M] differences.
+  std::vector<int64_t> shape(out.shape.begin(), out.shape.end());
+  shape.push_back(cols);
+  std::vector<int64_t> e1 = bdims, e2 = bdims;
+  e1.insert(e1.end(), {batch, batch + 2});
+  e2.insert(e2.end(), {batch + 1, batch + 2});
+  Value d = m.sub(b.broadcast_in_dim(x1, shape, e1), b.broadcast_in_dim(x2, shape, e2));
+  return {b.convert(p_norm(m, d, batch + 2, p), out.dtype)};
+}
+
+// _pdist_forward(self [N, M], p): the distances of rows i < j, row-major.
+V lower_pdist(Node& n) {
+  hlo::Builder& b = n.b;
+  const TensorType& out = n.out();
+  if (out.numel() == 0) return {b.full(0, out)};
+  const double p = n.f64(1);
+  const DType t = math_dtype(out.dtype);
+  Value x = b.convert(n.in(0), t);
+  const int64_t rows = x.type.shape[0], cols = x.type.shape[1];
+  Math m{b};
+  std::vector<int64_t> shape{rows, rows, cols};
+  Value d = m.sub(b.broadcast_in_dim(x, shape, {0, 2}), b.broadcast_in_dim(x, shape, {1, 2}));
+  Value all = p_norm(m, d, 2, p);  // [N, N]
+  V parts;
+  for (int64_t i = 0; i + 1 < rows; ++i)
+    parts.push_back(b.reshape(b.slice(all, {i, i + 1}, {i + 1, rows}, {1, 1}), {rows - i - 1}));
+  Value r = parts.size() == 1 ? parts[0] : b.concatenate(parts, 0);
+  return {b.convert(r, out.dtype)};
+}
+
+// renorm(self, p, dim, maxnorm): each slice along dim whose p-norm exceeds maxnorm scaled
+// by maxnorm / (norm + 1e-7). The norm accumulates in f32 for bf16/f16 and the factor is
+// rounded to self's dtype before the product, as in PyTorch's kernel.
+V lower_renorm(Node& n) {
+  hlo::Builder& b = n.b;
+  const TensorType& out = n.out();
+  const Value& self = n.in(0);
+  if (!hlo::is_float(out.dtype)) not_implemented("renorm", out.dtype);
+  if (self.type.rank() == 0) throw std::invalid_argument("renorm: input needs at least 1 dimension, got 0 dimensions");
+  const DType acc = math_dtype(out.dtype);
+  const int64_t dim = wrap_dim(n.i64(2), self.type.rank());
+  Math m{b};
+  Value x = b.convert(self, acc);
+  std::vector<int64_t> rdims = other_dims(self.type.rank(), dim);
+  Value p = b.convert(n.in(1), acc), maxnorm = b.convert(n.in(3), acc);
+  Value a = m.abs(x);
+  auto sum = [&](const Value& v) { return b.reduce(v, b.constant(0, acc), rdims, Reducer::Add); };
+  Value pb = b.broadcast_in_dim(p, x.type.shape, {});
+  Value general = sum(m.pow(a, pb));
+  TensorType nt = general.type;
+  Value ps = b.broadcast_in_dim(p, nt.shape, {});
+  Value norm = m.pow(general, m.div(m.k(1, ps), ps));
+  norm = m.sel(m.eq(ps, m.k(2, ps)), m.sqrt(sum(m.mul(x, x))), norm);
+  norm = m.sel(m.eq(ps, m.k(1, ps)), sum(a), norm);
+  norm = m.sel(m.eq(ps, m.k(0, ps)), sum(b.convert(m.ne(x, m.k(0, x)), acc)), norm);
+  norm = m.sel(m.eq(ps, m.k(INFINITY, ps)), reduce_extreme(b, a, rdims, true), norm);
+  norm = m.sel(m.eq(ps, m.k(-INFINITY, ps)), reduce_extreme(b, a, rdims, false), norm);
+  Value mx = b.broadcast_in_dim(maxnorm, nt.shape, {});
+  Value factor = m.sel(m.gt(norm, mx), m.div(mx, m.add(norm, m.k(1e-7, norm))), m.k(1, norm));
+  factor = b.convert(factor, out.dtype);
+  Value r = b.binary("multiply", b.convert(self, out.dtype), b.broadcast_in_dim(factor, out.shape, {dim}));
+  return {r};
+}
+
+}  // namespace
+
+TORCH_TPU_LOWERING(trace, {"trace", "trace.out"}, lower_trace);
+TORCH_TPU_LOWERING(linalg_cross, {"linalg_cross", "linalg_cross.out"}, lower_linalg_cross);
+TORCH_TPU_LOWERING(cdist_forward, {"_cdist_forward", "_cdist_forward.out"}, lower_cdist);
+TORCH_TPU_LOWERING(pdist_forward, {"_pdist_forward", "_pdist_forward.out"}, lower_pdist);
+TORCH_TPU_LOWERING(renorm, {"renorm", "renorm_", "renorm.out"}, lower_renorm);
+
+}  // namespace torch_tpu::ops
