@@ -1,6 +1,6 @@
 // torch.special functions without a StableHLO/CHLO counterpart: the orthogonal
 // polynomials (Chebyshev T/U/V/W and their shifted forms, Hermite, Laguerre, Legendre),
-// erfcx, log_ndtr, spherical_bessel_j0 and the Hurwitz zeta function. Integer and bool
+// erfcx, log_ndtr, spherical_bessel_j0, the Hurwitz zeta function and polygamma. Integer and bool
 // inputs promote to f32 (the meta kernel gives the result dtype); the math runs in the
 // promoted float dtype, as PyTorch's CPU kernels do, except where noted.
 //
@@ -11,6 +11,7 @@
 // otherwise, which runs in a stablehlo.while up to the largest degree that needs it.
 #include <cmath>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -430,12 +431,8 @@ Value bessel_k(const Math& m, const Value& x, int nu, bool scaled) {
 // integral of the rest, half its first term and 12 Bernoulli corrections. The domain as
 // PyTorch's: x == 1 is inf, x < 1 NaN, q a non-positive integer inf, q <= 0 with a
 // non-integer x NaN; beyond q = 1e8 the two-term asymptotic form.
-V lower_zeta(Node& n) {
-  if (n.compute == DType::BF16 || n.compute == DType::F16) not_implemented("zeta", n.compute);
-  hlo::Builder& b = n.b;
+Value zeta64(hlo::Builder& b, const Value& x, const Value& q) {
   Math m{b};
-  const DType out = float_math(n);
-  Value x = b.convert(arg_math(n, 0), DType::F64), q = b.convert(arg_math(n, 1), DType::F64);
   const TensorType xt = x.type;
   const TensorType s{DType::S64, {}};
   // Carried: i, x, q, a (the last base), b (its term), sum, done (all elements past it).
@@ -491,8 +488,55 @@ V lower_zeta(Node& n) {
   r = m.sel(m.and_(q_nonpos, m.eq(q, m.floor(q))), inf, r);
   r = m.sel(m.lt(x, m.k(1, x)), nan, r);
   r = m.sel(m.eq(x, m.k(1, x)), inf, r);
-  r = m.sel(m.or_(m.is_nan(x), m.is_nan(q)), nan, r);
-  return {b.convert(r, out)};
+  return m.sel(m.or_(m.is_nan(x), m.is_nan(q)), nan, r);
+}
+
+V lower_zeta(Node& n) {
+  if (n.compute == DType::BF16 || n.compute == DType::F16) not_implemented("zeta", n.compute);
+  hlo::Builder& b = n.b;
+  Value x = b.convert(arg_math(n, 0), DType::F64), q = b.convert(arg_math(n, 1), DType::F64);
+  return {b.convert(zeta64(b, x, q), float_math(n))};
+}
+
+// ---- polygamma ----------------------------------------------------------------------------
+
+// psi'(x), in x's dtype as PyTorch's kernel (f32 rounding decides its value at the poles):
+// for x < 1/2 the reflection psi'(x) = pi^2 / sin^2(pi x) - psi'(1 - x);
+// then six steps of psi'(x) = 1/x^2 + psi'(x + 1) and the asymptotic series
+// 1/x + 1/(2x^2) + sum B_2k / x^(2k+1) (B_2..B_6) at x + 6, as PyTorch's kernel computes it.
+Value trigamma(const Math& m, const Value& x_in) {
+  Value reflect = m.lt(x_in, m.k(0.5, x_in));
+  Value s = sin(m, m.mul(m.k(kPi, x_in), x_in));
+  Value head = m.sel(reflect, m.neg(m.div(m.k(kPi * kPi, s), m.mul(s, s))), m.k(0, s));
+  Value x = m.sel(reflect, m.sub(m.k(1, x_in), x_in), x_in);
+  Value sum = head;
+  for (int i = 0; i < 6; ++i) {
+    sum = m.add(sum, m.div(m.k(1, x), m.mul(x, x)));
+    x = m.add(x, m.k(1, x));
+  }
+  Value inv2 = m.div(m.k(1, x), m.mul(x, x));
+  Value tail = m.sub(m.k(1.0 / 30, x), m.mul(inv2, m.k(1.0 / 42, x)));
+  tail = m.sub(m.k(1.0 / 6, x), m.mul(inv2, tail));
+  tail = m.add(m.add(m.k(1, x), m.div(m.k(1, x), m.add(x, x))), m.mul(inv2, tail));
+  sum = m.add(sum, m.div(tail, x));
+  return m.sel(reflect, m.neg(sum), sum);
+}
+
+// polygamma(n, x): digamma for n = 0, trigamma for 1, and (-1)^(n+1) n! zeta(n + 1, x)
+// beyond (PyTorch's definitions, negative x included).
+V lower_polygamma(Node& n) {
+  hlo::Builder& b = n.b;
+  Math m{b};
+  Value x = arg_math(n, 1);
+  const int64_t order = n.i64(0);
+  if (order < 0) throw std::invalid_argument("polygamma(n, x) does not support negative n.");
+  if (order == 0) return {digamma(m, x)};
+  if (order == 1) return {trigamma(m, x)};
+  Value x64 = b.convert(x, DType::F64);
+  double factorial = 1;
+  for (int64_t k = 2; k <= order; ++k) factorial *= static_cast<double>(k);
+  Value z = zeta64(b, m.k(static_cast<double>(order + 1), x64), x64);
+  return {b.convert(m.mul(m.k(order % 2 ? factorial : -factorial, z), z), x.type.dtype)};
 }
 
 }  // namespace
@@ -529,6 +573,7 @@ TORCH_TPU_LOWERING(spherical_bessel_j0,
                      return V{spherical_bessel_j0(Math{n.b}, arg_math(n, 0))};
                    }));
 TORCH_TPU_LOWERING(special_zeta, {"special_zeta", "special_zeta.out"}, lower_zeta);
+TORCH_TPU_LOWERING(polygamma, {"polygamma", "polygamma.out"}, lower_polygamma);
 
 #define BESSEL(id, name, expr)                                                             \
   TORCH_TPU_LOWERING(id, {"special_" #name, "special_" #name ".out"},                       \

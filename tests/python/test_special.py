@@ -137,3 +137,18 @@ def test_bessel_match_cpu(name, dtype):
         # mpmath; ours stay within 1e-14 there), so f64 gets f32-like slack.
         tol = dict(rtol=2e-6, atol=2e-6)
     assert_same(fn(x.to("tpu")), expected, equal_nan=True, **tol)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64])
+@pytest.mark.parametrize("order", [0, 1, 2, 3, 4, 7])
+def test_polygamma_match_cpu(order, dtype):
+    # Negative non-integers (the reflection and the zeta sum run through them), poles,
+    # small, large.
+    g = torch.Generator().manual_seed(3)
+    x = torch.empty(61, dtype=torch.float64).uniform_(-9, 30, generator=g)
+    x[:10] = torch.tensor([-8.5, -3.2, -0.5, 0.1, 0.5, 1.0, 2.5, 1e-3, 200.0, -2.0])
+    x = x.to(dtype) if dtype.is_floating_point else x.clamp(1, 30).round().to(dtype)
+    expected = torch.polygamma(order, x)
+    tol = dict(rtol=2e-5, atol=1e-5) if dtype != torch.float64 else dict(rtol=1e-7, atol=1e-7)
+    assert_same(torch.polygamma(order, x.to("tpu")), expected, equal_nan=True, **tol)
+    assert_same(torch.special.polygamma(order, x.to("tpu")), expected, equal_nan=True, **tol)
