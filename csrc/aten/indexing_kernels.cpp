@@ -290,7 +290,8 @@ at::Tensor& logspace_out(const c10::Scalar& start, const c10::Scalar& end, int64
 }
 
 // torch.unique (sorted or not: CPU sorts either way) and unique_consecutive, of the
-// elements or of the slices along `dim` (consecutive only): one program sorts (unique)
+// elements or of the slices along `dim`: one program sorts (unique; slices in
+// lexicographic order)
 // or keeps the order (consecutive), marks where a run of equal slices starts (NaNs
 // never equal, as on CPU), numbers the runs, and gives the first slice of each run, the
 // run number of each slice and the run lengths padded to the slice count; the run count
@@ -319,8 +320,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_runs(const at::Tensor& sel
         hlo::Value rows = b.convert(b.reshape(in[0], {n, width}), key_t);
         hlo::TensorType it{hlo::DType::S64, {n}};
         hlo::Value pos = b.iota(it, 0);
-        if (sort) {  // elements only: width 1
-          hlo::Value flat = b.reshape(rows, {n});
+        if (sort) {
+          // Slices in lexicographic order: stable sorts by each column, the last first.
           hlo::TensorType sv{key_t, {}}, si{hlo::DType::S64, {}};
           std::string less = b.region({sv, sv, si, si}, [key_t](hlo::Builder& r, const V& a) {
             hlo::Value lt = r.compare(hlo::Compare::LT, a[0], a[1]);
@@ -330,10 +331,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_runs(const at::Tensor& sel
             }
             return V{lt};
           });
-          V out = b.emit_multi("stablehlo.sort", {flat, pos}, "dimension = 0 : i64, is_stable = true",
-                               {flat.type, it}, {less});
-          rows = b.reshape(out[0], {n, 1});
-          pos = out[1];
+          for (int64_t c = width - 1; c >= 0; --c) {
+            hlo::Value column = b.reshape(b.slice(rows, {0, c}, {n, c + 1}, {1, 1}), {n});
+            hlo::Value key = b.gather_flat(column, pos);
+            V out = b.emit_multi("stablehlo.sort", {key, pos}, "dimension = 0 : i64, is_stable = true",
+                                 {key.type, it}, {less});
+            pos = out[1];
+          }
+          if (width > 0) rows = ops::select_along(b, rows, 0, pos);
         }
         hlo::Value prev = n == 1 ? rows
                                  : b.concatenate({b.slice(rows, {0, 0}, {1, width}, {1, 1}),
@@ -370,6 +375,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> unique2_kernel(const at::Tensor& 
   return unique_runs(self, true, return_inverse, return_counts, std::nullopt);
 }
 
+// unique_dim always returns the inverse and the counts, as CPU's kernel does.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_dim_kernel(const at::Tensor& self, int64_t dim, bool sorted,
+                                                                 bool return_inverse, bool return_counts) {
+  TORCH_CHECK(self.dim() > 0 || dim == 0 || dim == -1, "unique_dim: dim out of range");
+  if (self.dim() == 0) return unique_runs(self, true, true, true, std::nullopt);
+  return unique_runs(self, true, true, true, c10::maybe_wrap_dim(dim, self.dim()));
+}
+
 std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_consecutive_kernel(
     const at::Tensor& self, bool return_inverse, bool return_counts, std::optional<int64_t> dim) {
   if (dim) {
@@ -393,6 +406,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("repeat_interleave.Tensor", repeat_interleave_kernel);
   m.impl("bincount", bincount_kernel);
   m.impl("_unique2", unique2_kernel);
+  m.impl("unique_dim", unique_dim_kernel);
   m.impl("unique_consecutive", unique_consecutive_kernel);
   m.impl("arange.start_out", arange_out);
   m.impl("linspace.out", linspace_out);

@@ -679,6 +679,8 @@ V lower_linalg_lu(Node& n) {
 TORCH_TPU_LOWERING(cholesky_ex, {"linalg_cholesky_ex", "linalg_cholesky_ex.L"}, lower_cholesky_ex);
 TORCH_TPU_LOWERING(cholesky, {"cholesky", "cholesky.out"}, lower_cholesky);
 TORCH_TPU_LOWERING(cholesky_solve, {"_cholesky_solve_helper", "_cholesky_solve_helper.out"}, lower_cholesky_solve);
+// Graphs keep cholesky_solve itself (eager mode reaches the helper after broadcasting).
+TORCH_TPU_GRAPH_LOWERING(cholesky_solve_graph, {"cholesky_solve"}, lower_cholesky_solve);
 TORCH_TPU_LOWERING(cholesky_inverse, {"cholesky_inverse", "cholesky_inverse.out"}, lower_cholesky_inverse);
 TORCH_TPU_LOWERING(solve_triangular, {"linalg_solve_triangular", "linalg_solve_triangular.out"},
                    lower_solve_triangular);

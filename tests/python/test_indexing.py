@@ -511,12 +511,19 @@ def test_unique_and_unique_consecutive(dtype):
                 exp = torch.unique_consecutive(x, return_inverse=inv, return_counts=counts)
                 for g, e in zip(got if isinstance(got, tuple) else (got,), exp if isinstance(exp, tuple) else (exp,)):
                     assert_same(g, e, equal_nan=True)
-    # Slices along a dim (consecutive), 0-d and empty inputs.
+    # Slices along a dim (sorted and consecutive), 0-d and empty inputs.
     y = torch.tensor([[1, 1, 2, 2, 2], [3, 3, 4, 4, 5]]).to(dtype)
-    for dim in (0, 1, -1):
-        got = torch.unique_consecutive(tpu(y), return_inverse=True, return_counts=True, dim=dim)
-        for g, e in zip(got, torch.unique_consecutive(y, return_inverse=True, return_counts=True, dim=dim)):
-            assert_same(g, e)
+    z = make((7, 3, 2), dtype, seed=9)
+    z = z if dtype == torch.bool else (z > 0).to(dtype)  # few distinct slices
+    for t in (y, z):
+        for dim in (0, 1, -1):
+            got = torch.unique_consecutive(tpu(t), return_inverse=True, return_counts=True, dim=dim)
+            for g, e in zip(got, torch.unique_consecutive(t, return_inverse=True, return_counts=True, dim=dim)):
+                assert_same(g, e)
+            got = torch.unique(tpu(t), return_inverse=True, return_counts=True, dim=dim)
+            for g, e in zip(got, torch.unique(t, return_inverse=True, return_counts=True, dim=dim)):
+                assert_same(g, e)
+            assert_same(torch.unique(tpu(t), dim=dim), torch.unique(t, dim=dim))
     for t in (x[0, 4], x[:0]):
         for g, e in zip(torch.unique(tpu(t), return_inverse=True, return_counts=True),
                         torch.unique(t, return_inverse=True, return_counts=True)):
