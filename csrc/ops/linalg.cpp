@@ -1,8 +1,12 @@
-// Small linear-algebra ops built from elementwise math, reductions and dot_general: trace,
-// linalg_cross, cdist / pdist (the forward distance ops) and renorm. Shapes, dtypes and
-// argument checks come from PyTorch's meta kernels.
+// Linear algebra: trace, linalg_cross, cdist / pdist (the forward distance ops) and
+// renorm from elementwise math, reductions and dot_general; Cholesky, triangular solves
+// and LU with what follows from them (below). Shapes, dtypes and argument checks come
+// from PyTorch's meta kernels.
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "ops/elementwise.h"
@@ -187,16 +191,6 @@ V lower_renorm(Node& n) {
   return {r};
 }
 
-}  // namespace
-
-TORCH_TPU_LOWERING(trace, {"trace", "trace.out"}, lower_trace);
-TORCH_TPU_LOWERING(linalg_cross, {"linalg_cross", "linalg_cross.out"}, lower_linalg_cross);
-TORCH_TPU_LOWERING(cdist_forward, {"_cdist_forward", "_cdist_forward.out"}, lower_cdist);
-TORCH_TPU_LOWERING(pdist_forward, {"_pdist_forward", "_pdist_forward.out"}, lower_pdist);
-TORCH_TPU_LOWERING(renorm, {"renorm", "renorm_", "renorm.out"}, lower_renorm);
-
-}  // namespace torch_tpu::ops
-
 // ---- factorizations and solves ---------------------------------------------------------
 //
 // Cholesky and triangular solves are StableHLO ops (XLA:CPU expands them); LU with
@@ -204,17 +198,6 @@ TORCH_TPU_LOWERING(renorm, {"renorm", "renorm_", "renorm.out"}, lower_renorm);
 // diagonal is the pivot) runs as a stablehlo.while over the columns. det, slogdet, inv,
 // solve and lu_solve follow from it. Float32 and float64 only, as PyTorch's CPU kernels
 // (the meta kernels reject the rest).
-
-namespace torch_tpu::ops {
-
-namespace {
-
-using hlo::Compare;
-using hlo::DType;
-using hlo::Reducer;
-using hlo::TensorType;
-using hlo::Value;
-using V = std::vector<Value>;
 
 // x [..., r, c] broadcast to batch dims `batch`.
 Value to_batch(hlo::Builder& b, const Value& x, const std::vector<int64_t>& batch) {
@@ -676,6 +659,11 @@ V lower_linalg_lu(Node& n) {
 
 }  // namespace
 
+TORCH_TPU_LOWERING(trace, {"trace", "trace.out"}, lower_trace);
+TORCH_TPU_LOWERING(linalg_cross, {"linalg_cross", "linalg_cross.out"}, lower_linalg_cross);
+TORCH_TPU_LOWERING(cdist_forward, {"_cdist_forward", "_cdist_forward.out"}, lower_cdist);
+TORCH_TPU_LOWERING(pdist_forward, {"_pdist_forward", "_pdist_forward.out"}, lower_pdist);
+TORCH_TPU_LOWERING(renorm, {"renorm", "renorm_", "renorm.out"}, lower_renorm);
 TORCH_TPU_LOWERING(cholesky_ex, {"linalg_cholesky_ex", "linalg_cholesky_ex.L"}, lower_cholesky_ex);
 TORCH_TPU_LOWERING(cholesky, {"cholesky", "cholesky.out"}, lower_cholesky);
 TORCH_TPU_LOWERING(cholesky_solve, {"_cholesky_solve_helper", "_cholesky_solve_helper.out"}, lower_cholesky_solve);

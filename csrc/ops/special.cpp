@@ -1,6 +1,7 @@
 // torch.special functions without a StableHLO/CHLO counterpart: the orthogonal
 // polynomials (Chebyshev T/U/V/W and their shifted forms, Hermite, Laguerre, Legendre),
-// erfcx, log_ndtr, spherical_bessel_j0, the Hurwitz zeta function and polygamma. Integer and bool
+// erfcx, log_ndtr, spherical_bessel_j0, the Hurwitz zeta function, polygamma and the
+// regularized incomplete gamma functions. Integer and bool
 // inputs promote to f32 (the meta kernel gives the result dtype); the math runs in the
 // promoted float dtype, as PyTorch's CPU kernels do, except where noted.
 //
@@ -498,6 +499,90 @@ V lower_zeta(Node& n) {
   return {b.convert(zeta64(b, x, q), float_math(n))};
 }
 
+// ---- regularized incomplete gamma functions ----------------------------------------------
+
+// (P(a, x), Q(a, x)) in f64: the power series of P below x = a + 1, Lentz's continued
+// fraction of Q above, each iterated in a stablehlo.while until every element it serves
+// has converged to 1e-16 (or 2000 steps), times exp(a log x - x - lgamma(a)). PyTorch's
+// special values: NaN for negative arguments, a = 0 gives P = 1 (x > 0), x = 0 gives
+// P = 0, infinite a gives P = 0, infinite x P = 1, both infinite NaN.
+std::pair<Value, Value> incomplete_gamma(hlo::Builder& b, const Value& a, const Value& x) {
+  Math m{b};
+  const TensorType t = a.type, s{DType::S64, {}};
+  std::vector<int64_t> all;
+  for (int64_t d = 0; d < t.rank(); ++d) all.push_back(d);
+  auto any = [all](hlo::Builder& r, const Value& p) {
+    return all.empty() ? p : r.reduce(p, r.constant(0, DType::Pred), all, Reducer::Or);
+  };
+  const TensorType pt{DType::Pred, t.shape};
+  Value use_series = m.lt(x, m.add(a, m.k(1, a)));
+  // Series: sum_{n >= 0} x^n / (a (a+1) ... (a+n)).
+  std::string scond = b.region({s, t, t, t, t, pt}, [any](hlo::Builder& r, const V& v) {
+    Math rm{r};
+    Value open = rm.and_(v[5], rm.gt(rm.abs(v[3]), rm.mul(rm.abs(v[4]), rm.k(1e-17, v[4]))));
+    return V{r.binary("and", r.compare(Compare::LT, v[0], r.constant_int(2000, DType::S64)), any(r, open))};
+  });
+  std::string sbody = b.region({s, t, t, t, t, pt}, [](hlo::Builder& r, const V& v) {
+    Math rm{r};
+    Value nf = r.broadcast_in_dim(r.convert(v[0], DType::F64), v[1].type.shape, {});
+    Value term = rm.mul(v[3], rm.div(v[2], rm.add(v[1], nf)));
+    return V{r.binary("add", v[0], r.constant_int(1, DType::S64)), v[1], v[2], term, rm.add(v[4], term), v[5]};
+  });
+  Value inv_a = m.div(m.k(1, a), a);
+  V sr = b.emit_multi("stablehlo.while", {b.constant_int(1, DType::S64), a, x, inv_a, inv_a, use_series}, "",
+                      {s, t, t, t, t, pt}, {scond, sbody});
+  // Continued fraction of Q (modified Lentz), carried: i, a, x, bn, c, d, h, delta, use.
+  const double tiny = 1e-300;
+  std::string ccond = b.region({s, t, t, t, t, t, t, t, pt}, [any](hlo::Builder& r, const V& v) {
+    Math rm{r};
+    Value open = rm.and_(v[8], rm.gt(rm.abs(rm.sub(v[7], rm.k(1, v[7]))), rm.k(1e-16, v[7])));
+    return V{r.binary("and", r.compare(Compare::LT, v[0], r.constant_int(2000, DType::S64)), any(r, open))};
+  });
+  std::string cbody = b.region({s, t, t, t, t, t, t, t, pt}, [tiny](hlo::Builder& r, const V& v) {
+    Math rm{r};
+    const Value &av = v[1];
+    Value i = r.broadcast_in_dim(r.convert(v[0], DType::F64), av.type.shape, {});
+    Value an = rm.neg(rm.mul(i, rm.sub(i, av)));
+    Value bn = rm.add(v[3], rm.k(2, av));
+    auto floor_tiny = [&](const Value& z) { return rm.sel(rm.lt(rm.abs(z), rm.k(tiny, z)), rm.k(tiny, z), z); };
+    Value d = rm.div(rm.k(1, av), floor_tiny(rm.add(rm.mul(an, v[5]), bn)));
+    Value c = floor_tiny(rm.add(bn, rm.div(an, v[4])));
+    Value delta = rm.mul(d, c);
+    return V{r.binary("add", v[0], r.constant_int(1, DType::S64)), av, v[2], bn, c, d, rm.mul(v[6], delta), delta, v[8]};
+  });
+  Value b0 = m.add(m.sub(x, a), m.k(1, a));
+  Value d0 = m.div(m.k(1, a), b0);
+  V cr = b.emit_multi("stablehlo.while",
+                      {b.constant_int(1, DType::S64), a, x, b0, m.k(1 / tiny, a), d0, d0, m.k(0, a), m.not_(use_series)},
+                      "", {s, t, t, t, t, t, t, t, pt}, {ccond, cbody});
+  Value lgam = b.emit("chlo.lgamma", {a}, "", a.type);
+  Value front = m.exp(m.sub(m.sub(m.mul(a, m.log(x)), x), lgam));
+  Value p_series = m.mul(front, sr[4]), q_cf = m.mul(front, cr[6]);
+  Value p = m.sel(use_series, p_series, m.sub(m.k(1, a), q_cf));
+  Value q = m.sel(use_series, m.sub(m.k(1, a), p_series), q_cf);
+  Value nan = m.k(NAN, a), zero = m.k(0, a), one = m.k(1, a), inf = m.k(INFINITY, a);
+  // In PyTorch's order of checks, the first deciding last here; a NaN argument that no
+  // check decides gives NaN.
+  auto special = [&](Value r, bool lower) {
+    r = m.sel(m.or_(m.is_nan(a), m.is_nan(x)), nan, r);
+    r = m.sel(m.eq(x, inf), lower ? one : zero, r);
+    r = m.sel(m.eq(a, inf), m.sel(m.eq(x, inf), nan, lower ? zero : one), r);
+    r = m.sel(m.eq(x, zero), lower ? zero : one, r);
+    r = m.sel(m.eq(a, zero), m.sel(m.gt(x, zero), lower ? one : zero, nan), r);
+    return m.sel(m.or_(m.lt(x, zero), m.lt(a, zero)), nan, r);
+  };
+  return {special(p, true), special(q, false)};
+}
+
+LowerFn lower_igamma(bool upper) {
+  return [upper](Node& n) {
+    hlo::Builder& b = n.b;
+    Value a = b.convert(arg_math(n, 0), DType::F64), x = b.convert(arg_math(n, 1), DType::F64);
+    auto [p, q] = incomplete_gamma(b, a, x);
+    return V{b.convert(upper ? q : p, float_math(n))};
+  };
+}
+
 // ---- polygamma ----------------------------------------------------------------------------
 
 // psi'(x), in x's dtype as PyTorch's kernel (f32 rounding decides its value at the poles):
@@ -574,6 +659,8 @@ TORCH_TPU_LOWERING(spherical_bessel_j0,
                    }));
 TORCH_TPU_LOWERING(special_zeta, {"special_zeta", "special_zeta.out"}, lower_zeta);
 TORCH_TPU_LOWERING(polygamma, {"polygamma", "polygamma.out"}, lower_polygamma);
+TORCH_TPU_LOWERING(igamma, {"igamma", "igamma_", "igamma.out"}, lower_igamma(false));
+TORCH_TPU_LOWERING(igammac, {"igammac", "igammac_", "igammac.out"}, lower_igamma(true));
 
 #define BESSEL(id, name, expr)                                                             \
   TORCH_TPU_LOWERING(id, {"special_" #name, "special_" #name ".out"},                       \

@@ -152,3 +152,21 @@ def test_polygamma_match_cpu(order, dtype):
     tol = dict(rtol=2e-5, atol=1e-5) if dtype != torch.float64 else dict(rtol=1e-7, atol=1e-7)
     assert_same(torch.polygamma(order, x.to("tpu")), expected, equal_nan=True, **tol)
     assert_same(torch.special.polygamma(order, x.to("tpu")), expected, equal_nan=True, **tol)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("name", ["igamma", "igammac"])
+def test_incomplete_gamma_match_cpu(name, dtype):
+    fn = getattr(torch, name)
+    g = torch.Generator().manual_seed(4)
+    a = torch.empty(13, 1, dtype=torch.float64).uniform_(0.05, 30, generator=g)
+    x = torch.empty(41, dtype=torch.float64).uniform_(0, 40, generator=g)
+    a[:5, 0] = torch.tensor([0.0, -1.0, math.inf, 1.0, 500.0])
+    x[:6] = torch.tensor([0.0, -2.0, math.inf, 1e-8, 499.0, math.nan])
+    a, x = a.to(dtype), x.to(dtype)
+    tol = {torch.float64: dict(rtol=1e-8, atol=1e-10), torch.float32: dict(rtol=2e-5, atol=1e-6),
+           torch.bfloat16: dict(rtol=2e-2, atol=1e-2)}[dtype]
+    assert_same(fn(a.to("tpu"), x.to("tpu")), fn(a, x), equal_nan=True, **tol)
+    y = a.to("tpu").expand(13, 41).clone()
+    getattr(y, name + "_")(x.to("tpu"))
+    assert_same(y, fn(a, x), equal_nan=True, **tol)
