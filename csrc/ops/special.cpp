@@ -76,7 +76,7 @@ struct Family {
   // P_1(x) (P_0 is 1).
   Value (*first)(const Math&, const Value& x);
   Step step;
-  // (where, value) pairs, the later ones winning, and where the recurrence is not needed.
+  // (where, value) pairs, the later ones winning; the recurrence need not reach them.
   std::vector<std::pair<Value, Value>> (*special)(const Math&, const Value& x, const Value& n,
                                                   const Value& nx);
 };
@@ -93,9 +93,8 @@ LowerFn polynomial(Family f) {
     for (const auto& c : cases) covered = m.or_(covered, c.first);
     std::vector<int64_t> all;
     for (int64_t d = 0; d < ni.type.rank(); ++d) all.push_back(d);
-    Value limit = all.empty() ? m.sel(covered, m.k(0, ni), ni)
-                        : b.reduce(m.sel(covered, m.k(0, ni), ni), b.constant_int(0, DType::S64),
-                                   all, Reducer::Max);
+    Value needed = m.sel(covered, m.k(0, ni), ni);
+    Value limit = all.empty() ? needed : b.reduce(needed, b.constant_int(0, DType::S64), all, Reducer::Max);
     Value r = recurrence(b, x, ni, limit, m.k(1, x), f.first(m, x), f.step);
     r = m.sel(m.eq(ni, m.k(0, ni)), m.k(1, x), r);
     r = m.sel(m.lt(ni, m.k(0, ni)), m.k(0, x), r);
@@ -106,7 +105,6 @@ LowerFn polynomial(Family f) {
   };
 }
 
-Value two_x(const Math& m, const Value& x) { return m.add(x, x); }
 Value shifted(const Math& m, const Value& x) { return m.sub(m.add(x, x), m.k(1, x)); }
 Value acos(const Math& m, const Value& x) { return m.b.emit("chlo.acos", {x}, "", x.type); }
 Value sin(const Math& m, const Value& x) { return m.b.unary("sine", x); }
@@ -274,8 +272,6 @@ LowerFn in_f64(const char* name, F f) {
   });
 }
 
-Value erfcx(const Math& m, const Value& x) { return erfcx64(m, x); }
-
 // log(ndtr(x)): log(erfcx(-t) / 2) - t^2 below x = -1 (erfc underflows there), else
 // log1p(-erfc(t) / 2), with t = x / sqrt(2), as PyTorch computes it.
 Value log_ndtr(const Math& m, const Value& x) {
@@ -345,7 +341,7 @@ std::pair<Value, Value> bessel_jy_large(const Math& m, const Value& x, int nu) {
 // Terms t_k = (sign x^2 / 4)^k / (k! (k + nu)!) of the series, k = 0..count-1.
 std::vector<Value> series_terms(const Math& m, const Value& x, int nu, double sign, int count) {
   Value z = m.mul(m.k(sign / 4, x), m.mul(x, x));
-  std::vector<Value> t{m.k(nu == 0 ? 1.0 : 1.0, x)};
+  std::vector<Value> t{m.k(1, x)};
   for (int k = 1; k < count; ++k) t.push_back(m.mul(t.back(), m.div(z, m.k(double(k) * (k + nu), x))));
   return t;
 }
@@ -649,7 +645,7 @@ POLY(legendre_p, legendre_polynomial_p, (Family{first_x, legendre_step, legendre
 
 #undef POLY
 
-TORCH_TPU_LOWERING(special_erfcx, {"special_erfcx", "special_erfcx.out"}, in_f64("erfcx_cpu", erfcx));
+TORCH_TPU_LOWERING(special_erfcx, {"special_erfcx", "special_erfcx.out"}, in_f64("erfcx_cpu", erfcx64));
 TORCH_TPU_LOWERING(special_log_ndtr, {"special_log_ndtr", "special_log_ndtr.out"},
                    in_f64("log_ndtr_cpu", log_ndtr));
 TORCH_TPU_LOWERING(spherical_bessel_j0,
