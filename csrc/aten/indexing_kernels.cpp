@@ -289,6 +289,110 @@ at::Tensor& logspace_out(const c10::Scalar& start, const c10::Scalar& end, int64
   return space_out("logspace", start, end, steps, base, out);
 }
 
+// torch.unique (sorted or not: CPU sorts either way) and unique_consecutive, of the
+// elements or of the slices along `dim`: one program sorts (unique; slices in
+// lexicographic order)
+// or keeps the order (consecutive), marks where a run of equal slices starts (NaNs
+// never equal, as on CPU), numbers the runs, and gives the first slice of each run, the
+// run number of each slice and the run lengths padded to the slice count; the run count
+// is read back to trim them.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_runs(const at::Tensor& self, bool sort,
+                                                            bool return_inverse, bool return_counts,
+                                                            std::optional<int64_t> dim) {
+  at::Tensor x = dim ? self.movedim(*dim, 0) : self.reshape({-1});
+  const int64_t n = x.dim() == 0 ? 1 : x.size(0);
+  const int64_t width = n == 0 ? 0 : x.numel() / n;
+  const std::vector<int64_t> inverse_shape = dim ? std::vector<int64_t>{n} : self.sizes().vec();
+  at::Tensor inverse_empty = at::empty(return_inverse ? inverse_shape : std::vector<int64_t>{0},
+                                       self.options().dtype(at::kLong));
+  if (self.numel() == 0) {
+    std::vector<int64_t> shape = x.sizes().vec();
+    if (!shape.empty()) shape[0] = 0;
+    at::Tensor values = at::empty(shape, self.options());
+    return {dim ? values.movedim(0, *dim) : values, inverse_empty,
+            at::empty({0}, self.options().dtype(at::kLong))};
+  }
+  auto results = OpCall(sort ? "unique" : "unique_consecutive").input(x.contiguous()).key(sort ? 1 : 0).run(
+      [n, width, sort](hlo::Builder& b, const V& in) {
+        const hlo::DType t = in[0].type.dtype;
+        // Bools sort as bytes.
+        const hlo::DType key_t = t == hlo::DType::Pred ? hlo::DType::U8 : t;
+        hlo::Value rows = b.convert(b.reshape(in[0], {n, width}), key_t);
+        hlo::TensorType it{hlo::DType::S64, {n}};
+        hlo::Value pos = b.iota(it, 0);
+        if (sort) {
+          // Slices in lexicographic order: stable sorts by each column, the last first.
+          hlo::TensorType sv{key_t, {}}, si{hlo::DType::S64, {}};
+          std::string less = b.region({sv, sv, si, si}, [key_t](hlo::Builder& r, const V& a) {
+            hlo::Value lt = r.compare(hlo::Compare::LT, a[0], a[1]);
+            if (hlo::is_float(key_t)) {
+              hlo::Value ln = ops::is_nan(r, a[0]), rn = ops::is_nan(r, a[1]);
+              lt = r.binary("or", lt, r.binary("and", r.unary("not", ln), rn));
+            }
+            return V{lt};
+          });
+          for (int64_t c = width - 1; c >= 0; --c) {
+            hlo::Value column = b.reshape(b.slice(rows, {0, c}, {n, c + 1}, {1, 1}), {n});
+            hlo::Value key = b.gather_flat(column, pos);
+            V out = b.emit_multi("stablehlo.sort", {key, pos}, "dimension = 0 : i64, is_stable = true",
+                                 {key.type, it}, {less});
+            pos = out[1];
+          }
+          if (width > 0) rows = ops::select_along(b, rows, 0, pos);
+        }
+        hlo::Value prev = n == 1 ? rows
+                                 : b.concatenate({b.slice(rows, {0, 0}, {1, width}, {1, 1}),
+                                                  b.slice(rows, {0, 0}, {n - 1, width}, {1, 1})}, 0);
+        hlo::Value differs = b.reduce(b.compare(hlo::Compare::NE, rows, prev), b.constant(0, hlo::DType::Pred),
+                                      {1}, hlo::Reducer::Or);
+        hlo::Value first = b.compare(hlo::Compare::EQ, b.iota(it, 0), b.full(0, it));
+        hlo::Value starts = b.binary("or", first, differs);
+        hlo::Value starts_n = b.convert(starts, hlo::DType::S64);
+        hlo::Value run = b.binary("subtract", ops::cumsum_1d(b, starts_n), b.full(1, it));
+        hlo::Value count = b.reduce(starts_n, b.constant(0, hlo::DType::S64), {0}, hlo::Reducer::Add);
+        // The first slice of run g: slot g gets its position (the other slices aim past
+        // the end, which the scatter drops).
+        hlo::Value target = b.select(starts, run, b.full(static_cast<double>(n), it));
+        hlo::Value first_of = b.scatter_flat(b.full(0, it), target, b.iota(it, 0));
+        hlo::Value values = ops::select_along(b, rows, 0, first_of);
+        hlo::Value inverse = b.scatter_flat(b.full(0, it), pos, run);
+        hlo::Value lengths = ops::add_along(b, b.full(0, it), 0, run, b.full(1, it));
+        return V{count, b.convert(values, t), inverse, lengths};
+      });
+  const int64_t count = read_count(results[0]);
+  std::vector<int64_t> shape = x.sizes().vec();
+  if (shape.empty()) shape.push_back(1);
+  shape[0] = count;
+  at::Tensor values = results[1].narrow(0, 0, count).reshape(shape);
+  if (dim) values = values.movedim(0, *dim).contiguous();
+  at::Tensor inverse = return_inverse ? results[2].reshape(inverse_shape) : inverse_empty;
+  at::Tensor counts = return_counts ? results[3].narrow(0, 0, count) : at::empty({0}, results[3].options());
+  return {values, inverse, counts};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> unique2_kernel(const at::Tensor& self, bool sorted,
+                                                               bool return_inverse, bool return_counts) {
+  return unique_runs(self, true, return_inverse, return_counts, std::nullopt);
+}
+
+// unique_dim always returns the inverse and the counts, as CPU's kernel does.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_dim_kernel(const at::Tensor& self, int64_t dim, bool sorted,
+                                                                 bool return_inverse, bool return_counts) {
+  TORCH_CHECK(self.dim() > 0 || dim == 0 || dim == -1, "unique_dim: dim out of range");
+  if (self.dim() == 0) return unique_runs(self, true, true, true, std::nullopt);
+  return unique_runs(self, true, true, true, c10::maybe_wrap_dim(dim, self.dim()));
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_consecutive_kernel(
+    const at::Tensor& self, bool return_inverse, bool return_counts, std::optional<int64_t> dim) {
+  if (dim) {
+    TORCH_CHECK(self.dim() > 0 || *dim == 0 || *dim == -1, "unique_consecutive: dim out of range");
+    if (self.dim() == 0) dim.reset();
+    else dim = c10::maybe_wrap_dim(*dim, self.dim());
+  }
+  return unique_runs(self, false, return_inverse, return_counts, dim);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -301,6 +405,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_index_put_impl_", index_put_impl);
   m.impl("repeat_interleave.Tensor", repeat_interleave_kernel);
   m.impl("bincount", bincount_kernel);
+  m.impl("_unique2", unique2_kernel);
+  m.impl("unique_dim", unique_dim_kernel);
+  m.impl("unique_consecutive", unique_consecutive_kernel);
   m.impl("arange.start_out", arange_out);
   m.impl("linspace.out", linspace_out);
   m.impl("logspace.out", logspace_out);

@@ -220,6 +220,48 @@ V lower_addcdiv(Node& n) {
   return {m.add(s, m.div(m.mul(v, t1), t2))};
 }
 
+// --- gcd / lcm ---------------------------------------------------------------
+
+// Euclid's algorithm on the magnitudes, every element stepping until its divisor is 0
+// (a stablehlo.while over the whole tensor).
+Value gcd(hlo::Builder& b, const Value& x, const Value& y) {
+  Math m{b};
+  const hlo::TensorType t = x.type;
+  auto flat_any = [](hlo::Builder& r, const Value& pred) {
+    Value flat = r.reshape(pred, {pred.type.numel()});
+    return r.reduce(flat, r.constant(0, DType::Pred), {0}, hlo::Reducer::Or);
+  };
+  std::string cond = b.region({t, t}, [flat_any](hlo::Builder& r, const V& a) {
+    return V{flat_any(r, r.compare(hlo::Compare::NE, a[0], r.full(0, a[0].type)))};
+  });
+  std::string body = b.region({t, t}, [](hlo::Builder& r, const V& a) {
+    Math rm{r};
+    const Value &d = a[0], &v = a[1];
+    Value zero = rm.k(0, d);
+    Value nz = rm.ne(d, zero);
+    Value safe = rm.sel(nz, d, rm.k(1, d));
+    return V{rm.sel(nz, r.binary("remainder", v, safe), zero), rm.sel(nz, d, v)};
+  });
+  auto magnitude = [&](const Value& v) { return hlo::is_unsigned_int(v.type.dtype) ? v : m.abs(v); };
+  V out = b.emit_multi("stablehlo.while", {magnitude(x), magnitude(y)}, "", {t, t}, {cond, body});
+  return out[1];
+}
+
+LowerFn gcd_lcm(bool lcm) {
+  return [lcm](Node& n) {
+    if (hlo::is_float(n.compute) || n.compute == DType::Pred) not_implemented(lcm ? "lcm_cpu" : "gcd_cpu", n.compute);
+    Math m{n.b};
+    Value x = arg_as(n, 0, n.compute), y = arg_as(n, 1, n.compute);
+    if (x.type.numel() == 0) return V{x};
+    Value g = gcd(n.b, x, y);
+    if (!lcm) return V{g};
+    Value zero = m.k(0, g);
+    Value safe = m.sel(m.eq(g, zero), m.k(1, g), g);
+    Value r = m.mul(m.div(x, safe), y);
+    return V{m.sel(m.eq(g, zero), zero, hlo::is_unsigned_int(r.type.dtype) ? r : m.abs(r))};
+  };
+}
+
 }  // namespace
 
 TORCH_TPU_LOWERING(pow, {"pow.Tensor_Tensor", "pow.Scalar", "pow_.Tensor", "pow.Tensor_Tensor_out",
@@ -275,6 +317,8 @@ TORCH_TPU_LOWERING(nextafter, {"nextafter", "nextafter_", "nextafter.out"}, [](N
   Value x = arg_as(n, 0, n.compute), y = arg_as(n, 1, n.compute);
   return V{n.b.emit("chlo.next_after", {x, y}, "", x.type)};
 });
+TORCH_TPU_LOWERING(gcd, {"gcd", "gcd_", "gcd.out"}, gcd_lcm(false));
+TORCH_TPU_LOWERING(lcm, {"lcm", "lcm_", "lcm.out"}, gcd_lcm(true));
 TORCH_TPU_LOWERING(heaviside, {"heaviside", "heaviside_", "heaviside.out"}, lower_heaviside);
 
 TORCH_TPU_LOWERING(bitwise_and, {"bitwise_and.Tensor", "bitwise_and_.Tensor", "bitwise_and.Tensor_out"},

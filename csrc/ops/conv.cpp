@@ -151,6 +151,74 @@ V lower_convolution_backward(Node& n) {
   return {input_grad, weight_grad, bias_grad};
 }
 
+// ---- im2col / col2im (F.unfold / F.fold) ----
+
+struct Patches {
+  int64_t kh, kw, dh, dw, ph, pw, sh, sw;
+};
+
+Patches patches(const Node& n, size_t first) {
+  const Ints &k = n.ints(first), &d = n.ints(first + 1), &p = n.ints(first + 2), &s = n.ints(first + 3);
+  return {k[0], k[1], d[0], d[1], p[0], p[1], s[0], s[1]};
+}
+
+// im2col(self [N?, C, H, W], kernel_size, dilation, padding, stride): [N?, C*kh*kw, L],
+// column c*kh*kw + i*kw + j holding the input at kernel offset (i, j) of each window.
+V lower_im2col(Node& n) {
+  hlo::Builder& b = n.b;
+  const hlo::TensorType& out = n.out();
+  if (out.numel() == 0) return {b.full(0, out)};
+  Value x = n.in(0);
+  if (x.type.rank() == 3) x = b.reshape(x, {1, x.type.shape[0], x.type.shape[1], x.type.shape[2]});
+  const Patches p = patches(n, 1);
+  const int64_t batch = x.type.shape[0], c = x.type.shape[1];
+  const int64_t h = x.type.shape[2] + 2 * p.ph, w = x.type.shape[3] + 2 * p.pw;
+  const int64_t oh = (h - (p.dh * (p.kh - 1) + 1)) / p.sh + 1, ow = (w - (p.dw * (p.kw - 1) + 1)) / p.sw + 1;
+  Value padded = b.pad(x, b.constant(0, x.type.dtype), {0, 0, p.ph, p.pw}, {0, 0, p.ph, p.pw}, {0, 0, 0, 0});
+  V blocks;
+  for (int64_t i = 0; i < p.kh; ++i)
+    for (int64_t j = 0; j < p.kw; ++j) {
+      Value s = b.slice(padded, {0, 0, i * p.dh, j * p.dw},
+                        {batch, c, i * p.dh + (oh - 1) * p.sh + 1, j * p.dw + (ow - 1) * p.sw + 1},
+                        {1, 1, p.sh, p.sw});
+      blocks.push_back(b.reshape(s, {batch, c, 1, oh * ow}));
+    }
+  Value cols = blocks.size() == 1 ? blocks[0] : b.concatenate(blocks, 2);
+  return {b.reshape(cols, out.shape)};
+}
+
+// col2im(self [N?, C*kh*kw, L], output_size, kernel_size, dilation, padding, stride): each
+// column's values added back at their window positions (F.fold), accumulated in f32 for
+// bf16/f16. Each kernel offset's block lands by one interior-padded pad.
+V lower_col2im(Node& n) {
+  hlo::Builder& b = n.b;
+  const hlo::TensorType& out = n.out();
+  if (out.numel() == 0) return {b.full(0, out)};
+  const Ints& size = n.ints(1);
+  const Patches p = patches(n, 2);
+  const hlo::DType acc = accumulator(out.dtype);
+  Value x = b.convert(n.in(0), acc);
+  if (x.type.rank() == 2) x = b.reshape(x, {1, x.type.shape[0], x.type.shape[1]});
+  const int64_t batch = x.type.shape[0], c = x.type.shape[1] / (p.kh * p.kw);
+  const int64_t h = size[0] + 2 * p.ph, w = size[1] + 2 * p.pw;
+  const int64_t oh = (h - (p.dh * (p.kh - 1) + 1)) / p.sh + 1, ow = (w - (p.dw * (p.kw - 1) + 1)) / p.sw + 1;
+  Value cols = b.reshape(x, {batch, c, p.kh * p.kw, oh, ow});
+  Value zero = b.constant(0, acc);
+  Value sum = b.full(0, {acc, {batch, c, h, w}});
+  for (int64_t i = 0; i < p.kh; ++i)
+    for (int64_t j = 0; j < p.kw; ++j) {
+      const int64_t k = i * p.kw + j;
+      Value block = b.reshape(b.slice(cols, {0, 0, k, 0, 0}, {batch, c, k + 1, oh, ow}, {1, 1, 1, 1, 1}),
+                              {batch, c, oh, ow});
+      const int64_t top = i * p.dh, left = j * p.dw;
+      const int64_t bottom = h - (top + (oh - 1) * p.sh + 1), right = w - (left + (ow - 1) * p.sw + 1);
+      sum = b.binary("add", sum, b.pad(block, zero, {0, 0, top, left}, {0, 0, bottom, right},
+                                       {0, 0, p.sh - 1, p.sw - 1}));
+    }
+  Value r = b.slice(sum, {0, 0, p.ph, p.pw}, {batch, c, p.ph + size[0], p.pw + size[1]}, {1, 1, 1, 1});
+  return {b.reshape(b.convert(r, out.dtype), out.shape)};
+}
+
 }  // namespace
 
 TORCH_TPU_LOWERING(convolution, {"convolution_overrideable", "convolution_overrideable.out"},
@@ -158,6 +226,8 @@ TORCH_TPU_LOWERING(convolution, {"convolution_overrideable", "convolution_overri
 TORCH_TPU_LOWERING(convolution_backward,
                    {"convolution_backward_overrideable", "convolution_backward_overrideable.out"},
                    lower_convolution_backward);
+TORCH_TPU_LOWERING(im2col, {"im2col", "im2col.out"}, lower_im2col);
+TORCH_TPU_LOWERING(col2im, {"col2im", "col2im.out"}, lower_col2im);
 
 // Compiled graphs see the ops PyTorch routes to the *_overrideable ones in eager mode.
 // convolution takes the same arguments; convolution_backward has bias_sizes (argument 3)

@@ -84,4 +84,7 @@ struct Math {
   hlo::Value is_nan(const hlo::Value& x) const { return ne(x, x); }
 };
 
+// digamma(x) on floats, with PyTorch's signed infinities at +-0 (ops/unary.cpp).
+hlo::Value digamma(const Math& m, const hlo::Value& x);
+
 }  // namespace torch_tpu::ops

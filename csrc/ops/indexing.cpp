@@ -245,6 +245,67 @@ Value index_update(Node& n, Combine c, bool fill) {
   return b.reshape(scatter_along(b, self, dim, n.in(2), updates, c), out.shape);
 }
 
+// nonzero_static(self, size, fill_value): the first `size` coordinates of nonzero
+// elements, the rows past their count filled with fill_value.
+V lower_nonzero_static(Node& n) {
+  hlo::Builder& b = n.b;
+  const Value& x = n.in(0);
+  const TensorType& out = n.out();
+  const int64_t size = out.shape[0], numel = x.type.numel();
+  if (out.numel() == 0) return {b.full(0, out)};
+  const double fill = static_cast<double>(n.i64(2));
+  if (numel == 0) return {b.full(fill, out)};
+  V nz = lower_nonzero_flat(b, x);
+  Value positions = nz[1];
+  if (size <= numel) {
+    positions = b.slice(positions, {0}, {size}, {1});
+  } else {
+    positions = b.pad(positions, b.constant_int(0, DType::S64), {0}, {size - numel}, {0});
+  }
+  Value coords = unravel(b, positions, x.type.shape);
+  Value row = b.iota({DType::S64, out.shape}, 0);
+  Value past = b.compare(Compare::GE, row, b.broadcast_in_dim(nz[0], out.shape, {}));
+  return {b.select(past, b.full(fill, out), b.convert(coords, out.dtype))};
+}
+
+// index_reduce(self, dim, index, source, reduce, include_self): source's slices combined
+// into self's slices at `index` along dim by prod / mean / amax / amin; without
+// include_self the indexed slices start from the reduction's identity. The mean divides
+// by the count of contributions (plus one with include_self; slices without any keep
+// their value), rounding toward -inf for integers, as PyTorch does.
+V lower_index_reduce(Node& n) {
+  hlo::Builder& b = n.b;
+  const TensorType& out = n.out();
+  const std::string& reduce = n.str(4);
+  const bool include_self = n.flag(5);
+  Value self = at_least_1d(b, b.convert(n.in(0), out.dtype));
+  const int64_t dim = wrap_dim(n.i64(1), n.in(0).type.rank());
+  const Value& index = n.in(2);
+  if (index.type.numel() == 0 || self.type.numel() == 0) return {b.reshape(self, out.shape)};
+  Combine c = reduce_kind(reduce);
+  const bool mean = reduce == "mean";
+  DType acc = (c == Combine::Add || c == Combine::Mul) ? math_dtype(out.dtype) : out.dtype;
+  std::vector<int64_t> ushape = self.type.shape;
+  ushape[dim] = index.type.numel();
+  Value updates = b.reshape(b.convert(n.in(3), acc), ushape);
+  Value x = b.convert(self, acc);
+  if (!include_self) {
+    Value identity = c == Combine::Max   ? lowest(b, acc)
+                     : c == Combine::Min ? highest(b, acc)
+                                         : b.constant(c == Combine::Mul ? 1 : 0, acc);
+    x = scatter_along(b, x, dim, index, b.broadcast_in_dim(identity, ushape, {}), Combine::Replace);
+  }
+  x = scatter_along(b, x, dim, index, updates, c);
+  if (mean) {
+    TensorType ctype{acc, self.type.shape};
+    Value count = scatter_along(b, b.full(include_self ? 1 : 0, ctype), dim, index,
+                                b.full(1, {acc, ushape}), Combine::Add);
+    count = b.select(b.compare(Compare::EQ, count, b.full(0, ctype)), b.full(1, ctype), count);
+    x = hlo::is_float(acc) ? b.binary("divide", x, count) : floor_div_int(b, x, count);
+  }
+  return {b.reshape(b.convert(x, out.dtype), out.shape)};
+}
+
 V lower_index_add(Node& n) { return {index_update(n, Combine::Add, false)}; }
 V lower_index_copy(Node& n) { return {index_update(n, Combine::Replace, false)}; }
 V lower_index_fill(Node& n) { return {index_update(n, Combine::Replace, true)}; }
@@ -824,6 +885,9 @@ TORCH_TPU_LOWERING(scatter_reduce, {"scatter_reduce.two", "scatter_reduce_.two",
                    lower_scatter_reduce);
 TORCH_TPU_LOWERING(index_select, {"index_select", "index_select.out"}, lower_index_select);
 TORCH_TPU_LOWERING(index_add, {"index_add", "index_add_", "index_add.out"}, lower_index_add);
+TORCH_TPU_LOWERING(nonzero_static, {"nonzero_static", "nonzero_static.out"}, lower_nonzero_static);
+TORCH_TPU_LOWERING(index_reduce, {"index_reduce", "index_reduce_", "index_reduce.out"},
+                   lower_index_reduce);
 TORCH_TPU_LOWERING(index_copy, {"index_copy", "index_copy_", "index_copy.out"}, lower_index_copy);
 TORCH_TPU_LOWERING(index_fill, {"index_fill.int_Scalar", "index_fill_.int_Scalar",
                                 "index_fill.int_Tensor", "index_fill_.int_Tensor"},

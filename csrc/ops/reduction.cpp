@@ -383,6 +383,24 @@ V lower_count_nonzero(Node& n) {
   return V{reduce_as(n, nonzero, dims, Reducer::Add, b.constant_int(0, DType::S64))};
 }
 
+// hash_tensor(self, dim, keepdim, mode=0): the xor of the elements' 64-bit patterns over
+// dims, as PyTorch defines it: floats widened to f64, integers and bools to int64.
+V lower_hash_tensor(Node& n) {
+  hlo::Builder& b = n.b;
+  const Value& x = n.in(0);
+  if (n.i64(3) != 0) throw std::invalid_argument("hash_tensor: only mode 0 (xor_sum) is supported");
+  Value wide = hlo::is_float(x.type.dtype) ? b.convert(x, DType::F64) : b.convert(x, DType::S64);
+  Value bits = b.bitcast_convert(wide, {DType::U64, x.type.shape});
+  std::vector<int64_t> dims = dims_arg(n, 1, x.type.rank());
+  std::vector<int64_t> shape;
+  for (int64_t d = 0; d < x.type.rank(); ++d)
+    if (std::find(dims.begin(), dims.end(), d) == dims.end()) shape.push_back(x.type.shape[d]);
+  Value r = b.emit("stablehlo.reduce", {bits, b.constant_int(0, DType::U64)},
+                   "dimensions = " + hlo::i64_array(dims), TensorType{DType::U64, shape},
+                   {b.binary_region("stablehlo.xor", DType::U64)});
+  return {b.reshape(r, n.out().shape)};
+}
+
 }  // namespace
 
 int64_t wrap_dim(int64_t dim, int64_t rank) {
@@ -499,6 +517,7 @@ TORCH_TPU_LOWERING(cummin_helper, {"_cummin_helper"}, cumulative_extreme(false, 
 TORCH_TPU_GRAPH_LOWERING(cummax, {"cummax"}, cumulative_extreme(true, 1));
 TORCH_TPU_GRAPH_LOWERING(cummin, {"cummin"}, cumulative_extreme(false, 1));
 TORCH_TPU_LOWERING(nansum, {"nansum", "nansum.out"}, lower_nansum);
+TORCH_TPU_LOWERING(hash_tensor, {"hash_tensor", "hash_tensor.out"}, lower_hash_tensor);
 TORCH_TPU_LOWERING(count_nonzero, {"count_nonzero.dim_IntList"}, lower_count_nonzero);
 
 }  // namespace torch_tpu::ops

@@ -190,9 +190,25 @@ V lower_unfold_backward(Node& n) {
   return {b.convert(add_along(b, b.full(0, {acc, out.shape}), dim, src, g), out.dtype)};
 }
 
+// channel_shuffle(self [N, C, *], groups): channel g * (C / groups) + i goes to
+// i * groups + g, a reshape, a transpose and a reshape.
+V lower_channel_shuffle(Node& n) {
+  hlo::Builder& b = n.b;
+  const Value& x = n.in(0);
+  const int64_t groups = n.i64(1);
+  if (x.type.rank() < 3 || groups <= 0 || x.type.shape[1] % groups != 0 || x.type.numel() == 0)
+    return {b.reshape(x, n.out().shape)};
+  std::vector<int64_t> split{x.type.shape[0], groups, x.type.shape[1] / groups};
+  split.insert(split.end(), x.type.shape.begin() + 2, x.type.shape.end());
+  std::vector<int64_t> perm{0, 2, 1};
+  for (int64_t d = 3; d < static_cast<int64_t>(split.size()); ++d) perm.push_back(d);
+  return {b.reshape(b.transpose(b.reshape(x, split), perm), n.out().shape)};
+}
+
 }  // namespace
 
 TORCH_TPU_LOWERING(cat, {"cat", "cat.out"}, lower_cat);
+TORCH_TPU_LOWERING(channel_shuffle, {"channel_shuffle", "channel_shuffle.out"}, lower_channel_shuffle);
 TORCH_TPU_LOWERING(flip, {"flip", "flip.out"}, lower_flip);
 TORCH_TPU_LOWERING(roll, {"roll", "roll.out"}, lower_roll);
 TORCH_TPU_LOWERING(tril, {"tril", "tril_", "tril.out"}, triangle(true));

@@ -2,6 +2,7 @@
 // them all, with NaN ordered above every number as in PyTorch; stability gives the
 // first occurrence among equal values.
 #include <cmath>
+#include <optional>
 
 #include "ops/reduction.h"
 #include "ops/registry.h"
@@ -152,6 +153,95 @@ LowerFn median_all(bool skip_nan) {
   };
 }
 
+// The insertion position of each value in a sorted sequence (the last dim of `seq`,
+// shared when `seq` is 1-d, else matched row by row with `values`' leading dims), by
+// PyTorch's own binary search, step for step (every value runs the same fixed number
+// of halvings): NaNs and unsorted entries then land where CPU's search puts them. The
+// first position whose entry is >= the value (> with `right`); `sorter`, if any, gives
+// each row's order.
+Value search(hlo::Builder& b, const Value& seq_in, const Value& values_in, bool right, DType compute,
+             const TensorType& out, const Value* sorter) {
+  Value seq = b.convert(seq_in, compute), values = b.convert(values_in, compute);
+  const int64_t len = seq.type.shape.empty() ? 1 : seq.type.shape.back();
+  const TensorType it{DType::S64, values.type.shape};
+  if (values.type.numel() == 0 || len == 0) return b.full(0, out);
+  auto k = [&](int64_t v) { return b.full(static_cast<double>(v), it); };
+  // Each value's row offset into the flattened sequence.
+  Value row = k(0);
+  if (seq.type.rank() > 1) {
+    const int64_t rows = seq.type.numel() / len, width = values.type.numel() / rows;
+    row = b.reshape(b.iota({DType::S64, {rows, width}}, 0), values.type.shape);
+    row = b.binary("multiply", row, k(len));
+  }
+  Value flat = b.reshape(seq, {seq.type.numel()});
+  Value order = sorter ? b.reshape(b.convert(*sorter, DType::S64), {seq.type.numel()}) : Value{};
+  Value lo = k(0), hi = k(len);
+  int steps = 1;
+  while ((int64_t{1} << (steps - 1)) <= len) ++steps;
+  for (int s = 0; s < steps; ++s) {
+    Value active = b.compare(Compare::LT, lo, hi);
+    Value mid = b.binary("add", lo, b.binary("shift_right_logical", b.binary("subtract", hi, lo), k(1)));
+    Value at = b.select(active, mid, k(0));
+    if (sorter) at = b.gather_flat(order, b.binary("add", row, at));
+    Value entry = b.gather_flat(flat, b.binary("add", row, at));
+    Value past = b.compare(right ? Compare::GT : Compare::GE, entry, values);
+    Value up = b.binary("and", active, b.unary("not", past));
+    Value down = b.binary("and", active, past);
+    lo = b.select(up, b.binary("add", mid, k(1)), lo);
+    hi = b.select(down, mid, hi);
+  }
+  return b.reshape(b.convert(lo, out.dtype), out.shape);
+}
+
+// searchsorted(sorted_sequence, self, out_int32, right, side, sorter).
+V lower_searchsorted(Node& n) {
+  hlo::Builder& b = n.b;
+  bool right = n.flag(3);
+  if (!n.is_none(4)) right = n.str(4) == "right";
+  std::optional<Value> sorter;
+  if (n.has(5)) sorter = n.in(5);
+  return {search(b, n.in(0), n.in(1), right, n.compute, n.out(), sorter ? &*sorter : nullptr)};
+}
+
+// bucketize(self, boundaries, out_int32, right): searchsorted with the arguments swapped.
+V lower_bucketize(Node& n) {
+  return {search(n.b, n.in(1), n.in(0), n.flag(3), n.compute, n.out(), nullptr)};
+}
+
+// mode(self, dim, keepdim): the most frequent value of each row (the smallest among
+// equally frequent ones) and the last position holding it, as PyTorch's CPU kernel gives
+// for rows it sorts stably. Counts come from comparing every pair of a row's elements.
+V lower_mode(Node& n) {
+  hlo::Builder& b = n.b;
+  Value x = at_least_1d(b, n.in(0));
+  const int64_t rank = x.type.rank();
+  const int64_t dim = wrap_dim(n.i64(1), n.in(0).type.rank());
+  if (x.type.numel() == 0) return {b.full(0, n.out(0)), b.full(0, n.out(1))};
+  std::vector<int64_t> perm = other_dims(rank, dim);
+  perm.push_back(dim);
+  Value t = b.transpose(x, perm);  // [..., L]
+  const int64_t len = t.type.shape.back();
+  std::vector<int64_t> pair = t.type.shape;
+  pair.push_back(len);  // [..., L (i), L (j)]
+  std::vector<int64_t> lead;
+  for (int64_t d = 0; d + 1 < rank; ++d) lead.push_back(d);
+  std::vector<int64_t> di = lead, dj = lead;
+  di.push_back(rank - 1);
+  dj.push_back(rank);
+  Value xi = b.broadcast_in_dim(t, pair, di), xj = b.broadcast_in_dim(t, pair, dj);
+  Value same = b.compare(Compare::EQ, xi, xj);
+  Value count = b.reduce(b.convert(same, DType::S64), b.constant_int(0, DType::S64), {rank}, Reducer::Add);
+  Value most = b.reduce(count, b.constant_int(0, DType::S64), {rank - 1}, Reducer::Max);
+  Value top = b.compare(Compare::EQ, count, b.broadcast_in_dim(most, count.type.shape, lead));
+  Value value = reduce_extreme(b, b.select(top, t, b.broadcast_in_dim(highest(b, t.type.dtype), t.type.shape, {})),
+                               {rank - 1}, false);
+  Value at = b.compare(Compare::EQ, t, b.broadcast_in_dim(value, t.type.shape, lead));
+  TensorType it{DType::S64, t.type.shape};
+  Value index = b.reduce(b.select(at, b.iota(it, rank - 1), b.full(-1, it)), b.constant_int(-1, DType::S64),
+                         {rank - 1}, Reducer::Max);
+  return {b.reshape(value, n.out(0).shape), b.reshape(index, n.out(1).shape)};
+}
+
 }  // namespace
 
 TORCH_TPU_LOWERING(sort, {"sort", "sort.values"}, sort(1));
@@ -162,5 +252,11 @@ TORCH_TPU_LOWERING(median, {"median", "median.out"}, median_all(false));
 TORCH_TPU_LOWERING(median_dim, {"median.dim", "median.dim_values"}, median_dim(false));
 TORCH_TPU_LOWERING(nanmedian, {"nanmedian", "nanmedian.out"}, median_all(true));
 TORCH_TPU_LOWERING(nanmedian_dim, {"nanmedian.dim", "nanmedian.dim_values"}, median_dim(true));
+
+TORCH_TPU_LOWERING(searchsorted, {"searchsorted.Tensor", "searchsorted.Tensor_out", "searchsorted.Scalar",
+                                  "searchsorted.Scalar_out"},
+                   lower_searchsorted);
+TORCH_TPU_LOWERING(bucketize, {"bucketize.Tensor", "bucketize.Tensor_out", "bucketize.Scalar"}, lower_bucketize);
+TORCH_TPU_LOWERING(mode, {"mode", "mode.values"}, lower_mode);
 
 }  // namespace torch_tpu::ops

@@ -10,6 +10,12 @@
 
 namespace torch_tpu::ops {
 
+hlo::Value digamma(const Math& m, const hlo::Value& x) {
+  // PyTorch gives -inf at +0 and +inf at -0 (the pole's one-sided limits).
+  hlo::Value pole = m.sel(sign_bit(m.b, x), m.k(INFINITY, x), m.k(-INFINITY, x));
+  return m.sel(m.eq(x, m.k(0, x)), pole, m.b.emit("chlo.digamma", {x}, "", x.type));
+}
+
 namespace {
 
 using hlo::DType;
@@ -53,20 +59,6 @@ LowerFn exact_unary(const char* name, Ints ints, const char* op) {
 
 // An all-false (or all-true) bool result, for predicates integers never satisfy.
 Value constant_pred(Node& n, bool value) { return n.b.full(value, {DType::Pred, n.out().shape}); }
-
-Value digamma(const Math& m, const Value& x) {
-  // PyTorch gives -inf at +0 and +inf at -0 (the pole's one-sided limits).
-  Value pole = m.sel(sign_bit(m.b, x), m.k(INFINITY, x), m.k(-INFINITY, x));
-  return m.sel(m.eq(x, m.k(0, x)), pole, m.b.emit("chlo.digamma", {x}, "", x.type));
-}
-
-V lower_polygamma(Node& n) {
-  Value x = arg_math(n, 1);
-  int64_t order = n.i64(0);
-  Math m{n.b};
-  if (order == 0) return {digamma(m, x)};
-  return {n.b.emit("chlo.polygamma", {m.k(static_cast<double>(order), x), x}, "", x.type)};
-}
 
 Value sign(const Math& m, const Value& x) {
   if (x.type.dtype == DType::Pred) return x;
@@ -294,7 +286,6 @@ TORCH_TPU_LOWERING(erfc, {"erfc", "erfc_", "erfc.out"}, float_unary("chlo.erfc")
 TORCH_TPU_LOWERING(erfinv, {"erfinv", "erfinv_", "erfinv.out"}, float_unary("chlo.erf_inv"));
 TORCH_TPU_LOWERING(lgamma, {"lgamma", "lgamma_", "lgamma.out"}, float_unary("chlo.lgamma"));
 TORCH_TPU_LOWERING(digamma, {"digamma", "digamma_", "digamma.out"}, float_fn(digamma));
-TORCH_TPU_LOWERING(polygamma, {"polygamma", "polygamma.out"}, lower_polygamma);
 TORCH_TPU_LOWERING(sinc, {"sinc", "sinc_", "sinc.out"}, float_fn([](const Math& m, const Value& x) {
                      Value px = m.mul(x, m.k(kPi, x));
                      return m.sel(m.eq(x, m.k(0, x)), m.k(1, x), m.div(m.b.unary("sine", px), px));

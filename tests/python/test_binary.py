@@ -334,3 +334,40 @@ def test_python_operators_with_scalars():
     assert_same(x // 2, cpu // 2)
     assert_same(torch.tensor([3, 4]).to("tpu") * 0.5, torch.tensor([3, 4]) * 0.5)
     assert_same(torch.tensor([3, 4]).to("tpu") > 3.5, torch.tensor([3, 4]) > 3.5)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16, torch.uint8])
+def test_gcd_lcm(dtype):
+    g = torch.Generator().manual_seed(5)
+    lo = 0 if dtype == torch.uint8 else -60
+    a = torch.randint(lo, 61, (7, 9), generator=g).to(dtype)
+    b = torch.randint(lo, 61, (9,), generator=g).to(dtype)
+    a[0, :3] = 0
+    b[:2] = 0
+    for fn in (torch.gcd, torch.lcm):
+        assert_same(fn(a.to("tpu"), b.to("tpu")), fn(a, b))
+    x = a.to("tpu")
+    x.gcd_(b.to("tpu"))
+    assert_same(x, torch.gcd(a, b))
+    # Fibonacci neighbours take the most steps.
+    f = torch.tensor([832040, 1346269, 0, 7], dtype=torch.int64)
+    h = torch.tensor([514229, 832040, 0, 0], dtype=torch.int64)
+    assert_same(torch.gcd(f.to("tpu"), h.to("tpu")), torch.gcd(f, h))
+    with pytest.raises(RuntimeError):
+        torch.gcd(torch.ones(2).to("tpu"), torch.ones(2).to("tpu")).cpu()
+
+
+def test_equal():
+    a = torch.randn(4, 5)
+    t = a.to("tpu")
+    assert torch.equal(t, a.clone().to("tpu"))
+    b = a.clone()
+    b[3, 4] += 1
+    assert not torch.equal(t, b.to("tpu"))
+    assert not torch.equal(t, a[:, :4].to("tpu"))
+    assert torch.equal(t[:, ::2], a[:, ::2].contiguous().to("tpu"))
+    n = torch.tensor([1.0, math.nan])
+    assert torch.equal(n.to("tpu"), n.to("tpu")) == torch.equal(n, n)
+    assert torch.equal(torch.tensor([1, 2]).to("tpu"), torch.tensor([1.0, 2.0]).to("tpu")) == \
+        torch.equal(torch.tensor([1, 2]), torch.tensor([1.0, 2.0]))
+    assert torch.equal(torch.empty(0).to("tpu"), torch.empty(0).to("tpu"))

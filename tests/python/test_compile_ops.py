@@ -147,6 +147,41 @@ def test_cummax_frexp_and_bessel():
             randn(3, 7, 5, grad=True), backward=True)
 
 
+def test_special_functions_and_searches():
+    x, n = randn(4, 5, seed=2), torch.tensor([0.0, 1.0, 3.0, 6.0, 9.0])
+    seq = torch.sort(randn(9, seed=3)).values
+    compare(lambda x, n, s: (torch.special.chebyshev_polynomial_t(x, n), torch.special.hermite_polynomial_h(x, n),
+                             torch.special.legendre_polynomial_p(x, n), torch.special.erfcx(x),
+                             torch.special.bessel_j0(x * 10), torch.special.modified_bessel_k1(x.abs() + 0.1),
+                             torch.polygamma(2, x), torch.special.zeta(x.abs() + 2, n + 1),
+                             torch.searchsorted(s, x), torch.bucketize(x, s, right=True)),
+            x, n, seq)
+
+
+def test_linear_algebra():
+    # The *_ex forms: the checking ones (linalg.cholesky, inv, solve) put an effectful
+    # _linalg_check_errors into the graph, which then runs op by op.
+    a = randn(2, 4, 4, seed=4)
+    s = a @ a.mT + 4 * torch.eye(4)
+    b = randn(2, 4, 3, seed=5)
+    compare(lambda a, s, b: (torch.trace(a[0]), torch.linalg.cross(a[..., :3], b[..., :3]),
+                             torch.cdist(a, b.mT), torch.renorm(a, 2, 0, 1.0),
+                             *torch.linalg.cholesky_ex(s), torch.cholesky_solve(b, torch.linalg.cholesky_ex(s)[0]),
+                             torch.linalg.solve_triangular(s, b, upper=False),
+                             torch.linalg.det(a), *torch.linalg.slogdet(a), *torch.linalg.inv_ex(a),
+                             *torch.linalg.solve_ex(a, b), *torch.linalg.lu_factor_ex(a)),
+            a, s, b, tol=dict(rtol=1e-4, atol=1e-4))
+
+
+def test_index_reduce_gcd_and_unfold():
+    x, src = randn(5, 3, seed=6), randn(4, 3, seed=7)
+    i = torch.tensor([0, 2, 2, 4])
+    a, c = torch.tensor([12, 18, 7, 0]), torch.tensor([8, 27, 21, 5])
+    compare(lambda x, s, i, a, c, img: (x.index_reduce(0, i, s, "amax"), torch.gcd(a, c), torch.lcm(a, c),
+                                        F.unfold(img, 2, padding=1), F.channel_shuffle(img, 2)),
+            x, src, i, a, c, randn(1, 4, 5, 5, seed=8))
+
+
 def test_mingpt_forward_backward():
     sys.path[:0] = [str(EXAMPLES / "mingpt")]
     try:

@@ -97,3 +97,19 @@ def test_module_training_step():
 
 def test_empty_batch():
     check(lambda x, w: F.conv2d(x, w), r(0, 3, 5, 5), r(4, 3, 3, 3), backward=False)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("kernel,dilation,padding,stride", [
+    ((2, 3), 1, 0, 1), ((3, 3), (2, 1), (1, 2), (2, 3)), ((1, 1), 1, 0, 1), ((3, 2), 1, 1, (1, 2))])
+def test_unfold_and_fold(dtype, kernel, dilation, padding, stride):
+    import torch.nn.functional as F
+    t = dict(rtol=2e-2, atol=2e-2) if dtype == torch.bfloat16 else {}
+    x = torch.randn(2, 3, 7, 9, dtype=dtype, requires_grad=dtype != torch.bfloat16)
+    args = dict(kernel_size=kernel, dilation=dilation, padding=padding, stride=stride)
+    check(lambda v: F.unfold(v, **args), x, tol=t, backward=x.requires_grad)
+    # Unbatched input, and fold of the columns back to the image (with overlaps summed).
+    check(lambda v: F.unfold(v, **args), x.detach()[0], tol=t, backward=False)
+    cols = F.unfold(x.detach(), **args).requires_grad_(x.requires_grad)
+    check(lambda v: F.fold(v, output_size=(7, 9), **args), cols, tol=t, backward=cols.requires_grad)
+    check(lambda v: F.fold(v, output_size=(7, 9), **args), cols.detach()[0], tol=t, backward=False)

@@ -449,3 +449,82 @@ def test_nonzero_compiles_once_per_input_shape():
     counts = {int(tpu(make((16,), torch.bool, seed=s)).nonzero().shape[0]) for s in range(1, 4)}
     assert len(counts) > 1
     assert torch_tpu.metrics.snapshot()["compiles"] == 0
+
+
+@pytest.mark.parametrize("reduce", ["prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64, torch.int64])
+def test_index_reduce(reduce, include_self, dtype):
+    # Repeated indices, an index that no source slice reaches, odd sizes, two dims.
+    x = make((5, 7), dtype, seed=1)
+    for dim, index in ((0, torch.tensor([0, 2, 2, 4, 0, 2])), (1, torch.tensor([6, 1, 1, 3]))):
+        shape = [5, 7]
+        shape[dim] = index.numel()
+        src = make(tuple(shape), dtype, seed=2)
+        expected = x.index_reduce(dim, index, src, reduce, include_self=include_self)
+        got = tpu(x).index_reduce(dim, tpu(index), tpu(src), reduce, include_self=include_self)
+        t = dict(rtol=2e-2, atol=2e-2) if dtype == torch.bfloat16 else {}
+        assert_same(got, expected, **t)
+        y = tpu(x)
+        y.index_reduce_(dim, tpu(index), tpu(src), reduce, include_self=include_self)
+        assert_same(y, expected, **t)
+
+
+def test_index_reduce_backward():
+    x = make((4, 3), seed=3)
+    src = make((5, 3), seed=4)
+    index = torch.tensor([0, 3, 3, 1, 0])
+    grad_check(lambda a, s: a.index_reduce(0, tpu(index) if a.device.type == "tpu" else index, s, "amax"),
+               x, src)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool])
+@pytest.mark.parametrize("size", [0, 3, 11, 40])
+def test_nonzero_static(dtype, size):
+    x = make((5, 7), dtype, seed=5)
+    if dtype != torch.bool:
+        x = torch.where(x.abs() < (0.5 if dtype.is_floating_point else 20), torch.zeros_like(x), x)
+        x[1] = 0
+    for fill in (-1, 7):
+        assert_same(torch.nonzero_static(tpu(x), size=size, fill_value=fill),
+                    torch.nonzero_static(x, size=size, fill_value=fill))
+    e = torch.zeros(0, 3)
+    assert_same(torch.nonzero_static(tpu(e), size=4), torch.nonzero_static(e, size=4))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool, torch.bfloat16])
+def test_unique_and_unique_consecutive(dtype):
+    x = make((6, 7), dtype, seed=8)
+    if dtype != torch.bool:
+        x = (x if dtype.is_floating_point else x // 10).round()
+    if dtype.is_floating_point:
+        # One NaN: CPU orders several NaNs (each its own value) arbitrarily.
+        x[0, 2] = float("nan")
+    for sorted_ in (True, False):
+        for inv in (False, True):
+            for counts in (False, True):
+                got = torch.unique(tpu(x), sorted=sorted_, return_inverse=inv, return_counts=counts)
+                exp = torch.unique(x, sorted=sorted_, return_inverse=inv, return_counts=counts)
+                for g, e in zip(got if isinstance(got, tuple) else (got,), exp if isinstance(exp, tuple) else (exp,)):
+                    assert_same(g, e, equal_nan=True)
+                got = torch.unique_consecutive(tpu(x), return_inverse=inv, return_counts=counts)
+                exp = torch.unique_consecutive(x, return_inverse=inv, return_counts=counts)
+                for g, e in zip(got if isinstance(got, tuple) else (got,), exp if isinstance(exp, tuple) else (exp,)):
+                    assert_same(g, e, equal_nan=True)
+    # Slices along a dim (sorted and consecutive), 0-d and empty inputs.
+    y = torch.tensor([[1, 1, 2, 2, 2], [3, 3, 4, 4, 5]]).to(dtype)
+    z = make((7, 3, 2), dtype, seed=9)
+    z = z if dtype == torch.bool else (z > 0).to(dtype)  # few distinct slices
+    for t in (y, z):
+        for dim in (0, 1, -1):
+            got = torch.unique_consecutive(tpu(t), return_inverse=True, return_counts=True, dim=dim)
+            for g, e in zip(got, torch.unique_consecutive(t, return_inverse=True, return_counts=True, dim=dim)):
+                assert_same(g, e)
+            got = torch.unique(tpu(t), return_inverse=True, return_counts=True, dim=dim)
+            for g, e in zip(got, torch.unique(t, return_inverse=True, return_counts=True, dim=dim)):
+                assert_same(g, e)
+            assert_same(torch.unique(tpu(t), dim=dim), torch.unique(t, dim=dim))
+    for t in (x[0, 4], x[:0]):
+        for g, e in zip(torch.unique(tpu(t), return_inverse=True, return_counts=True),
+                        torch.unique(t, return_inverse=True, return_counts=True)):
+            assert_same(g, e, equal_nan=True)

@@ -132,3 +132,27 @@ def test_instance_norm():
     check(lambda x, w, b: F.instance_norm(x, rm.to(x.device), rv.to(x.device), w, b,
                                           use_input_stats=True),
           r(2, 3, 4, 5), r(3), r(3), tol=tolerance(torch.float32))
+
+
+def test_native_batch_norm_eval_returns_empty_saved_stats():
+    x, w, b = torch.randn(4, 3, 5), torch.randn(3), torch.randn(3)
+    rm, rv = torch.randn(3), torch.rand(3) + 0.5
+    expected = torch.native_batch_norm(x, w, b, rm, rv, False, 0.1, 1e-5)
+    got = torch.native_batch_norm(*(t.to("tpu") for t in (x, w, b, rm, rv)), False, 0.1, 1e-5)
+    for g, e in zip(got, expected):
+        assert_same(g, e, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("affine", [True, False])
+def test_batch_norm_with_update(affine):
+    x = torch.randn(5, 3, 4, 3)
+    w, b = (torch.randn(3), torch.randn(3)) if affine else (None, None)
+    rm, rv = torch.randn(3), torch.rand(3) + 0.5
+    rm_t, rv_t = rm.to("tpu"), rv.to("tpu")
+    dev = lambda t: None if t is None else t.to("tpu")
+    expected = torch.ops.aten._batch_norm_with_update(x, w, b, rm, rv, 0.1, 1e-5)
+    got = torch.ops.aten._batch_norm_with_update(x.to("tpu"), dev(w), dev(b), rm_t, rv_t, 0.1, 1e-5)
+    for g, e in zip(got, expected):
+        assert_same(g, e, rtol=1e-5, atol=1e-5)
+    assert_same(rm_t, rm, rtol=1e-6, atol=1e-6)
+    assert_same(rv_t, rv, rtol=1e-6, atol=1e-6)

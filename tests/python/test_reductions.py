@@ -377,3 +377,13 @@ def test_bincount_rejects_bad_input_like_cpu():
             torch.bincount(bad.to("tpu"))
     with pytest.raises(RuntimeError, match="same length"):
         torch.bincount(torch.tensor([1, 2], device="tpu"), torch.ones(3, device="tpu"))
+
+
+@pytest.mark.parametrize("dtype", ALL + [torch.uint8, torch.int8])
+def test_hash_tensor(dtype):
+    x = rand((5, 7), dtype, seed=3)
+    h = torch.ops.aten.hash_tensor
+    assert_same(h(x.to("tpu")), h(x))
+    for dim, keepdim in (([1], False), ([0], True), ([0, 1], False)):
+        assert_same(h(x.to("tpu"), dim, keepdim=keepdim), h(x, dim, keepdim=keepdim))
+    assert_same(h(torch.empty(0, 3, dtype=dtype).to("tpu"), [1]), h(torch.empty(0, 3, dtype=dtype), [1]))

@@ -149,3 +149,11 @@ def test_clone_contiguous_of_views(dtype):
                  lambda a: a.unsqueeze(1)[:, :, 2:]):
         assert_same(view(t).clone(), view(x).clone())
         assert_same(view(t).contiguous(), view(x).contiguous())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool])
+@pytest.mark.parametrize("shape,groups", [((2, 6, 3, 5), 3), ((1, 4, 7), 2), ((3, 9, 2, 2, 3), 3)])
+def test_channel_shuffle(dtype, shape, groups):
+    x = make(shape, dtype)
+    assert_same(F.channel_shuffle(tpu(x), groups), F.channel_shuffle(x, groups))
+    assert_same(torch.native_channel_shuffle(tpu(x), groups), torch.native_channel_shuffle(x, groups))

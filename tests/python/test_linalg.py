@@ -1,0 +1,209 @@
+"""Small linear-algebra ops lowered in csrc/ops/linalg.cpp (trace, linalg.cross, cdist,
+pdist, renorm), compared with CPU PyTorch forward and backward, in several dtypes, odd
+sizes, broadcasting and every p-norm branch."""
+import math
+
+import pytest
+import torch
+
+from conftest import assert_same, rand, tol
+from cpu_compare import check
+
+FLOATS = [torch.float32, torch.float64, torch.bfloat16]
+
+
+@pytest.mark.parametrize("dtype", FLOATS + [torch.int64, torch.int32])
+@pytest.mark.parametrize("shape", [(5, 5), (3, 7), (7, 2), (1, 1)])
+def test_trace(dtype, shape):
+    x = rand(shape, dtype)
+    assert_same(torch.trace(x.to("tpu")), torch.trace(x), **tol(dtype))
+
+
+def test_trace_rejects_bool_and_vectors_like_cpu():
+    for x in (torch.ones(3, 3, dtype=torch.bool), torch.ones(3)):
+        with pytest.raises((RuntimeError, NotImplementedError)):
+            torch.trace(x)
+        with pytest.raises((RuntimeError, NotImplementedError)):
+            torch.trace(x.to("tpu")).cpu()
+
+
+def test_trace_backward():
+    x = torch.randn(4, 6, requires_grad=True)
+    check(torch.trace, x)
+
+
+@pytest.mark.parametrize("dtype", FLOATS + [torch.int64])
+def test_cross(dtype):
+    a, b = rand((5, 3, 7), dtype, seed=1), rand((5, 3, 7), dtype, seed=2)
+    assert_same(torch.linalg.cross(a.to("tpu"), b.to("tpu"), dim=1), torch.linalg.cross(a, b, dim=1),
+                **tol(dtype))
+    # Broadcast operands, the default last dim, torch.cross and out=.
+    c, d = rand((4, 1, 3), dtype, seed=3), rand((1, 2, 3), dtype, seed=4)
+    assert_same(torch.linalg.cross(c.to("tpu"), d.to("tpu")), torch.linalg.cross(c, d), **tol(dtype))
+    assert_same(torch.cross(a.to("tpu"), b.to("tpu"), dim=1), torch.cross(a, b, dim=1), **tol(dtype))
+    out = torch.empty(0, dtype=dtype, device="tpu")
+    torch.linalg.cross(c.to("tpu"), d.to("tpu"), out=out)
+    assert_same(out, torch.linalg.cross(c, d), **tol(dtype))
+
+
+def test_cross_backward_and_errors():
+    a, b = torch.randn(6, 3, requires_grad=True), torch.randn(6, 3, requires_grad=True)
+    check(torch.linalg.cross, a, b)
+    with pytest.raises(RuntimeError):
+        torch.linalg.cross(torch.randn(2, 4).to("tpu"), torch.randn(2, 4).to("tpu"))
+
+
+@pytest.mark.parametrize("p", [0.0, 1.0, 2.0, 3.0, 0.5, math.inf])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_cdist(p, dtype):
+    a, b = rand((2, 7, 5), dtype, seed=1), rand((2, 9, 5), dtype, seed=2)
+    assert_same(torch.cdist(a.to("tpu"), b.to("tpu"), p=p), torch.cdist(a, b, p=p), **tol(dtype))
+
+
+@pytest.mark.parametrize("mode", ["use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist",
+                                  "donot_use_mm_for_euclid_dist"])
+def test_cdist_euclid_modes(mode):
+    # 30 rows take the matrix-product form unless told not to; broadcast batch dims.
+    a, b = torch.randn(3, 1, 30, 4, dtype=torch.float64), torch.randn(2, 11, 4, dtype=torch.float64)
+    assert_same(torch.cdist(a.to("tpu"), b.to("tpu"), compute_mode=mode),
+                torch.cdist(a, b, compute_mode=mode), rtol=1e-9, atol=1e-9)
+
+
+def test_cdist_empty():
+    a, b = torch.randn(0, 3), torch.randn(4, 3)
+    assert_same(torch.cdist(a.to("tpu"), b.to("tpu")), torch.cdist(a, b))
+
+
+@pytest.mark.parametrize("p", [0.0, 1.0, 2.0, 1.5, math.inf])
+def test_pdist(p):
+    x = torch.randn(7, 5, dtype=torch.float64)
+    assert_same(torch.nn.functional.pdist(x.to("tpu"), p=p), torch.nn.functional.pdist(x, p=p),
+                rtol=1e-9, atol=1e-9)
+    one = torch.randn(1, 3)
+    assert_same(torch.nn.functional.pdist(one.to("tpu"), p=p), torch.nn.functional.pdist(one, p=p))
+
+
+@pytest.mark.parametrize("p", [1, 2, 3, 0.5, math.inf])
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_renorm(p, dtype):
+    x = rand((5, 3, 4), dtype, seed=5, scale=2.0)
+    for dim in (0, 1, -1):
+        assert_same(torch.renorm(x.to("tpu"), p, dim, 1.5), torch.renorm(x, p, dim, 1.5),
+                    **tol(dtype, f32=2e-5))
+    y, yc = x.to("tpu"), x.clone()
+    y.renorm_(2, 0, 0.7)
+    yc.renorm_(2, 0, 0.7)
+    assert_same(y, yc, **tol(dtype, f32=2e-5))
+
+
+def test_renorm_backward():
+    x = (torch.randn(4, 5) * 3).requires_grad_()
+    check(lambda t: torch.renorm(t, 2, 0, 1.0), x)
+
+
+def spd(batch, n, dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(*batch, n, n, generator=g, dtype=torch.float64)
+    return (a @ a.mT + n * torch.eye(n, dtype=torch.float64)).to(dtype)
+
+
+def general(shape, dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g, dtype=torch.float64).to(dtype)
+
+
+LINALG_TOL = {torch.float32: dict(rtol=1e-4, atol=1e-4), torch.float64: dict(rtol=1e-9, atol=1e-9)}
+FACTOR_DTYPES = [torch.float32, torch.float64]
+
+
+def same(fn, *args, dtype, backward=False):
+    t = LINALG_TOL[dtype]
+    outs_t = check(fn, *args, tol=t, backward=backward)
+    return outs_t
+
+
+@pytest.mark.parametrize("dtype", FACTOR_DTYPES)
+@pytest.mark.parametrize("batch,n", [((), 1), ((), 5), ((3,), 4), ((2, 1), 7)])
+def test_cholesky_family(dtype, batch, n):
+    s = spd(batch, n, dtype)
+    for upper in (False, True):
+        same(lambda a: torch.linalg.cholesky(a, upper=upper), s, dtype=dtype)
+        same(lambda a: torch.linalg.cholesky_ex(a, upper=upper), s, dtype=dtype)
+        same(lambda a: torch.cholesky(a, upper), s, dtype=dtype)
+        f = torch.linalg.cholesky(s, upper=upper)
+        b = general((*batch, n, 3), dtype, seed=1)
+        same(lambda x, y: torch.cholesky_solve(x, y, upper), b, f, dtype=dtype)
+        same(lambda y: torch.cholesky_inverse(y, upper), f, dtype=dtype)
+
+
+def test_cholesky_backward_and_errors():
+    s = spd((2,), 4, torch.float64).requires_grad_()
+    check(lambda a: torch.linalg.cholesky(a), s, tol=LINALG_TOL[torch.float64])
+    # Not positive definite: info names the failing minor; cholesky raises as on CPU.
+    bad = torch.tensor([[1.0, 2.0], [2.0, 1.0]], dtype=torch.float64)
+    assert torch.linalg.cholesky_ex(bad.to("tpu")).info.item() == torch.linalg.cholesky_ex(bad).info.item()
+    with pytest.raises(RuntimeError):
+        torch.linalg.cholesky(bad.to("tpu"))
+
+
+@pytest.mark.parametrize("dtype", FACTOR_DTYPES)
+def test_triangular_solves(dtype):
+    a = torch.linalg.cholesky(spd((3,), 5, dtype)) + torch.eye(5, dtype=dtype)
+    b = general((3, 5, 2), dtype, seed=2)
+    for upper in (False, True):
+        tri = a.mT.contiguous() if upper else a
+        for unit in (False, True):
+            same(lambda x, y: torch.linalg.solve_triangular(x, y, upper=upper, unitriangular=unit), tri, b,
+                 dtype=dtype)
+            same(lambda x, y: torch.linalg.solve_triangular(x, y, upper=upper, left=False, unitriangular=unit),
+                 tri, b.mT.contiguous(), dtype=dtype)
+            for transpose in (False, True):
+                same(lambda x, y: torch.triangular_solve(x, y, upper, transpose, unit), b, tri, dtype=dtype)
+    # Broadcast batch dims.
+    same(lambda x, y: torch.linalg.solve_triangular(x, y, upper=False), a[:1], general((4, 3, 5, 2), dtype),
+         dtype=dtype)
+
+
+@pytest.mark.parametrize("dtype", FACTOR_DTYPES)
+@pytest.mark.parametrize("shape", [(1, 1), (5, 5), (3, 4, 4), (2, 1, 6, 6)])
+def test_lu_family(dtype, shape):
+    a = general(shape, dtype, seed=3)
+    same(torch.linalg.lu_factor, a, dtype=dtype)
+    same(torch.linalg.lu_factor_ex, a, dtype=dtype)
+    same(torch.linalg.lu, a, dtype=dtype)
+    same(torch.linalg.det, a, dtype=dtype)
+    same(torch.linalg.slogdet, a, dtype=dtype)
+    same(torch.linalg.inv, a, dtype=dtype)
+    same(torch.linalg.inv_ex, a, dtype=dtype)
+    b = general((*shape[:-1], 3), dtype, seed=4)
+    same(torch.linalg.solve, a, b, dtype=dtype)
+    same(lambda x, y: torch.linalg.solve(x, y, left=False), a, b.mT.contiguous(), dtype=dtype)
+    same(torch.linalg.solve, a, general(shape[:-1], dtype, seed=5), dtype=dtype)  # a batch of vectors
+    lu, piv = torch.linalg.lu_factor(a)
+    for left in (True, False):
+        for adjoint in (False, True):
+            rhs = b if left else b.mT.contiguous()
+            same(lambda x, p, y: torch.linalg.lu_solve(x, p, y, left=left, adjoint=adjoint), lu, piv, rhs,
+                 dtype=dtype)
+    same(torch.lu_unpack, lu, piv, dtype=dtype)
+
+
+@pytest.mark.parametrize("shape", [(4, 6), (6, 4), (2, 3, 5)])
+def test_lu_rectangular(shape):
+    a = general(shape, torch.float64, seed=6)
+    same(torch.linalg.lu_factor, a, dtype=torch.float64)
+    same(torch.linalg.lu, a, dtype=torch.float64)
+    lu, piv = torch.linalg.lu_factor(a)
+    same(torch.lu_unpack, lu, piv, dtype=torch.float64)
+
+
+def test_lu_singular_and_backward():
+    s = torch.tensor([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [1.0, 0.0, 1.0]], dtype=torch.float64)
+    same(torch.linalg.det, s, dtype=torch.float64)
+    same(torch.linalg.slogdet, s, dtype=torch.float64)
+    same(torch.linalg.lu_factor_ex, s, dtype=torch.float64)
+    a = general((2, 4, 4), torch.float64, seed=7).requires_grad_()
+    b = general((2, 4, 3), torch.float64, seed=8).requires_grad_()
+    check(torch.linalg.det, a, tol=LINALG_TOL[torch.float64])
+    check(torch.linalg.inv, a, tol=LINALG_TOL[torch.float64])
+    check(torch.linalg.solve, a, b, tol=LINALG_TOL[torch.float64])
