@@ -81,10 +81,7 @@ std::shared_ptr<const std::vector<hlo::TensorType>> cached_signature(
 OpCall::OpCall(const char* name) : name_(name) {
   key_.add(name);
   runtime::FusedGroup& group = runtime::FusedGroup::get();
-  if (group.recording()) {
-    hold_ = group.hold();
-    group.flush_if_full();
-  }
+  if (group.recording()) group.flush_if_full();
 }
 
 OpCall& OpCall::key(int64_t word) {

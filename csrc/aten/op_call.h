@@ -17,7 +17,6 @@
 
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "hlo/builder.h"
@@ -113,7 +112,6 @@ class OpCall {
                                  const std::vector<at::Tensor>& targets,
                                  std::vector<Operand> outs, const WritePlan& plan);
 
-  std::unique_lock<std::recursive_mutex> hold_;  // fused mode: the group, for the whole op
   const char* name_;
   int device_ = -1;
   runtime::ProgramKey key_;

@@ -59,10 +59,6 @@ class FusedGroup {
   void flush();
   // Flushes when the group has reached max_ops(): called before an op reads its operands.
   void flush_if_full();
-  // Held by an op being recorded, from reading its operands to recording it: ops of
-  // other threads (ranks as threads, the autograd thread) wait, so no flush can run
-  // between an op's reading of pending values and its record().
-  std::unique_lock<std::recursive_mutex> hold() { return std::unique_lock(mutex_); }
   // The real buffer behind `db`, flushing first when it is pending.
   const std::shared_ptr<pjrt::Buffer>& ready(DeviceBuffer& db);
   size_t pending_ops() const;
