@@ -103,8 +103,13 @@ def install_threaded_world() -> None:
     """Makes the c10d world thread-local, so threads of this process can be the ranks of
     process groups (rank r on tpu:r: the in-program transport), as torch's
     multi_threaded_pg does. c10d's C++ registry of group names (used by functional
-    collectives) stays process-wide: the ranks register the same names, the first stays."""
+    collectives) stays process-wide: the ranks register the same names, the first stays.
+    Eager work is not recorded from then on (op mode; see torch_tpu._eager)."""
     from torch.testing._internal.distributed.multi_threaded_pg import _install_threaded_pg
+
+    from torch_tpu import _eager
+
+    _eager._disable_recording_for_threaded_ranks()
 
     c10d = dist.distributed_c10d
     if getattr(c10d._register_process_group, "_tpu_threaded", False):

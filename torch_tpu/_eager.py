@@ -18,6 +18,16 @@ from torch_tpu import _C
 _MODES = ("op", "fused")
 _mode = "op"
 _step_scopes = 0  # optimizer steps whose recording scope is open (a step that raised leaves one)
+# Set by torch_tpu._distributed.install_threaded_world(): ranks are threads of this process.
+# The fused group is process-wide and records one thread's ops at a time, so nothing is
+# recorded then (op mode, optimizer steps and clip_grad_norm_ op by op).
+_threaded_ranks = False
+
+
+def _disable_recording_for_threaded_ranks() -> None:
+    global _threaded_ranks
+    set_eager_mode("op")
+    _threaded_ranks = True
 
 
 def set_eager_mode(mode: str) -> None:
@@ -27,6 +37,10 @@ def set_eager_mode(mode: str) -> None:
         raise ValueError(f"torch_tpu.set_eager_mode: unknown mode {mode!r}; expected one of {_MODES}")
     if mode == _mode:
         return
+    if mode == "fused" and _threaded_ranks:
+        raise RuntimeError("torch_tpu.set_eager_mode: fused mode records into one process-wide "
+                           "group and cannot serve process-group ranks running as threads "
+                           "(install_threaded_world); use op mode")
     if mode == "fused":
         _C._fused_begin()
     else:
@@ -52,7 +66,7 @@ def _on_tpu(optimizer: torch.optim.Optimizer) -> bool:
 
 def _step_pre_hook(optimizer, args, kwargs) -> None:
     global _step_scopes
-    if not _on_tpu(optimizer):
+    if _threaded_ranks or not _on_tpu(optimizer):
         return
     while _step_scopes > 0:  # a step that raised never closed its scope
         _step_scopes -= 1
@@ -75,7 +89,7 @@ def _recorded(fn):
     @functools.wraps(fn)
     def wrapper(parameters, *args, **kwargs):
         params = [parameters] if isinstance(parameters, torch.Tensor) else list(parameters)
-        if not any(p.device.type == "tpu" for p in params):
+        if _threaded_ranks or not any(p.device.type == "tpu" for p in params):
             return fn(params, *args, **kwargs)
         _C._fused_begin()
         try:

@@ -286,20 +286,16 @@ def ddp():
             torch.testing.assert_close(out[rank][k], v, rtol=1e-5, atol=1e-5)
 
 
-def _fused(rank, W):
-    # Fused eager mode: the collective reads pending work's results (flushed first).
-    t = torch.ones(4).to(f"tpu:{rank}")
-    t.mul_(rank + 1)
-    dist.all_reduce(t)
-    exact(t, torch.full((4,), float(sum(range(1, W + 1)))))
-
-
 def fused():
-    torch_tpu.set_eager_mode("fused")
+    # Threaded ranks turn recording off: fused mode is refused with a clear error (its
+    # process-wide group cannot serve several recording threads).
+    assert torch_tpu.get_eager_mode() == "op"
     try:
-        all_ok(run_ranks(2, _fused))
-    finally:
-        torch_tpu.set_eager_mode("op")
+        torch_tpu.set_eager_mode("fused")
+    except RuntimeError as e:
+        assert "ranks running as threads" in str(e), e
+    else:
+        raise AssertionError("fused mode was accepted with threaded ranks")
 
 
 def _pipelined(rank, W):
