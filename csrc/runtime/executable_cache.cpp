@@ -1,5 +1,8 @@
 #include "runtime/executable_cache.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -23,7 +26,44 @@ void dump(const std::string& fingerprint, const std::string& mlir) {
   std::ofstream(std::string(dir) + "/" + fingerprint + ".mlir") << mlir;
 }
 
+// Lines of /proc/self/maps: one per mapping. -1 where there is no such file.
+int64_t process_mappings() {
+  int fd = ::open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  int64_t lines = 0;
+  char buf[1 << 16];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;)
+    for (ssize_t i = 0; i < n; ++i) lines += buf[i] == '\n';
+  ::close(fd);
+  return lines;
+}
+
 }  // namespace
+
+ExecutableCache::MappingBudget ExecutableCache::default_mapping_budget() {
+  int64_t limit = 0;
+  if (const char* v = std::getenv("TORCH_TPU_MAX_MAPPINGS"); v != nullptr && *v != '\0') {
+    limit = std::atoll(v);
+  } else {
+    int64_t max_map_count = 0;
+    if (!(std::ifstream("/proc/sys/vm/max_map_count") >> max_map_count) || max_map_count <= 0)
+      max_map_count = 65530;  // Linux's default
+    limit = max_map_count / 2;
+  }
+  return {process_mappings, limit};
+}
+
+void ExecutableCache::keep_within_mapping_budget() {
+  if (budget_.limit <= 0 || !budget_.count) return;
+  int64_t in_use = budget_.count();
+  if (in_use <= budget_.limit) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  // Programs held elsewhere too (a compiled graph's) keep their mappings when dropped
+  // here; the next check then drops more.
+  size_t target = static_cast<size_t>(static_cast<double>(entries_.size()) * 0.75 *
+                                      static_cast<double>(budget_.limit) / in_use);
+  evict_locked(target);
+}
 
 std::shared_ptr<const CompiledProgram> ExecutableCache::get(
     const ProgramKey& key, const std::function<Program()>& build) {
@@ -40,9 +80,12 @@ std::shared_ptr<const CompiledProgram> ExecutableCache::get(
   }
   recency_.push_front(key);
   entries_.emplace(key, Entry{promise.get_future().share(), recency_.begin()});
-  evict_locked();
+  evict_locked(capacity_);
+  bool check = ++misses_since_check_ >= kMappingCheckInterval;
+  if (check) misses_since_check_ = 0;
   lock.unlock();
   metrics().cache_misses++;
+  if (check) keep_within_mapping_budget();
   try {
     auto start = std::chrono::steady_clock::now();
     Program program = build();
@@ -93,11 +136,11 @@ size_t ExecutableCache::default_capacity() {
   return n > 0 ? static_cast<size_t>(n) : 4096;
 }
 
-// Drops least recently used programs beyond the capacity. Programs still compiling stay:
+// Drops least recently used programs beyond `capacity`. Programs still compiling stay:
 // their waiters hold the future, and dropping them would only compile them twice.
-void ExecutableCache::evict_locked() {
+void ExecutableCache::evict_locked(size_t capacity) {
   auto it = recency_.end();
-  while (entries_.size() > capacity_ && it != recency_.begin()) {
+  while (entries_.size() > capacity && it != recency_.begin()) {
     --it;
     auto entry = entries_.find(*it);
     if (entry->second.future.wait_for(std::chrono::seconds(0)) != std::future_status::ready)

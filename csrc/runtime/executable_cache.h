@@ -80,11 +80,25 @@ class ExecutableCache {
   using Loader = std::function<std::unique_ptr<pjrt::Executable>(const std::string& bytes)>;
   // At most `capacity` programs stay loaded (TORCH_TPU_CACHE_ENTRIES, default 4096); the
   // least recently used are dropped, and come back from the disk tier if needed again.
-  // Every loaded XLA:CPU executable holds its own code mappings, and a process with tens
-  // of thousands of them runs out of address-space mappings.
   explicit ExecutableCache(Compiler compiler, size_t capacity = default_capacity())
       : compiler_(std::move(compiler)), capacity_(capacity) {}
   static size_t default_capacity();
+
+  // Every loaded XLA:CPU executable holds memory mappings of its own (code and data, per
+  // compiled module; a fused group's program dozens), and a process may hold at most
+  // vm.max_map_count of them (65530 by default). When the plugin's loader cannot map
+  // an executable, its failure path leaves the unwinder's frame registry dangling and the
+  // next C++ exception crashes the process. So every kMappingCheckInterval misses the
+  // cache counts the process's mappings and, above `limit`, drops its least recently
+  // used programs in proportion, down to three quarters of the limit.
+  struct MappingBudget {
+    std::function<int64_t()> count;  // mappings in use now; -1 when unknown
+    int64_t limit = 0;               // <= 0: no budget
+  };
+  static constexpr int kMappingCheckInterval = 16;
+  // /proc/self/maps, and TORCH_TPU_MAX_MAPPINGS or half of vm.max_map_count.
+  static MappingBudget default_mapping_budget();
+  void set_mapping_budget(MappingBudget budget) { budget_ = std::move(budget); }
 
   // Puts a disk tier under this one: misses look there before compiling, and new
   // compiles are stored there. `disk` must outlive the cache.
@@ -112,8 +126,11 @@ class ExecutableCache {
     std::list<ProgramKey>::iterator recency;
     int64_t hits = 0;
   };
-  void evict_locked();
+  void evict_locked(size_t capacity);
+  void keep_within_mapping_budget();
   size_t capacity_;
+  MappingBudget budget_ = default_mapping_budget();
+  int misses_since_check_ = 0;
   std::list<ProgramKey> recency_;  // most recently used first
   std::unordered_map<ProgramKey, Entry, ProgramKeyHash> entries_;
 };

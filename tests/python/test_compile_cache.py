@@ -190,3 +190,38 @@ def test_memory_tier_is_bounded(tmp_path):
     check_values(out)
     assert out["stats"]["memory_entries"] <= 2
     assert out["stats"]["memory_evictions"] > 0
+
+
+def test_memory_tier_keeps_within_the_mapping_budget():
+    """Loaded programs hold memory mappings, and a process may hold only vm.max_map_count
+    of them: above TORCH_TPU_MAX_MAPPINGS the cache drops programs instead of letting
+    the plugin fail to map one (which crashed the process)."""
+    code = (
+        "import json, os, sys, torch, torch_tpu\n"
+        "def maps(): return sum(1 for _ in open('/proc/self/maps'))\n"
+        "torch.ones(1).to('tpu').cpu()\n"
+        "base = maps()\n"
+        "peak, ok = 0, True\n"
+        "for n in range(1, 161 if sys.argv[1:] else 1):\n"
+        "    x = torch.arange(n, dtype=torch.float32)\n"
+        "    ok &= torch.equal((x.to('tpu') * 3 - 1).cpu(), x * 3 - 1)\n"
+        "    peak = max(peak, maps())\n"
+        "print('OUT', json.dumps({'ok': bool(ok), 'base': base, 'peak': peak,\n"
+        "      'stats': torch.tpu.cache_stats()}))\n")
+
+    def run_budget(*args, **env):
+        proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True,
+                              text=True, timeout=300, cwd=tempfile.gettempdir(),
+                              env=dict(os.environ, TORCH_TPU_DISK_CACHE="0", **env))
+        line = [l for l in proc.stdout.splitlines() if l.startswith("OUT ")]
+        assert line, proc.stdout + proc.stderr
+        return json.loads(line[0][4:])
+
+    # A process that has run one program holds `base` mappings; allow 150 more.
+    limit = run_budget()["base"] + 150
+    out = run_budget("loop", TORCH_TPU_MAX_MAPPINGS=str(limit))
+    assert out["ok"]
+    assert out["stats"]["memory_evictions"] > 0
+    # 160 new programs hold several mappings each (about 500 in all); the cache keeps the
+    # process near its budget (it checks every 16 programs).
+    assert out["peak"] < limit + 150, out

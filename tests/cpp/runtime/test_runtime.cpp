@@ -136,6 +136,38 @@ TEST(ExecutableCache, EvictsLeastRecentlyUsedBeyondCapacity) {
   EXPECT_EQ(compiles, 4);
 }
 
+TEST(ExecutableCache, DropsProgramsAboveTheMappingBudget) {
+  std::atomic<int> compiles{0};
+  ExecutableCache cache([&](const std::string& mlir) {
+    ++compiles;
+    return test::client().compile(mlir, test::compile_options());
+  });
+  int64_t mappings = 100;  // what the process "holds": under the limit at first
+  int checks = 0;
+  cache.set_mapping_budget({[&] {
+                              ++checks;
+                              return mappings;
+                            },
+                            /*limit=*/150});
+  const int n = ExecutableCache::kMappingCheckInterval;
+  for (int i = 0; i < n; ++i) cache.get(key_of({i}), [i] { return scale_program(i); });
+  EXPECT_EQ(checks, 1);  // counted once per interval of misses, not per program
+  EXPECT_EQ(cache.size(), static_cast<size_t>(n));
+  mappings = 300;  // twice the limit
+  for (int i = n; i < 2 * n; ++i) cache.get(key_of({i}), [i] { return scale_program(i); });
+  EXPECT_EQ(checks, 2);
+  // The check ran as the 32nd program began compiling: 32 * 0.75 * 150 / 300 = 12 stay,
+  // that one included.
+  EXPECT_EQ(cache.size(), 12u);
+  // The most recent survive; the oldest come back by compiling again.
+  int before = compiles;
+  cache.get(key_of({2 * n - 2}), [] { return scale_program(-1); });
+  EXPECT_EQ(compiles, before);
+  auto again = cache.get(key_of({0}), [] { return scale_program(0); });
+  EXPECT_EQ(compiles, before + 1);
+  EXPECT_EQ(run_scale(*again, {1, 2}), (std::vector<float>{0, 0}));
+}
+
 TEST(ExecutableCache, FailuresAreNotCached) {
   CountingCache c;
   EXPECT_THROW(c.cache.get(key_of({1}), []() -> Program { throw std::runtime_error("build"); }),
