@@ -20,6 +20,7 @@ from torch import fx
 from torch._decomp import core_aten_decompositions
 from torch._dynamo.backends.common import aot_autograd
 from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
+from torch.fx.passes.split_module import split_module
 
 from torch_tpu import _C
 from torch_tpu import tpu as _tpu
@@ -100,10 +101,18 @@ def _meta_vals(gm: fx.GraphModule) -> dict:
 _warned: set = set()
 
 
-def _lower(gm: fx.GraphModule, vals: dict, positions=None):
-    """A `_C._Graph` for `gm`, or, if some op has no lowering, `gm` itself run op by op
-    on the device (with a warning naming the op, counted in torch_tpu.metrics as
-    graph_fallbacks)."""
+def _warn_once(message: str) -> None:
+    if message not in _warned:
+        _warned.add(message)
+        warnings.warn(message, stacklevel=3)
+
+
+def _lower(gm: fx.GraphModule, vals: dict, positions=None, split=True):
+    """A `_C._Graph` for `gm`. If some op has no lowering (a collective, a custom op),
+    the graph is split around those ops: the runs of ops between them become programs
+    and they run eagerly in between (a warning naming them; counted in
+    torch_tpu.metrics as graph_splits). A graph that still cannot become programs runs
+    op by op on the device (a warning naming the reason; counted as graph_fallbacks)."""
     try:
         # AOTAutograd may call the compiler under its fake mode; constants and the C++
         # side work on real tensors.
@@ -111,18 +120,102 @@ def _lower(gm: fx.GraphModule, vals: dict, positions=None):
             spec, template = _spec(gm, vals)
             graph = _boxed(_C._Graph(spec))
     except NotImplementedError as e:
-        # What stops the graph from becoming one program (an op without a lowering above
-        # all), eager mode can still run: warn once per reason, count it. Other errors
-        # are bugs and surface.
+        # What stops the graph from becoming one program, eager mode can still run.
+        # Other errors are bugs and surface.
+        if split:
+            pieces = _split(gm, vals)
+            if pieces is not None:
+                return pieces
         reason = str(e).split("\n", 1)[0]
-        if reason not in _warned:
-            _warned.add(reason)
-            warnings.warn(f"torch_tpu: a compiled graph runs op by op: {reason}", stacklevel=2)
+        _warn_once(f"torch_tpu: a compiled graph runs op by op: {reason}")
         _C._count_graph_fallback()
         return _Eager(gm)
     if template is None and positions is None:
         return graph
     return _Adapted(graph, template, positions)
+
+
+@functools.cache
+def _lowered_names() -> frozenset:
+    return frozenset(_C._graph_lowerings())
+
+
+def _lowerable(node: fx.Node, vals: dict) -> bool:
+    """Whether `node` can be part of a program, as far as can be told before lowering
+    (_SpecBuilder.call decides the same way; a lowering may still refuse an application,
+    which then makes its piece run op by op)."""
+    val = vals.get(node)
+    if not isinstance(val, (torch.Tensor, list, tuple)) and val is not None:
+        return True  # size arithmetic
+    target = node.target
+    if not isinstance(target, torch._ops.OpOverload) or target.namespace != "aten":
+        return False
+    if target is torch.ops.aten.copy_.default and node.args[0].op == "placeholder":
+        return True
+    return _schema_name(target) in _lowered_names()
+
+
+def _split(gm: fx.GraphModule, vals: dict):
+    """`gm` as a module that runs each maximal run of lowerable nodes as one program and
+    every other node eagerly, in the graph's order; None if nothing would be lowered."""
+    piece: dict = {}
+    current, lowered_run, eager_ops = -1, False, []
+    for node in gm.graph.nodes:
+        if node.op != "call_function":
+            continue
+        if node.target is operator.getitem:
+            piece[node] = piece[node.args[0]]  # with the node whose result it picks
+            continue
+        ok = _lowerable(node, vals)
+        if not ok:
+            effectful = node.target is torch.ops.higher_order.with_effects
+            eager_ops.append(str(node.args[1]) if effectful else str(node.target))
+        if ok != lowered_run or not ok or current < 0:
+            current += 1
+            lowered_run = ok
+        piece[node] = current
+    lowered = {piece[n] for n in piece if n.target is not operator.getitem and _lowerable(n, vals)}
+    if not eager_ops or not lowered:
+        return None
+    # split_module copies node.meta; fake values of a specialised graph are only in `vals`.
+    saved = {n: n.meta.get("val") for n in gm.graph.nodes}
+    for n in gm.graph.nodes:
+        n.meta["val"] = vals.get(n)
+    try:
+        parent = split_module(gm, None, lambda n: piece[n], keep_original_order=True,
+                              tuple_return=True)
+    finally:
+        for n, v in saved.items():
+            n.meta["val"] = v
+    for node in parent.graph.nodes:
+        if node.op != "call_module":
+            continue
+        sub = getattr(parent, node.target)
+        index = int(node.target.rsplit("_", 1)[1])
+        if index in lowered:
+            sub_vals = _meta_vals(sub)
+            inputs = [sub_vals.get(n) for n in sub.graph.nodes if n.op == "placeholder"]
+            tensors = [i for i, v in enumerate(inputs) if isinstance(v, torch.Tensor)]
+            program = _lower(sub, sub_vals, None if len(tensors) == len(inputs) else tensors,
+                             split=False)
+            setattr(parent, node.target, _Piece(program))
+    _warn_once("torch_tpu: a compiled graph is split into programs around ops without a "
+               f"tpu lowering, which run eagerly: {', '.join(sorted(set(eager_ops)))}")
+    _C._count_graph_split()
+    # The parent takes every FX input, numbers too (as a specialising caller passes them).
+    return _Eager(parent)
+
+
+class _Piece(torch.nn.Module):
+    """A lowered piece of a split graph, called by the parent graph with positional
+    tensors; returns a tuple (split_module's tuple_return convention)."""
+
+    def __init__(self, program):
+        super().__init__()
+        self.program = program
+
+    def forward(self, *args):
+        return tuple(self.program(list(args)))
 
 
 def _spec(gm: fx.GraphModule, vals: dict):
@@ -176,6 +269,8 @@ class _SpecBuilder:
         if isinstance(a, fx.Node):
             r = self.refs[a]
             if isinstance(r, _Const):
+                if r.opaque:
+                    raise Unsupported(f"an argument of type {type(r.value).__name__}")
                 return r.value
             if isinstance(r, list):
                 return [(i,) if i >= 0 else None for i in r]
@@ -192,7 +287,7 @@ class _SpecBuilder:
         # Inputs are numbered first: value i is placeholder i.
         val = self.vals[node]
         if not isinstance(val, torch.Tensor):
-            self.refs[node] = _Const(val)
+            self.refs[node] = _Const(val, opaque_ok=True)
             return
         self.refs[node] = self.new_value(val)
         self.inputs.append(self.values[-1])
@@ -252,12 +347,15 @@ class _SpecBuilder:
 
 
 class _Const:
-    """A plain number in the graph (a size, a flag): part of the program."""
+    """A plain number in the graph (a size, a flag): part of the program. An input of
+    another kind (the DeviceMesh a tensor-parallel graph passes through) is `opaque`: the
+    graph may return it, but no op may take it."""
 
-    def __init__(self, value):
+    def __init__(self, value, opaque_ok=False):
         if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
             raise Unsupported("a symbolic size")
-        if value is not None and not isinstance(value, (bool, int, float)):
+        self.opaque = value is not None and not isinstance(value, (bool, int, float))
+        if self.opaque and not opaque_ok:
             raise Unsupported(f"a graph value of type {type(value).__name__}")
         self.value = value
 

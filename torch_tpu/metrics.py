@@ -6,7 +6,7 @@ from torch_tpu import _C
 def snapshot() -> dict:
     """All counters as a dict (compiles, compile_seconds, cache_hits, cache_misses,
     disk_hits, disk_misses, disk_writes, disk_bad_entries, disk_evictions, executions,
-    graphs, graph_runs, graph_fallbacks, graph_build_seconds,
+    graphs, graph_runs, graph_fallbacks, graph_splits, graph_build_seconds,
     host_to_device_bytes, device_to_host_bytes, host_staged_collectives,
     host_staged_bytes (tpu_dist's host-staged transport), in_program_collectives (its
     in-program transport), host_staged_groups, in_program_groups (tpu_dist backends this
@@ -39,7 +39,8 @@ def report() -> str:
         f"{m['disk_hits']} / {m['disk_misses']} (disk)",
         f"  executions:        {m['executions']}",
         f"  compiled graphs:   {m['graphs']} ({m['graph_runs']} runs, "
-        f"{m['graph_fallbacks']} run op by op, {m['graph_build_seconds']:.3f} s lowering "
+        f"{m['graph_fallbacks']} run op by op, {m['graph_splits']} split around unlowered "
+        f"ops, {m['graph_build_seconds']:.3f} s lowering "
         f"and compiling or loading)",
         f"  host->device:      {m['host_to_device_bytes']} bytes",
         f"  device->host:      {m['device_to_host_bytes']} bytes",

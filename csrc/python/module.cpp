@@ -41,6 +41,7 @@ py::dict metrics_dict() {
   d["graphs"] = m.graphs.load();
   d["graph_runs"] = m.graph_runs.load();
   d["graph_fallbacks"] = m.graph_fallbacks.load();
+  d["graph_splits"] = m.graph_splits.load();
   d["graph_build_seconds"] = m.graph_build_ns.load() / 1e9;
   d["fused_ops"] = m.fused_ops.load();
   d["fused_groups"] = m.fused_groups.load();
@@ -183,6 +184,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_cache_stats", &cache_stats);
   m.def("_cache_entries", &cache_entries);
   m.def("_count_graph_fallback", [] { runtime::metrics().graph_fallbacks++; });
+  m.def("_count_graph_split", [] { runtime::metrics().graph_splits++; });
   m.def("_clear_cache", [](bool memory, bool disk) {
     runtime::Runtime& rt = runtime::Runtime::get();
     if (memory) rt.cache().clear();

@@ -24,6 +24,7 @@ void Metrics::reset() {
   graphs = 0;
   graph_runs = 0;
   graph_fallbacks = 0;
+  graph_splits = 0;
   graph_build_ns = 0;
   fused_ops = 0;
   fused_groups = 0;

@@ -18,11 +18,13 @@ struct Metrics {
   std::atomic<int64_t> executions{0};
   std::atomic<int64_t> host_to_device_bytes{0};
   std::atomic<int64_t> device_to_host_bytes{0};
-  // torch.compile: graphs lowered to one program, their runs, and graphs that run op by
-  // op because some op has no lowering.
+  // torch.compile: graphs lowered to one program, their runs, graphs that run op by op
+  // because they cannot become programs, and graphs split into programs around the ops
+  // that have no lowering (collectives, custom ops), which run eagerly in between.
   std::atomic<int64_t> graphs{0};
   std::atomic<int64_t> graph_runs{0};
   std::atomic<int64_t> graph_fallbacks{0};
+  std::atomic<int64_t> graph_splits{0};
   std::atomic<int64_t> graph_build_ns{0};  // lowering graphs and getting their programs
   // Fused eager mode: ops recorded, and the groups of them run as one program each.
   std::atomic<int64_t> fused_ops{0};

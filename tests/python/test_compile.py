@@ -314,17 +314,55 @@ def _(x):
     return torch.empty_like(x)
 
 
-def test_a_graph_without_lowerings_runs_op_by_op_with_a_warning():
+_triple.register_autograd(lambda ctx, grad: grad * 3)
+
+
+def test_a_graph_is_split_around_an_op_without_lowering():
+    """The runs of ops before and after the custom op become two programs; the custom
+    op runs eagerly between them."""
     def f(x):
         return _triple(x.sin()) + 1
 
     x = torch.randn(6)
-    with pytest.warns(UserWarning, match="runs op by op: .*torch_tpu_test.triple"):
+    with pytest.warns(UserWarning, match="split into programs around .*torch_tpu_test.triple"):
         out = torch.compile(f, backend="tpu")(x.to("tpu"))
     assert_same(out, f(x), rtol=1e-6, atol=1e-6)
     m = torch_tpu.metrics.snapshot()
+    assert m["graph_fallbacks"] == 0 and m["graph_splits"] == 1 and m["graphs"] == 2
+    assert "1 split around unlowered ops" in torch_tpu.metrics.report()
+
+
+def test_a_graph_of_nothing_but_unlowered_ops_runs_op_by_op_with_a_warning():
+    def f(x):
+        return _triple(_triple(x))
+
+    x = torch.randn(6)
+    with pytest.warns(UserWarning, match="runs op by op: .*torch_tpu_test.triple"):
+        out = torch.compile(f, backend="tpu")(x.to("tpu"))
+    assert_same(out, f(x))
+    m = torch_tpu.metrics.snapshot()
     assert m["graph_fallbacks"] == 1 and m["graphs"] == 0
     assert "1 run op by op" in torch_tpu.metrics.report()
+
+
+def test_split_graph_with_symbolic_sizes_and_backward():
+    """A graph traced with dynamic sizes is specialised per shape, then split; gradients
+    flow through the eager piece (its autograd formula) and the programs around it."""
+    def f(x, w):
+        return (_triple(x @ w).relu() * x.shape[0]).sum(-1)
+
+    compiled = torch.compile(f, backend="tpu", dynamic=True)
+    for n in (3, 5):
+        x, w = torch.randn(n, 4), torch.randn(4, 4, requires_grad=True)
+        tw = w.detach().to("tpu").requires_grad_()
+        out = compiled(x.to("tpu"), tw)
+        ref = f(x, w)
+        assert_same(out, ref.detach(), rtol=1e-5, atol=1e-5)
+        out.square().sum().backward()
+        ref.square().sum().backward()
+        assert_same(tw.grad, w.grad, rtol=1e-5, atol=1e-5)
+    m = torch_tpu.metrics.snapshot()
+    assert m["graph_fallbacks"] == 0 and m["graph_splits"] >= 1
 
 
 def test_rng_state_calls_inside_compiled_code_run_eagerly():

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 def one_program():
     """Every graph since the last metrics reset compiled whole."""
     m = torch_tpu.metrics.snapshot()
-    assert m["graph_fallbacks"] == 0
+    assert m["graph_fallbacks"] == 0 and m["graph_splits"] == 0
     assert m["graphs"] > 0
 
 
@@ -171,6 +171,27 @@ def test_linear_algebra():
                              torch.linalg.det(a), *torch.linalg.slogdet(a), *torch.linalg.inv_ex(a),
                              *torch.linalg.solve_ex(a, b), *torch.linalg.lu_factor_ex(a)),
             a, s, b, tol=dict(rtol=1e-4, atol=1e-4))
+
+
+def test_checking_linear_algebra_splits_around_the_error_check():
+    """linalg.cholesky / inv / solve put an effectful _linalg_check_errors (no lowering)
+    into the graph: it is split around it, and no graph runs op by op."""
+    a = randn(2, 4, 4, seed=4)
+    s = a @ a.mT + 4 * torch.eye(4)
+    b = randn(2, 4, 3, seed=5)
+
+    def f(a, s, b):
+        return torch.linalg.cholesky(s), torch.linalg.inv(a) @ b, torch.linalg.solve(s, b)
+
+    got = torch.compile(f, backend="tpu", fullgraph=True)(*(to_tpu(t) for t in (a, s, b)))
+    for g, e in zip(got, f(a, s, b)):
+        assert_same(g, e, rtol=1e-4, atol=1e-4)
+    m = torch_tpu.metrics.snapshot()
+    assert m["graph_fallbacks"] == 0 and m["graph_splits"] == 1 and m["graphs"] >= 2
+    # The check still raises as eagerly: a singular matrix.
+    with pytest.raises(torch.linalg.LinAlgError):
+        torch.compile(f, backend="tpu", fullgraph=True)(
+            torch.zeros(2, 4, 4, device="tpu"), to_tpu(s), to_tpu(b))
 
 
 def test_index_reduce_gcd_and_unfold():
