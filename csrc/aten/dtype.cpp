@@ -23,6 +23,8 @@ bool is_supported(c10::ScalarType dtype) {
     case c10::kUInt16:
     case c10::kUInt32:
     case c10::kUInt64:
+    case c10::kComplexFloat:
+    case c10::kComplexDouble:
       return true;
     default:
       return false;
@@ -32,7 +34,7 @@ bool is_supported(c10::ScalarType dtype) {
 void check_supported(c10::ScalarType dtype) {
   TORCH_CHECK_TYPE(is_supported(dtype), "torch_tpu: dtype torch.", c10::getDtypeNames(dtype).first,
                    " is not supported on the tpu device (supported: bool, uint8, int8, int16, "
-                   "int32, int64, float16, bfloat16, float32, float64)");
+                   "int32, int64, float16, bfloat16, float32, float64, complex64, complex128)");
 }
 
 hlo::DType to_hlo(c10::ScalarType dtype) {
@@ -50,6 +52,8 @@ hlo::DType to_hlo(c10::ScalarType dtype) {
     case c10::kUInt16: return hlo::DType::U16;
     case c10::kUInt32: return hlo::DType::U32;
     case c10::kUInt64: return hlo::DType::U64;
+    case c10::kComplexFloat: return hlo::DType::C64;
+    case c10::kComplexDouble: return hlo::DType::C128;
     default: check_supported(dtype);
   }
   return hlo::DType::F32;
@@ -70,6 +74,8 @@ c10::ScalarType to_torch(hlo::DType dtype) {
     case hlo::DType::U16: return c10::kUInt16;
     case hlo::DType::U32: return c10::kUInt32;
     case hlo::DType::U64: return c10::kUInt64;
+    case hlo::DType::C64: return c10::kComplexFloat;
+    case hlo::DType::C128: return c10::kComplexDouble;
   }
   return c10::kFloat;
 }
@@ -98,6 +104,9 @@ uint64_t scalar_bits(const c10::Scalar& value, c10::ScalarType dtype) {
     case c10::kUInt16: return bits_of(value.toUInt16());
     case c10::kUInt32: return bits_of(value.toUInt32());
     case c10::kUInt64: return bits_of(value.toUInt64());
+    // A complex scalar travels as two operands of its part type (see OpCall::scalar).
+    case c10::kComplexFloat: return bits_of(value.toFloat());
+    case c10::kComplexDouble: return bits_of(value.toDouble());
     default: check_supported(dtype);
   }
   return 0;

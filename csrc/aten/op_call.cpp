@@ -116,7 +116,15 @@ int OpCall::add_param(hlo::DType dtype, std::vector<int64_t> shape,
 OpCall& OpCall::scalar(const c10::Scalar& value, c10::ScalarType dtype) {
   Operand op{Operand::Kind::Scalar};
   op.dtype = to_hlo(dtype);
-  op.param = add_param(op.dtype, {}, nullptr, scalar_bits(value, dtype));
+  if (hlo::is_complex(op.dtype)) {
+    // No PJRT scalar upload takes 16 bytes: the parts travel as two operands.
+    const c10::ScalarType part = c10::toRealValueType(dtype);
+    const c10::complex<double> z = value.toComplexDouble();
+    op.param = add_param(hlo::component(op.dtype), {}, nullptr, scalar_bits(z.real(), part));
+    op.imag_param = add_param(hlo::component(op.dtype), {}, nullptr, scalar_bits(z.imag(), part));
+  } else {
+    op.param = add_param(op.dtype, {}, nullptr, scalar_bits(value, dtype));
+  }
   key_.add(kScalar);
   key_.add(static_cast<int64_t>(op.dtype));
   inputs_.push_back(std::move(op));
@@ -303,7 +311,9 @@ std::vector<hlo::Value> OpCall::emit(hlo::Builder& b, const std::vector<hlo::Val
   std::vector<hlo::Value> current;
   for (const Base& base : bases_) current.push_back(params[base.param]);
   auto read = [&](const Operand& op) -> hlo::Value {
-    if (op.kind == Operand::Kind::Scalar) return params[op.param];
+    if (op.kind == Operand::Kind::Scalar)
+      return op.imag_param < 0 ? params[op.param]
+                               : b.complex(params[op.param], params[op.imag_param]);
     if (op.layout.kind == ops::StridedLayout::Kind::Empty) return b.full(0, {op.dtype, op.sizes});
     hlo::Value offset = op.param >= 0 ? params[op.param] : hlo::Value{};
     return ops::lower_strided_read(b, ops::reinterpret_flat(b, current[op.base], op.dtype),

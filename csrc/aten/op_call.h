@@ -63,6 +63,7 @@ class OpCall {
   struct Operand {
     enum class Kind { View, Scalar } kind;
     int param = -1;          // scalar param, or the view's offset param
+    int imag_param = -1;     // a complex scalar's imaginary part
     int base = -1;           // index into bases_
     hlo::DType dtype;
     std::vector<int64_t> sizes, strides;

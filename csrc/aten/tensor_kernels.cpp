@@ -4,6 +4,8 @@
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
 #include <ATen/ops/view_native.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
@@ -97,10 +99,29 @@ at::Tensor& set_empty(at::Tensor& self) {
   return set_storage(self, std::move(storage), 0, {0}, {});
 }
 
+// Copies the values `src` stands for into `dst`. The stored values differ from them by
+// the conjugate and negative bits (lazy conj() and _neg_view()), so where the two
+// tensors' bits differ the copy conjugates or negates.
 at::Tensor identity_copy(const at::Tensor& src, const at::Tensor& dst) {
-  OpCall("copy").input(src).write(
-      [](hlo::Builder&, const std::vector<hlo::Value>& in) { return in; }, {dst});
+  const bool conj = src.is_conj() != dst.is_conj(), neg = src.is_neg() != dst.is_neg();
+  OpCall("copy").key(int64_t{conj} | int64_t{neg} << 1).input(src).write(
+      [conj, neg](hlo::Builder& b, const std::vector<hlo::Value>& in) {
+        hlo::Value v = in.at(0);
+        if (conj && hlo::is_complex(v.type.dtype))
+          v = b.complex(b.real(v), b.unary("negate", b.imag(v)));
+        if (neg) v = b.unary("negate", v);
+        return std::vector<hlo::Value>{v};
+      },
+      {dst});
   return dst;
+}
+
+// The host tensor of `src`'s values (its stored values with its conj/neg bits, lazily).
+at::Tensor host_values(const at::Tensor& src) {
+  at::Tensor host = to_host(src);
+  if (src.is_conj()) host = host.conj();
+  if (src.is_neg()) host = host._neg_view();
+  return host;
 }
 
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
@@ -110,13 +131,18 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   if (src_tpu && dst_tpu) {
     if (self.device() == dst.device()) return identity_copy(self, dst);
     // Across devices: through the host.
-    return identity_copy(from_host(to_host(self), dst.device().index()), dst);
+    return identity_copy(from_host(host_values(self).resolve_conj().resolve_neg(),
+                                   dst.device().index()),
+                         dst);
   }
   if (dst_tpu) {
     TORCH_CHECK(self.device().is_cpu(), "torch_tpu: cannot copy from ", self.device(), " to ",
                 dst.device());
     check_supported(dst.scalar_type());
-    at::Tensor host = self.to(dst.scalar_type()).expand(dst.sizes());
+    // What dst stores: the values, conjugated or negated where dst carries those bits.
+    at::Tensor host = self.to(dst.scalar_type()).expand(dst.sizes()).resolve_conj().resolve_neg();
+    if (dst.is_conj()) host = host.conj_physical();
+    if (dst.is_neg()) host = host.neg();
     at::Tensor staged = from_host(host, dst.device().index());
     if (dst.is_contiguous() && dst.storage_offset() == 0 && dst.numel() > 0 &&
         dst.storage().nbytes() == dst.nbytes()) {
@@ -130,7 +156,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   }
   TORCH_CHECK(dst.device().is_cpu(), "torch_tpu: cannot copy from ", self.device(), " to ",
               dst.device());
-  dst.copy_(to_host(self));
+  dst.copy_(host_values(self));
   return dst;
 }
 
@@ -179,11 +205,26 @@ bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& 
 
 }  // namespace
 
+// copy_from applies the conjugate and negative bits itself. Without these fallthroughs
+// the Conjugate/Negative fallbacks would materialize its source with clone(), which copies
+// through _copy_from again, without end.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty.memory_format", empty_memory_format);
   m.impl("empty_strided", empty_strided);
   m.impl("as_strided", at::native::as_strided_tensorimpl);
   m.impl("view", at::native::view);
+  m.impl("view_as_real", at::native::view_as_real);
+  m.impl("view_as_complex", at::native::view_as_complex);
   m.impl("_reshape_alias", at::native::_reshape_alias);
   m.impl("resize_", resize_);
   m.impl("set_.source_Storage_storage_offset", set_storage);

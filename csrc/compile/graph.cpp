@@ -146,6 +146,11 @@ Arg parse_arg(const py::handle& h, ArgKind kind, const std::string& op, size_t i
 // scalar: `value` converted to `dtype` by PyTorch's rules, written bit for bit.
 hlo::Value scalar_constant(hlo::Builder& b, const c10::Scalar& value, c10::ScalarType dtype) {
   hlo::DType type = aten::to_hlo(dtype);
+  if (hlo::is_complex(type)) {
+    const c10::ScalarType part = c10::toRealValueType(dtype);
+    const c10::complex<double> z = value.toComplexDouble();
+    return b.complex(scalar_constant(b, z.real(), part), scalar_constant(b, z.imag(), part));
+  }
   if (!hlo::is_float(type)) {
     if (dtype == c10::kBool) return b.constant_int(value.toBool() ? 1 : 0, type);
     if (dtype == c10::kUInt64) return b.constant_int(static_cast<int64_t>(value.toUInt64()), type);

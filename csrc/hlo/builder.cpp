@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <stdexcept>
+#include <string_view>
 
 namespace torch_tpu::hlo {
 
@@ -141,6 +142,8 @@ std::string Builder::binary_region(const char* op, DType dtype) {
 }
 
 Value Builder::constant(double value, DType dtype) {
+  // A real value of a complex type: its real part, converted (the imaginary part is 0).
+  if (is_complex(dtype)) return convert(constant(value, component(dtype)), dtype);
   std::string literal;
   DType emit_type = dtype;
   if (dtype == DType::Pred) {
@@ -174,7 +177,8 @@ Value Builder::constant(double value, DType dtype) {
 }
 
 Value Builder::constant_int(int64_t value, DType dtype) {
-  if (is_float(dtype) || dtype == DType::Pred) return constant(static_cast<double>(value), dtype);
+  if (is_float(dtype) || is_complex(dtype) || dtype == DType::Pred)
+    return constant(static_cast<double>(value), dtype);
   TensorType type{dtype, {}};
   // Wrap to the type's width, as a C++ cast to that type would.
   const int bits = 8 * byte_width(dtype);
@@ -199,6 +203,9 @@ Value Builder::full(double value, const TensorType& type) {
 }
 
 Value Builder::unary(const char* op, const Value& x) {
+  // The modulus of a complex value is real.
+  if (is_complex(x.type.dtype) && std::string_view(op) == "abs")
+    return emit("stablehlo.abs", {x}, "", TensorType{component(x.type.dtype), x.type.shape});
   return emit(std::string("stablehlo.") + op, {x}, "", x.type);
 }
 
@@ -233,7 +240,33 @@ Value Builder::convert(const Value& x, DType dtype) {
     // PyTorch's bool conversion is "!= 0", XLA's convert to i1 is not guaranteed to be.
     return compare(Compare::NE, x, full(0, x.type));
   }
+  // Complex conversions go through the parts: to complex, the value becomes the real part
+  // (imaginary 0); from complex, PyTorch keeps the real part.
+  if (is_complex(dtype)) {
+    const DType part = component(dtype);
+    if (is_complex(x.type.dtype)) return complex(convert(real(x), part), convert(imag(x), part));
+    Value re = convert(x, part);
+    return complex(re, full(0, re.type));
+  }
+  if (is_complex(x.type.dtype)) return convert(real(x), dtype);
   return emit("stablehlo.convert", {x}, "", TensorType{dtype, x.type.shape});
+}
+
+Value Builder::real(const Value& x) {
+  if (!is_complex(x.type.dtype)) return x;
+  return emit("stablehlo.real", {x}, "", TensorType{component(x.type.dtype), x.type.shape});
+}
+
+Value Builder::imag(const Value& x) {
+  if (!is_complex(x.type.dtype)) return full(0, x.type);
+  return emit("stablehlo.imag", {x}, "", TensorType{component(x.type.dtype), x.type.shape});
+}
+
+Value Builder::complex(const Value& re, const Value& im) {
+  require(re.type == im.type && is_float(re.type.dtype), "complex parts differ or are not float");
+  DType part = re.type.dtype == DType::F64 ? DType::F64 : DType::F32;
+  Value r = convert(re, part), i = convert(im, part);
+  return emit("stablehlo.complex", {r, i}, "", TensorType{complex_of(part), re.type.shape});
 }
 
 Value Builder::bitcast_convert(const Value& x, const TensorType& type) {

@@ -43,6 +43,11 @@ class Builder {
   Value select(const Value& pred, const Value& on_true, const Value& on_false);
   Value convert(const Value& x, DType dtype);
   Value bitcast_convert(const Value& x, const TensorType& type);
+  // Parts of complex values: real(x) and imag(x) of a real x are x and 0.
+  Value real(const Value& x);
+  Value imag(const Value& x);
+  // The complex value re + i*im; f16/bf16 parts are widened to f32 (there is no complex32).
+  Value complex(const Value& re, const Value& im);
 
   Value broadcast_in_dim(const Value& x, const std::vector<int64_t>& shape,
                          const std::vector<int64_t>& dims);

@@ -17,6 +17,8 @@ const char* mlir_name(DType dtype) {
     case DType::BF16: return "bf16";
     case DType::F32: return "f32";
     case DType::F64: return "f64";
+    case DType::C64: return "complex<f32>";
+    case DType::C128: return "complex<f64>";
   }
   return "?";
 }
@@ -35,7 +37,9 @@ int byte_width(DType dtype) {
     case DType::F32: return 4;
     case DType::S64:
     case DType::U64:
-    case DType::F64: return 8;
+    case DType::F64:
+    case DType::C64: return 8;
+    case DType::C128: return 16;
   }
   return 0;
 }
@@ -44,6 +48,16 @@ bool is_float(DType dtype) {
   return dtype == DType::F16 || dtype == DType::BF16 || dtype == DType::F32 ||
          dtype == DType::F64;
 }
+
+bool is_complex(DType dtype) { return dtype == DType::C64 || dtype == DType::C128; }
+
+DType component(DType dtype) {
+  if (dtype == DType::C64) return DType::F32;
+  if (dtype == DType::C128) return DType::F64;
+  return dtype;
+}
+
+DType complex_of(DType dtype) { return dtype == DType::F64 ? DType::C128 : DType::C64; }
 
 bool is_signed_int(DType dtype) {
   return dtype == DType::S8 || dtype == DType::S16 || dtype == DType::S32 || dtype == DType::S64;

@@ -7,11 +7,16 @@
 
 namespace torch_tpu::hlo {
 
-enum class DType : uint8_t { Pred, S8, S16, S32, S64, U8, U16, U32, U64, F16, BF16, F32, F64 };
+enum class DType : uint8_t { Pred, S8, S16, S32, S64, U8, U16, U32, U64, F16, BF16, F32, F64, C64, C128 };
 
 const char* mlir_name(DType dtype);  // "f32", "i1", "ui8", ...
 int byte_width(DType dtype);
-bool is_float(DType dtype);
+bool is_float(DType dtype);  // real floating point only
+bool is_complex(DType dtype);
+// The type of a complex type's real and imaginary parts (F32 for C64); other types as they are.
+DType component(DType dtype);
+// The complex type whose parts are `dtype` (C128 for F64, C64 for the other floats).
+DType complex_of(DType dtype);
 bool is_signed_int(DType dtype);
 bool is_unsigned_int(DType dtype);
 

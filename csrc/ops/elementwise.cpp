@@ -122,13 +122,14 @@ hlo::Value arg_as(Node& n, size_t i, hlo::DType dtype) {
 
 hlo::DType float_math(const Node& n) {
   hlo::DType d = n.compute;
+  if (hlo::is_complex(d)) return d;
   if (!hlo::is_float(d)) d = hlo::is_float(n.out().dtype) ? n.out().dtype : hlo::DType::F32;
   return math_dtype(d);
 }
 
 hlo::Value arg_math(Node& n, size_t i) {
   hlo::Value x = n.in(i);
-  if (hlo::is_float(n.compute)) x = n.b.convert(x, n.compute);
+  if (hlo::is_float(n.compute) || hlo::is_complex(n.compute)) x = n.b.convert(x, n.compute);
   return cast_to(n.b, x, float_math(n), n.out().shape);
 }
 

@@ -106,6 +106,22 @@ hlo::Value reinterpret_flat(hlo::Builder& b, const hlo::Value& flat, hlo::DType 
   if (dtype == hlo::DType::Pred)
     return b.convert(reinterpret_flat(b, flat, hlo::DType::U8), hlo::DType::Pred);
   int64_t n = flat.type.shape.at(0);
+  // Complex values cannot be bitcast: a complex element is its (real, imaginary) pair of
+  // part-type elements, as in memory.
+  if (hlo::is_complex(from)) {
+    hlo::Value re = b.reshape(b.real(flat), {n, 1}), im = b.reshape(b.imag(flat), {n, 1});
+    hlo::Value parts = b.reshape(b.concatenate({re, im}, 1), {2 * n});
+    return reinterpret_flat(b, parts, dtype);
+  }
+  if (hlo::is_complex(dtype)) {
+    hlo::Value parts = reinterpret_flat(b, flat, hlo::component(dtype));
+    int64_t m = parts.type.shape.at(0);
+    if (m % 2 != 0) throw std::invalid_argument("storage size is not a multiple of the element size");
+    hlo::Value pairs = b.reshape(parts, {m / 2, 2});
+    hlo::Value re = b.reshape(b.slice(pairs, {0, 0}, {m / 2, 1}, {1, 1}), {m / 2});
+    hlo::Value im = b.reshape(b.slice(pairs, {0, 1}, {m / 2, 2}, {1, 1}), {m / 2});
+    return b.complex(re, im);
+  }
   int sw = hlo::byte_width(from), tw = hlo::byte_width(dtype);
   if (sw == tw) return b.bitcast_convert(flat, {dtype, {n}});
   if (sw < tw) {

@@ -301,8 +301,11 @@ TORCH_TPU_LOWERING(special_i1, {"special_i1", "special_i1.out"}, float_fn(bessel
 TORCH_TPU_LOWERING(frexp, {"frexp.Tensor", "frexp.Tensor_out"}, lower_frexp);
 TORCH_TPU_LOWERING(special_ndtri, {"special_ndtri", "special_ndtri.out"}, lower_ndtri);
 TORCH_TPU_LOWERING(special_entr, {"special_entr", "special_entr.out"}, float_fn(entr));
-// The argument of a real number: pi for negatives, NaN for NaN.
+// The argument: atan2(imag, real) of complex numbers; of real ones pi for negatives, NaN
+// for NaN, else 0.
 TORCH_TPU_LOWERING(angle, {"angle", "angle.out"}, float_fn([](const Math& m, const Value& x) {
+                     if (hlo::is_complex(x.type.dtype))
+                       return m.b.binary("atan2", m.b.imag(x), m.b.real(x));
                      Value r = m.sel(m.lt(x, m.k(0, x)), m.k(kPi, x), m.k(0, x));
                      return m.sel(m.is_nan(x), x, r);
                    }));

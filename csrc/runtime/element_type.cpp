@@ -18,6 +18,8 @@ PJRT_Buffer_Type to_pjrt(hlo::DType dtype) {
     case DType::BF16: return PJRT_Buffer_Type_BF16;
     case DType::F32: return PJRT_Buffer_Type_F32;
     case DType::F64: return PJRT_Buffer_Type_F64;
+    case DType::C64: return PJRT_Buffer_Type_C64;
+    case DType::C128: return PJRT_Buffer_Type_C128;
   }
   return PJRT_Buffer_Type_INVALID;
 }

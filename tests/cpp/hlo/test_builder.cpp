@@ -33,6 +33,31 @@ TEST(Types, NamesWidthsAndText) {
   EXPECT_EQ((TensorType{DType::S64, {}}.str()), "tensor<i64>");
   EXPECT_EQ((TensorType{DType::F32, {2, 0, 3}}.numel()), 0);
   EXPECT_EQ((TensorType{DType::F32, {}}.numel()), 1);
+  EXPECT_EQ((TensorType{DType::C64, {2}}.str()), "tensor<2xcomplex<f32>>");
+  EXPECT_EQ(hlo::byte_width(DType::C128), 16);
+  EXPECT_TRUE(hlo::is_complex(DType::C64));
+  EXPECT_FALSE(hlo::is_float(DType::C64));
+  EXPECT_EQ(hlo::component(DType::C128), DType::F64);
+  EXPECT_EQ(hlo::complex_of(DType::BF16), DType::C64);
+}
+
+// To complex, a real value is the real part; from complex, the real part is kept.
+TEST(Builder, ComplexConversionsGoThroughTheParts) {
+  Builder b;
+  Value x = b.parameter({DType::F32, {2}});
+  Value z = b.convert(x, DType::C128);
+  EXPECT_EQ(z.type.dtype, DType::C128);
+  Value w = b.binary("multiply", z, z);  // (x + 0i)^2
+  Value re = b.convert(w, DType::S32);
+  Value mod = b.unary("abs", b.complex(x, x));
+  EXPECT_EQ(mod.type.dtype, DType::F32);
+  auto bx = upload<float>({3.0f, -2.0f}, {2});
+  auto out = test::run(b, {re, b.imag(w), mod}, {bx.get()});
+  EXPECT_EQ(test::download<int32_t>(*out[0]), (std::vector<int32_t>{9, 4}));
+  EXPECT_EQ(test::download<double>(*out[1]), (std::vector<double>{0.0, 0.0}));
+  auto m = test::download<float>(*out[2]);
+  EXPECT_NEAR(m[0], 3.0f * std::sqrt(2.0f), 1e-5);
+  EXPECT_NEAR(m[1], 2.0f * std::sqrt(2.0f), 1e-5);
 }
 
 TEST(Builder, ModuleTextNamesItsOps) {

@@ -210,6 +210,27 @@ TEST(Reinterpret, F32ToBytesAndBack) {
   EXPECT_EQ(download<float>(*out[1]), values);
 }
 
+// A complex storage read as floats is its (real, imaginary) pairs, and back: complex
+// values cannot be bitcast, so both directions go through the parts.
+TEST(Reinterpret, ComplexIsPairsOfItsParts) {
+  const std::vector<float> pairs = {1.0f, 2.0f, -3.5f, 0.25f};
+  Builder b;
+  Value flat = b.parameter({DType::F32, {4}});
+  Value z = ops::reinterpret_flat(b, flat, DType::C64);
+  EXPECT_EQ(z.type.dtype, DType::C64);
+  EXPECT_EQ(z.type.shape, (std::vector<int64_t>{2}));
+  Value re = b.real(z), im = b.imag(z);
+  Value back = ops::reinterpret_flat(b, z, DType::F32);
+  Value as_c128 = ops::reinterpret_flat(b, b.convert(flat, DType::F64), DType::C128);
+  EXPECT_EQ(as_c128.type.shape, (std::vector<int64_t>{2}));
+  auto data = upload(pairs, {4});
+  auto out = test::run(b, {re, im, back, b.imag(as_c128)}, {data.get()});
+  EXPECT_EQ(download<float>(*out[0]), (std::vector<float>{1.0f, -3.5f}));
+  EXPECT_EQ(download<float>(*out[1]), (std::vector<float>{2.0f, 0.25f}));
+  EXPECT_EQ(download<float>(*out[2]), pairs);
+  EXPECT_EQ(download<double>(*out[3]), (std::vector<double>{2.0, 0.25}));
+}
+
 TEST(Reinterpret, PredGoesThroughBytes) {
   Builder b;
   Value flat = b.parameter({DType::U8, {4}});
