@@ -8,7 +8,9 @@ bf16, where CPU's kernel and ours (csrc/ops/matmul.cpp) take every float dtype. 
 replace them: they check sizes and give empty tensors of the right shapes, nothing else.
 PyTorch also has none for the in-place helpers and fused optimizer steps we lower
 (`_cummax_helper`, `_fused_sgd_`, `_fused_adagrad_`, the `.tensor_lr` overloads): theirs
-check the arguments and return nothing.
+check the arguments and return nothing. `geqrf` has none either (its CPU kernel sizes
+the results itself): the factored matrix has the input's shape, tau one entry per
+reflector.
 """
 
 import torch
@@ -87,6 +89,16 @@ def fused_step(self, grads, *state, **kwargs):
     _check_lists("fused optimizer step", self, grads, *state)
 
 
+def geqrf(self):
+    torch._check(self.dim() >= 2, lambda: f"geqrf: The input tensor A must have at least 2 "
+                                          f"dimensions.")
+    torch._check(self.dtype in (torch.float32, torch.float64, torch.complex64, torch.complex128),
+                 lambda: f"geqrf: Expected a floating point or complex tensor as input. "
+                         f"Got {self.dtype}")
+    k = min(self.shape[-2], self.shape[-1])
+    return _empty(self.shape, self), _empty((*self.shape[:-2], k), self)
+
+
 def register() -> None:
     global _lib
     if _lib is not None:
@@ -96,7 +108,7 @@ def register() -> None:
     _lib = torch.library.Library("aten", "IMPL")
     for name, fn in (("_thnn_fused_lstm_cell", lstm_cell), ("_thnn_fused_gru_cell", gru_cell),
                      ("_thnn_fused_gru_cell_backward", gru_cell_backward),
-                     ("_grouped_mm", grouped_mm),
+                     ("_grouped_mm", grouped_mm), ("geqrf", geqrf),
                      ("_cummax_helper", cumulative_extreme_helper),
                      ("_cummin_helper", cumulative_extreme_helper),
                      ("_fused_sgd_", fused_step), ("_fused_sgd_.tensor_lr", fused_step),
