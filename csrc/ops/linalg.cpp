@@ -667,7 +667,7 @@ V lower_linalg_lu(Node& n) {
 // with the off-diagonal part at rounding level (at most 40 sweeps). Eigenvalues ascend and
 // singular values descend as LAPACK's; eigen- and singular vectors are unique only up to
 // sign, and theirs need not have LAPACK's. The matrix exponential is a degree-18 Taylor
-// polynomial after scaling the 1-norm under 1 (f64) or 2 (f32), then as many squarings.
+// polynomial after scaling the 1-norm under PyTorch's bound, then as many squarings.
 // All work on the batch flattened to [bt, rows, cols].
 
 struct Flat {
@@ -1013,19 +1013,20 @@ V lower_linalg_svd(Node& n) {
 }
 
 // linalg_matrix_exp(A): exp(A / 2^s) by Taylor's degree-18 polynomial (Horner), squared s
-// times, s per matrix from its 1-norm.
+// times, s per matrix from its 1-norm and the bound PyTorch uses for its degree-18
+// approximant (so as many squarings as CPU's). bf16/f16 compute in f32.
 V lower_matrix_exp(Node& n) {
   hlo::Builder& b = n.b;
-  float_only("linalg.matrix_exp", n.in(0).type.dtype);
   const TensorType& out = n.out();
+  if (!hlo::is_float(out.dtype)) not_implemented("linalg.matrix_exp", out.dtype);
   if (out.numel() == 0) return {b.full(0, out)};
-  Flat f = flatten(b, n.in(0));
+  const DType dt = math_dtype(out.dtype);
+  Flat f = flatten(b, b.convert(n.in(0), dt));
   const TensorType at = f.x.type;
-  const DType dt = at.dtype;
   Math m{b};
   Value norm1 = b.reduce(b.reduce(m.abs(f.x), b.constant(0, dt), {1}, Reducer::Add), b.constant(0, dt), {1},
                          Reducer::Max);  // [bt]
-  const double theta = dt == DType::F64 ? 1.0 : 2.0;
+  const double theta = dt == DType::F64 ? 1.090863719290036 : 3.010066362817634;
   Value sq = m.ceil(m.div(m.log(m.div(norm1, m.k(theta, norm1))), m.k(std::log(2.0), norm1)));
   sq = m.min(m.max(sq, m.k(0, sq)), m.k(64, sq));
   sq = m.sel(m.is_nan(sq), m.k(0, sq), sq);
@@ -1047,7 +1048,7 @@ V lower_matrix_exp(Node& n) {
     return V{rb.binary("add", v[0], s64(rb, 1)), v[1], v[2], e2};
   });
   V res = b.emit_multi("stablehlo.while", {s64(b, 0), most, counts, e}, "", types, {cond, body});
-  return {b.reshape(res[3], out.shape)};
+  return {b.convert(b.reshape(res[3], out.shape), out.dtype)};
 }
 
 }  // namespace
