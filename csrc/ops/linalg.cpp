@@ -976,6 +976,25 @@ V lower_linalg_eigh(Node& n) {
   return {ws, b.reshape(bmm(b, v, P), vt.shape)};
 }
 
+// x = u diag(s) v^T: u [bt, T, K] (unit columns, zero where s is), s [bt, K] descending,
+// v [bt, K, K].
+struct Svd {
+  Value u, s, v;
+};
+
+// The thin SVD of a tall x [bt, T, K] (T >= K).
+Svd svd_tall(hlo::Builder& b, const Value& x) {
+  const int64_t bt = x.type.shape[0], T = x.type.shape[1], K = x.type.shape[2];
+  auto [w, v] = jacobi(b, x, true);
+  Math m{b};
+  Value norms = m.sqrt(b.reduce(m.mul(w, w), b.constant(0, x.type.dtype), {1}, Reducer::Add));  // [bt, K]
+  Value P = order_matrix(b, norms, true);
+  Value s = sort_by(b, norms, P);
+  Value safe = m.sel(m.eq(s, m.k(0, s)), m.k(1, s), s);
+  Value u = m.div(bmm(b, w, P), b.broadcast_in_dim(safe, {bt, T, K}, {0, 2}));
+  return {u, s, bmm(b, v, P)};
+}
+
 // _linalg_svd(A, full_matrices, compute_uv, driver) -> (U, S descending, Vh).
 V lower_linalg_svd(Node& n) {
   hlo::Builder& b = n.b;
@@ -992,24 +1011,102 @@ V lower_linalg_svd(Node& n) {
   const bool wide = f.x.type.shape[1] < f.x.type.shape[2];
   Value x = wide ? bmT(b, f.x) : f.x;  // [bt, T, K], T >= K
   const int64_t T = x.type.shape[1], K = x.type.shape[2];
-  auto [w, v] = jacobi(b, x, true);
-  Math m{b};
-  Value norms = m.sqrt(b.reduce(m.mul(w, w), b.constant(0, dt), {1}, Reducer::Add));  // [bt, K]
-  Value P = order_matrix(b, norms, true);
-  Value s = sort_by(b, norms, P);
-  if (!uv) return {b.full(0, ut), b.reshape(s, st.shape), b.full(0, vht)};
-  Value safe = m.sel(m.eq(s, m.k(0, s)), m.k(1, s), s);
-  Value us = m.div(bmm(b, w, P), b.broadcast_in_dim(safe, {f.bt, T, K}, {0, 2}));
-  Value vs = bmm(b, v, P);
+  Svd d = svd_tall(b, x);
+  if (!uv) return {b.full(0, ut), b.reshape(d.s, st.shape), b.full(0, vht)};
+  Value us = d.u;
   if (full && T > K) {
     // The orthogonal complement: the last columns of the Q of us's QR.
     Qr qr = householder_qr(b, us);
     Value q = apply_reflectors(b, qr.a, qr.tau, K, eye_like(b, {dt, {f.bt, T, T}}), false);
     us = b.concatenate({us, b.slice(q, {0, 0, K}, {f.bt, T, T}, {1, 1, 1})}, 2);
   }
-  // Tall: A = us S vs^T. Wide: A^T = us S vs^T, so U = vs and Vh = us^T.
-  Value u = wide ? vs : us, vh = wide ? bmT(b, us) : bmT(b, vs);
-  return {b.reshape(u, ut.shape), b.reshape(s, st.shape), b.reshape(vh, vht.shape)};
+  // Tall: A = us S v^T. Wide: A^T = us S v^T, so U = v and Vh = us^T.
+  Value u = wide ? d.v : us, vh = wide ? bmT(b, us) : bmT(b, d.v);
+  return {b.reshape(u, ut.shape), b.reshape(d.s, st.shape), b.reshape(vh, vht.shape)};
+}
+
+// linalg_lstsq(A, B, rcond, driver) -> (solution, residuals, rank, singular_values), as
+// LAPACK's drivers: gels and gelsy by QR (A^T's QR when A is wide, the minimum-norm
+// solution), which for the full-rank matrices gelsy assumes gives its solution; gelsd and
+// gelss by the SVD, singular values up to rcond * the largest dropped. The rank counts the
+// singular values above rcond * the largest (rcond: eps * max(m, n) by default). Residuals
+// (the squared norms of A X - B's columns) where the meta kernel sizes them: m > n, not
+// gelsy.
+V lower_lstsq(Node& n) {
+  hlo::Builder& b = n.b;
+  float_only("linalg.lstsq", n.in(0).type.dtype);
+  const std::string driver = n.is_none(3) ? "gelsy" : n.str(3);
+  const TensorType &xt = n.out(0), &rest = n.out(1), &rkt = n.out(2), &svt = n.out(3);
+  const Value& a = n.in(0);
+  const DType dt = a.type.dtype;
+  const int64_t r = a.type.rank(), m = a.type.shape[r - 2], c = a.type.shape[r - 1];
+  const bool vector = n.in(1).type.rank() == r - 1;
+  std::vector<int64_t> batch = vector ? batch_of(xt, 1) : batch_of(xt);
+  Value rhs;
+  if (vector) {
+    std::vector<int64_t> shape = batch;
+    shape.push_back(m);
+    rhs = broadcast_to(b, n.in(1), shape);
+    shape.push_back(1);
+    rhs = b.reshape(rhs, shape);
+  } else {
+    rhs = to_batch(b, n.in(1), batch);
+  }
+  if (xt.numel() == 0 || m == 0 || rhs.type.numel() == 0)
+    return {b.full(0, xt), b.full(0, rest), b.full(0, rkt), b.full(0, svt)};
+  Flat fa = flatten(b, to_batch(b, a, batch)), fb = flatten(b, rhs);
+  const int64_t bt = fa.bt, k = fb.x.type.shape[2], lo = std::min(m, c);
+  const double eps = dt == DType::F64 ? 2.220446049250313e-16 : 1.1920928955078125e-07;
+  const double rcond = n.is_none(2) ? eps * static_cast<double>(std::max(m, c)) : n.f64(2);
+  Math mm{b};
+  Value x;  // [bt, c, k]
+  if (driver == "gels" || driver == "gelsy") {
+    if (m >= c) {
+      Qr qr = householder_qr(b, fa.x);
+      Value y = apply_reflectors(b, qr.a, qr.tau, c, fb.x, true);  // Q^T B
+      Value rr = b.slice(qr.a, {0, 0, 0}, {bt, c, c}, {1, 1, 1});
+      x = trisolve(b, rr, b.slice(y, {0, 0, 0}, {bt, c, k}, {1, 1, 1}), true, false, false, false);
+    } else {
+      // A^T = Q R: A X = B is R^T Q^T X = B, and X = Q [R^-T B; 0].
+      Qr qr = householder_qr(b, bmT(b, fa.x));
+      Value rr = b.slice(qr.a, {0, 0, 0}, {bt, m, m}, {1, 1, 1});
+      Value z = trisolve(b, rr, fb.x, true, false, false, true);
+      z = b.concatenate({z, b.full(0, {dt, {bt, c - m, k}})}, 1);
+      x = apply_reflectors(b, qr.a, qr.tau, m, z, false);
+    }
+  }
+  Value s;
+  if (driver != "gels") {
+    Svd d = svd_tall(b, m >= c ? fa.x : bmT(b, fa.x));
+    s = d.s;  // [bt, lo]
+    if (driver == "gelsd" || driver == "gelss") {
+      Value top = b.broadcast_in_dim(b.reduce(s, b.constant(0, dt), {1}, Reducer::Max), s.type.shape, {0});
+      Value keep = mm.gt(s, mm.mul(top, mm.k(rcond, top)));
+      Value inv = mm.sel(keep, mm.div(mm.k(1, s), mm.sel(keep, s, mm.k(1, s))), mm.k(0, s));
+      // Tall: A = u S v^T, X = v S^+ u^T B. Wide: A = v S u^T, X = u S^+ v^T B.
+      const Value &out_side = m >= c ? d.v : d.u, &in_side = m >= c ? d.u : d.v;
+      Value y = b.dot_general(in_side, fb.x, {0}, {0}, {1}, {1}, dt);  // [bt, lo, k]
+      y = mm.mul(y, b.broadcast_in_dim(inv, {bt, lo, k}, {0, 1}));
+      x = bmm(b, out_side, y);
+    }
+  }
+  V out{b.reshape(x, xt.shape)};
+  if (rest.numel() > 0) {
+    Value e = mm.sub(bmm(b, fa.x, x), fb.x);
+    out.push_back(b.reshape(b.reduce(mm.mul(e, e), b.constant(0, dt), {1}, Reducer::Add), rest.shape));
+  } else {
+    out.push_back(b.full(0, rest));
+  }
+  if (rkt.numel() > 0) {
+    Value top = b.broadcast_in_dim(b.reduce(s, b.constant(0, dt), {1}, Reducer::Max), s.type.shape, {0});
+    Value above = b.convert(mm.gt(s, mm.mul(top, mm.k(rcond, top))), DType::S64);
+    out.push_back(b.reshape(b.convert(b.reduce(above, b.constant_int(0, DType::S64), {1}, Reducer::Add), rkt.dtype),
+                            rkt.shape));
+  } else {
+    out.push_back(b.full(0, rkt));
+  }
+  out.push_back(svt.numel() > 0 ? b.reshape(s, svt.shape) : b.full(0, svt));
+  return out;
 }
 
 // linalg_matrix_exp(A): exp(A / 2^s) by Taylor's degree-18 polynomial (Horner), squared s
@@ -1082,6 +1179,7 @@ TORCH_TPU_LOWERING(householder_product, {"linalg_householder_product", "linalg_h
 TORCH_TPU_LOWERING(ormqr, {"ormqr", "ormqr.out"}, lower_ormqr);
 TORCH_TPU_LOWERING(linalg_eigh, {"_linalg_eigh", "_linalg_eigh.eigenvalues"}, lower_linalg_eigh);
 TORCH_TPU_LOWERING(linalg_svd, {"_linalg_svd", "_linalg_svd.U"}, lower_linalg_svd);
+TORCH_TPU_LOWERING(lstsq, {"linalg_lstsq", "linalg_lstsq.out"}, lower_lstsq);
 TORCH_TPU_LOWERING(matrix_exp, {"linalg_matrix_exp", "linalg_matrix_exp.out"}, lower_matrix_exp);
 
 }  // namespace torch_tpu::ops

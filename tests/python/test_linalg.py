@@ -320,6 +320,34 @@ def test_svd_derived_ops():
 
 
 @pytest.mark.parametrize("dtype", FACTOR_DTYPES)
+@pytest.mark.parametrize("shape", [(4, 3), (3, 3), (2, 5), (2, 7, 4), (3, 2, 6)])
+def test_lstsq(dtype, shape):
+    a = general(shape, dtype, seed=24)
+    b = general((*shape[:-1], 3), dtype, seed=25)
+    for driver in ("gels", "gelsy", "gelsd", "gelss"):
+        same(lambda x, y: torch.linalg.lstsq(x, y, driver=driver), a, b, dtype=dtype)
+    same(lambda x, y: torch.linalg.lstsq(x, y, driver="gels"), a, general(shape[:-1], dtype, seed=26),
+         dtype=dtype)  # a batch of vectors
+    # A large rcond drops singular values. CPU then leaves the residuals empty, which only the
+    # values tell; ours keeps them (sized by the meta kernel), so they are not compared.
+    same(lambda x, y: (lambda r: (r.solution, r.rank, r.singular_values))(
+        torch.linalg.lstsq(x, y, rcond=0.5, driver="gelsd")), a, b, dtype=dtype)
+
+
+def test_lstsq_rank_deficient_and_backward():
+    # Rank 2: gelsd drops the tiny singular value, as CPU's.
+    low = general((6, 2), torch.float64, seed=27) @ general((2, 4), torch.float64, seed=28)
+    b = general((6, 2), torch.float64, seed=29)
+    x, _, rank, sv = torch.linalg.lstsq(low.to("tpu"), b.to("tpu"), driver="gelsd")
+    xc, _, rc, svc = torch.linalg.lstsq(low, b, driver="gelsd")
+    assert rank.item() == rc.item() == 2
+    assert_same(x, xc, **LINALG_TOL[torch.float64])
+    a = general((5, 3), torch.float64, seed=30).requires_grad_()
+    check(lambda x, y: torch.linalg.lstsq(x, y, driver="gels").solution, a, b[:5].clone().requires_grad_(),
+          tol=LINALG_TOL[torch.float64])
+
+
+@pytest.mark.parametrize("dtype", FACTOR_DTYPES)
 @pytest.mark.parametrize("shape,scale", [((1, 1), 1.0), ((5, 5), 0.1), ((3, 4, 4), 1.0), ((2, 6, 6), 3.0)])
 def test_matrix_exp(dtype, shape, scale):
     a = general(shape, dtype, seed=20) * scale
