@@ -708,6 +708,8 @@ Value element_at(hlo::Builder& b, const Value& x, const Value& j) {
 
 Value s64(hlo::Builder& b, int64_t v) { return b.constant_int(v, DType::S64); }
 
+double epsilon(DType t) { return t == DType::F64 ? 2.220446049250313e-16 : 1.1920928955078125e-07; }
+
 struct Qr {
   Value a;    // [bt, m, n]: R on and above the diagonal, the reflectors below it
   Value tau;  // [bt, max(k, 1)]
@@ -867,7 +869,7 @@ std::pair<Value, Value> jacobi(hlo::Builder& b, const Value& X, bool one_sided) 
   const TensorType vt{dt, {bt, n, n}}, s{DType::S64, {}}, pr{DType::Pred, {}};
   Value v0 = eye_like(b, vt);
   if (n < 2) return {X, v0};
-  const double eps = dt == DType::F64 ? 2.220446049250313e-16 : 1.1920928955078125e-07;
+  const double eps = epsilon(dt);
   const double tol2 = static_cast<double>(n * n) * eps * eps;
   constexpr int64_t max_sweeps = 40;
   const std::vector<TensorType> types{s, s, s, pr, xt, vt};
@@ -1056,7 +1058,7 @@ V lower_lstsq(Node& n) {
     return {b.full(0, xt), b.full(0, rest), b.full(0, rkt), b.full(0, svt)};
   Flat fa = flatten(b, to_batch(b, a, batch)), fb = flatten(b, rhs);
   const int64_t bt = fa.bt, k = fb.x.type.shape[2], lo = std::min(m, c);
-  const double eps = dt == DType::F64 ? 2.220446049250313e-16 : 1.1920928955078125e-07;
+  const double eps = epsilon(dt);
   const double rcond = n.is_none(2) ? eps * static_cast<double>(std::max(m, c)) : n.f64(2);
   Math mm{b};
   Value x;  // [bt, c, k]
