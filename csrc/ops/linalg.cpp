@@ -663,8 +663,8 @@ V lower_linalg_lu(Node& n) {
 // Householder QR as LAPACK's geqr2 (beta = -sign(alpha) * norm, so R and the reflectors
 // carry LAPACK's signs), Q by applying the reflectors to the identity in reverse (org2r).
 // eigh by cyclic two-sided Jacobi and the SVD by one-sided (Hestenes) Jacobi on the taller
-// orientation, each a stablehlo.while over the (p, q) pairs that stops when a sweep ends
-// with the off-diagonal part at rounding level (at most 40 sweeps). Eigenvalues ascend and
+// orientation, each a stablehlo.while over the (p, q) pairs that stops after a sweep that
+// found every pair already at rounding level (at most 40 sweeps). Eigenvalues ascend and
 // singular values descend as LAPACK's; eigen- and singular vectors are unique only up to
 // sign, and theirs need not have LAPACK's. The matrix exponential is a degree-18 Taylor
 // polynomial after scaling the 1-norm under PyTorch's bound, then as many squarings.
@@ -859,71 +859,74 @@ std::pair<Value, Value> jacobi_rotation(const Math& m, const Value& app, const V
   return {c, m.mul(t, c)};
 }
 
+// X with columns p and q replaced by c x_p - s x_q and s x_p + c x_q (X J for the rotation
+// J of jacobi_rotation); with `rows`, the same on rows (J^T X). c, s: [bt].
+Value rotate(hlo::Builder& b, const Value& X, const Value& p, const Value& q, const Value& c, const Value& s,
+             bool rows) {
+  Math m{b};
+  const std::vector<int64_t>& sh = X.type.shape;
+  const int64_t dim = rows ? 1 : 2;
+  auto line = [&](const Value& i) { return sum_where(b, at_index(b, sh, dim, i), X, {dim}); };  // [bt, other]
+  Value xp = line(p), xq = line(q);
+  Value cb = b.broadcast_in_dim(c, xp.type.shape, {0}), sb = b.broadcast_in_dim(s, xp.type.shape, {0});
+  Value np = m.sub(m.mul(cb, xp), m.mul(sb, xq)), nq = m.add(m.mul(sb, xp), m.mul(cb, xq));
+  const std::vector<int64_t> keep{0, rows ? int64_t{2} : int64_t{1}};
+  return b.select(at_index(b, sh, dim, p), b.broadcast_in_dim(np, sh, keep),
+                  b.select(at_index(b, sh, dim, q), b.broadcast_in_dim(nq, sh, keep), X));
+}
+
 // Cyclic Jacobi on X [bt, r, n]. Two-sided: X symmetric (r = n), rotated to diagonal form
-// J^T X J. One-sided: X J, whose columns end orthogonal. Returns the rotated X and the
-// accumulated rotations V [bt, n, n].
+// J^T X J. One-sided: X J, whose columns end orthogonal. Each step rotates one (p, q) pair
+// (its two rows / columns); the loop ends after a sweep in which no pair of any matrix
+// needed a rotation: two-sided, x_pq^2 <= eps^2 |X|_F^2 (the norm rotations keep);
+// one-sided, (x_p . x_q)^2 <= r eps^2 |x_p|^2 |x_q|^2 (LAPACK's gesvj criterion); or after
+// 40 sweeps. Returns the rotated X and the accumulated rotations V [bt, n, n].
 std::pair<Value, Value> jacobi(hlo::Builder& b, const Value& X, bool one_sided) {
   const TensorType xt = X.type;
-  const int64_t bt = xt.shape[0], n = xt.shape[2];
+  const int64_t bt = xt.shape[0], r = xt.shape[1], n = xt.shape[2];
   const DType dt = xt.dtype;
-  const TensorType vt{dt, {bt, n, n}}, s{DType::S64, {}}, pr{DType::Pred, {}};
+  const TensorType vt{dt, {bt, n, n}}, s{DType::S64, {}}, pr{DType::Pred, {}}, nt{dt, {bt}};
   Value v0 = eye_like(b, vt);
   if (n < 2) return {X, v0};
   const double eps = epsilon(dt);
-  const double tol2 = static_cast<double>(n * n) * eps * eps;
+  const double tol2 = (one_sided ? static_cast<double>(r) : 1.0) * eps * eps;
   constexpr int64_t max_sweeps = 40;
-  const std::vector<TensorType> types{s, s, s, pr, xt, vt};
+  // Two-sided: |X|_F^2 per matrix, the scale of the test.
+  Value scale = one_sided ? b.full(1, nt)
+                          : b.reduce(b.binary("multiply", X, X), b.constant(0, dt), {1, 2}, Reducer::Add);
+  const std::vector<TensorType> types{s, s, s, pr, pr, xt, vt, nt};
   std::string cond = b.region(types, [](hlo::Builder& rb, const V& x) {
     return V{rb.binary("and", rb.compare(Compare::LT, x[2], s64(rb, max_sweeps)), rb.unary("not", x[3]))};
   });
   std::string body = b.region(types, [=](hlo::Builder& rb, const V& x) {
     Math mm{rb};
-    const Value &p = x[0], &q = x[1], &sweep = x[2], &done = x[3], &A = x[4], &Vv = x[5];
-    const std::vector<int64_t> sq{bt, n, n};
-    Value app, aqq, apq;
+    const Value &p = x[0], &q = x[1], &sweep = x[2], &done = x[3], &clean = x[4], &A = x[5], &Vv = x[6],
+                &sc = x[7];
+    Value app, aqq, apq, small;
     if (one_sided) {
       Value cp = column_at(rb, A, p), cq = column_at(rb, A, q);
       auto dot = [&](const Value& u, const Value& w) { return rb.reduce(mm.mul(u, w), rb.constant(0, dt), {1}, Reducer::Add); };
       app = dot(cp, cp), aqq = dot(cq, cq), apq = dot(cp, cq);
+      small = mm.le(mm.mul(apq, apq), mm.mul(mm.k(tol2, apq), mm.mul(app, aqq)));
     } else {
+      const std::vector<int64_t> sq{bt, n, n};
       auto entry = [&](const Value& i, const Value& j) {
         return sum_where(rb, rb.binary("and", at_index(rb, sq, 1, i), at_index(rb, sq, 2, j)), A, {1, 2});
       };
       app = entry(p, p), aqq = entry(q, q), apq = entry(p, q);
+      small = mm.le(mm.mul(apq, apq), mm.mul(mm.k(tol2, apq), sc));
     }
     auto [c, sn] = jacobi_rotation(mm, app, aqq, apq);
-    Value rp = at_index(rb, sq, 1, p), rq = at_index(rb, sq, 1, q), kp = at_index(rb, sq, 2, p), kq = at_index(rb, sq, 2, q);
-    Value cb = rb.broadcast_in_dim(c, sq, {0}), sb = rb.broadcast_in_dim(sn, sq, {0});
-    Value J = eye_like(rb, vt);
-    J = rb.select(rb.binary("or", rb.binary("and", rp, kp), rb.binary("and", rq, kq)), cb, J);
-    J = rb.select(rb.binary("and", rp, kq), sb, J);
-    J = rb.select(rb.binary("and", rq, kp), mm.neg(sb), J);
-    Value An = bmm(rb, A, J);
+    Value An = rotate(rb, A, p, q, c, sn, false);
     if (!one_sided) {
-      An = bmm(rb, bmT(rb, J), An);
-      Value pq = rb.binary("or", rb.binary("and", rp, kq), rb.binary("and", rq, kp));
+      An = rotate(rb, An, p, q, c, sn, true);
+      const std::vector<int64_t> sq{bt, n, n};
+      Value pq = rb.binary("or", rb.binary("and", at_index(rb, sq, 1, p), at_index(rb, sq, 2, q)),
+                           rb.binary("and", at_index(rb, sq, 1, q), at_index(rb, sq, 2, p)));
       An = rb.select(pq, rb.full(0, An.type), An);
     }
-    Value Vn = bmm(rb, Vv, J);
-    // Converged: the off-diagonal part (of X, or of X^T X relative to its diagonal) at
-    // rounding level in every matrix.
-    Value off, lim;
-    if (one_sided) {
-      Value g = bmm(rb, bmT(rb, An), An);
-      Value d = diagonal(rb, g);  // [bt, n]
-      Value den = mm.mul(rb.broadcast_in_dim(d, sq, {0, 1}), rb.broadcast_in_dim(d, sq, {0, 2}));
-      Value offd = rb.compare(Compare::NE, rb.iota({DType::S64, sq}, 1), rb.iota({DType::S64, sq}, 2));
-      Value use = rb.binary("and", offd, mm.gt(den, mm.k(0, den)));
-      Value ratio = mm.div(mm.mul(g, g), mm.sel(use, den, mm.k(1, den)));
-      off = sum_where(rb, use, ratio, {1, 2});
-      lim = rb.full(tol2, off.type);
-    } else {
-      Value offd = rb.compare(Compare::NE, rb.iota({DType::S64, sq}, 1), rb.iota({DType::S64, sq}, 2));
-      Value a2 = mm.mul(An, An);
-      off = sum_where(rb, offd, a2, {1, 2});
-      lim = mm.mul(rb.full(tol2, off.type), rb.reduce(a2, rb.constant(0, dt), {1, 2}, Reducer::Add));
-    }
-    Value ok = rb.reduce(mm.le(off, lim), rb.constant(1, DType::Pred), {0}, Reducer::And);
+    Value Vn = rotate(rb, Vv, p, q, c, sn, false);
+    Value clean1 = rb.binary("and", clean, rb.reduce(small, rb.constant(1, DType::Pred), {0}, Reducer::And));
     // The next pair in row order; a new sweep after (n - 2, n - 1).
     Value one = s64(rb, 1);
     Value q1 = rb.binary("add", q, one);
@@ -932,11 +935,14 @@ std::pair<Value, Value> jacobi(hlo::Builder& b, const Value& X, bool one_sided) 
     q1 = rb.select(wrap, rb.binary("add", p1, one), q1);
     Value fresh = rb.compare(Compare::EQ, p1, s64(rb, n - 1));
     return V{rb.select(fresh, s64(rb, 0), p1), rb.select(fresh, one, q1),
-             rb.select(fresh, rb.binary("add", sweep, one), sweep), rb.select(fresh, ok, done), An, Vn};
+             rb.select(fresh, rb.binary("add", sweep, one), sweep), rb.select(fresh, clean1, done),
+             rb.select(fresh, rb.constant(1, DType::Pred), clean1), An, Vn, sc};
   });
-  V res = b.emit_multi("stablehlo.while", {s64(b, 0), s64(b, 1), s64(b, 0), b.constant(0, DType::Pred), X, v0}, "",
-                       types, {cond, body});
-  return {res[4], res[5]};
+  V res = b.emit_multi("stablehlo.while",
+                       {s64(b, 0), s64(b, 1), s64(b, 0), b.constant(0, DType::Pred), b.constant(1, DType::Pred), X, v0,
+                        scale},
+                       "", types, {cond, body});
+  return {res[5], res[6]};
 }
 
 // The one-hot [bt, n, n] P with P[i, r] = 1 where x[i] (x [bt, n]) is r-th in ascending or
