@@ -92,8 +92,7 @@ def fused_step(self, grads, *state, **kwargs):
 
 
 def geqrf(self):
-    torch._check(self.dim() >= 2, lambda: f"geqrf: The input tensor A must have at least 2 "
-                                          f"dimensions.")
+    torch._check(self.dim() >= 2, lambda: "geqrf: The input tensor A must have at least 2 dimensions.")
     torch._check(self.dtype in (torch.float32, torch.float64, torch.complex64, torch.complex128),
                  lambda: f"geqrf: Expected a floating point or complex tensor as input. "
                          f"Got {self.dtype}")

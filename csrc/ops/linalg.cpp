@@ -710,6 +710,15 @@ Value s64(hlo::Builder& b, int64_t v) { return b.constant_int(v, DType::S64); }
 
 double epsilon(DType t) { return t == DType::F64 ? 2.220446049250313e-16 : 1.1920928955078125e-07; }
 
+// (I - t v v^T) C for v [bt, m], t [bt], C [bt, m, c].
+Value reflect(hlo::Builder& b, const Value& v, const Value& t, const Value& C) {
+  Math m{b};
+  const std::vector<int64_t>& sh = C.type.shape;
+  Value vb = b.broadcast_in_dim(v, sh, {0, 1});
+  Value w = b.reduce(m.mul(vb, C), b.constant(0, C.type.dtype), {1}, Reducer::Add);  // [bt, c]
+  return m.sub(C, m.mul(b.broadcast_in_dim(t, sh, {0}), m.mul(vb, b.broadcast_in_dim(w, sh, {0, 2}))));
+}
+
 struct Qr {
   Value a;    // [bt, m, n]: R on and above the diagonal, the reflectors below it
   Value tau;  // [bt, max(k, 1)]
@@ -739,11 +748,7 @@ Qr householder_qr(hlo::Builder& b, const Value& a0) {
     Value t = mm.sel(trivial, mm.k(0, beta), mm.div(mm.sub(beta, alpha), mm.sel(trivial, mm.k(1, beta), beta)));
     Value scale = mm.div(mm.k(1, beta), mm.sel(trivial, mm.k(1, beta), mm.sub(alpha, beta)));
     Value v = rb.select(diag, rb.full(1, col.type), mm.mul(tail, rb.broadcast_in_dim(scale, vs, {0})));
-    // A[:, j+1:] -= tau v (v^T A[:, j+1:]).
-    Value vb = rb.broadcast_in_dim(v, at.shape, {0, 1});
-    Value w = rb.reduce(mm.mul(vb, A), rb.constant(0, dt), {1}, Reducer::Add);  // [bt, n]
-    Value upd = mm.sub(A, mm.mul(rb.broadcast_in_dim(t, at.shape, {0}), mm.mul(vb, rb.broadcast_in_dim(w, at.shape, {0, 2}))));
-    Value out = rb.select(at_index(rb, at.shape, 2, j, Compare::GT), upd, A);
+    Value out = rb.select(at_index(rb, at.shape, 2, j, Compare::GT), reflect(rb, v, t, A), A);  // columns > j
     Value newcol = rb.select(diag, rb.broadcast_in_dim(mm.sel(trivial, alpha, beta), vs, {0}), rb.select(below, v, col));
     out = rb.select(at_index(rb, at.shape, 2, j), rb.broadcast_in_dim(newcol, at.shape, {0, 1}), out);
     Value tau1 = rb.select(at_index(rb, tt.shape, 1, j), rb.broadcast_in_dim(t, tt.shape, {0}), tau);
@@ -759,23 +764,17 @@ Qr householder_qr(hlo::Builder& b, const Value& a0) {
 Value apply_reflectors(hlo::Builder& b, const Value& R, const Value& tau, int64_t k, const Value& C, bool transpose) {
   const TensorType rt = R.type, tt = tau.type, ct = C.type, s{DType::S64, {}};
   const int64_t bt = ct.shape[0], m = ct.shape[1];
-  const DType dt = ct.dtype;
   std::string cond = b.region({s, rt, tt, ct}, [k](hlo::Builder& rb, const V& x) {
     return V{rb.compare(Compare::LT, x[0], s64(rb, k))};
   });
   std::string body = b.region({s, rt, tt, ct}, [=](hlo::Builder& rb, const V& x) {
-    Math mm{rb};
     const Value &i = x[0], &Rr = x[1], &T = x[2], &Cc = x[3];
     Value j = transpose ? i : rb.binary("subtract", s64(rb, k - 1), i);
     const std::vector<int64_t> vs{bt, m};
     Value col = column_at(rb, Rr, j);
     Value v = rb.select(at_index(rb, vs, 1, j), rb.full(1, col.type),
                         rb.select(at_index(rb, vs, 1, j, Compare::GT), col, rb.full(0, col.type)));
-    Value t = element_at(rb, T, j);  // [bt]
-    Value vb = rb.broadcast_in_dim(v, ct.shape, {0, 1});
-    Value w = rb.reduce(mm.mul(vb, Cc), rb.constant(0, dt), {1}, Reducer::Add);  // [bt, c]
-    Value out = mm.sub(Cc, mm.mul(rb.broadcast_in_dim(t, ct.shape, {0}), mm.mul(vb, rb.broadcast_in_dim(w, ct.shape, {0, 2}))));
-    return V{rb.binary("add", i, s64(rb, 1)), Rr, T, out};
+    return V{rb.binary("add", i, s64(rb, 1)), Rr, T, reflect(rb, v, element_at(rb, T, j), Cc)};
   });
   V res = b.emit_multi("stablehlo.while", {s64(b, 0), R, tau, C}, "", {s, rt, tt, ct}, {cond, body});
   return res[3];
