@@ -8,7 +8,11 @@ bf16, where CPU's kernel and ours (csrc/ops/matmul.cpp) take every float dtype. 
 replace them: they check sizes and give empty tensors of the right shapes, nothing else.
 PyTorch also has none for the in-place helpers and fused optimizer steps we lower
 (`_cummax_helper`, `_fused_sgd_`, `_fused_adagrad_`, the `.tensor_lr` overloads): theirs
-check the arguments and return nothing.
+check the arguments and return nothing. `geqrf` has none either (its CPU kernel sizes
+the results itself): the factored matrix has the input's shape, tau one entry per
+reflector. Nor has `linalg_lstsq.out` (the functional form calls it): its results are sized
+as CPU's for the driver, residuals for full-rank matrices (CPU leaves them empty when
+gelsd / gelss find A rank-deficient, which only the values tell).
 """
 
 import torch
@@ -87,6 +91,38 @@ def fused_step(self, grads, *state, **kwargs):
     _check_lists("fused optimizer step", self, grads, *state)
 
 
+def geqrf(self):
+    torch._check(self.dim() >= 2, lambda: "geqrf: The input tensor A must have at least 2 dimensions.")
+    torch._check(self.dtype in (torch.float32, torch.float64, torch.complex64, torch.complex128),
+                 lambda: f"geqrf: Expected a floating point or complex tensor as input. "
+                         f"Got {self.dtype}")
+    k = min(self.shape[-2], self.shape[-1])
+    return _empty(self.shape, self), _empty((*self.shape[:-2], k), self)
+
+
+def lstsq_out(self, b, rcond=None, *, driver=None, solution, residuals, rank, singular_values):
+    torch._check(self.dim() >= 2, lambda: "torch.linalg.lstsq: input must have at least 2 dimensions.")
+    vector = b.dim() == self.dim() - 1
+    other = b.unsqueeze(-1) if vector else b
+    torch._check(other.dim() >= 2, lambda: "torch.linalg.lstsq: other must have at least 1 dimension.")
+    m, n = self.shape[-2], self.shape[-1]
+    torch._check(other.shape[-2] == m, lambda: f"torch.linalg.lstsq: input.size(-2) should match "
+                                               f"other.size(-2), got {m} and {other.shape[-2]}")
+    torch._check(self.dtype == b.dtype, lambda: f"torch.linalg.lstsq: Expected input and other to "
+                                                f"have the same dtype, got {self.dtype} and {b.dtype}")
+    drv = driver or "gelsy"
+    torch._check(drv in ("gels", "gelsy", "gelsd", "gelss"),
+                 lambda: f"torch.linalg.lstsq: parameter `driver` should be one of (gels, gelsy, "
+                         f"gelsd, gelss), got {drv}")
+    batch = tuple(torch.broadcast_shapes(self.shape[:-2], other.shape[:-2]))
+    k = other.shape[-1]
+    solution.resize_((*batch, n) if vector else (*batch, n, k))
+    residuals.resize_((*batch, k) if m > n and drv != "gelsy" else (0,))
+    rank.resize_(batch if drv != "gels" else (0,))
+    singular_values.resize_((*batch, min(m, n)) if drv in ("gelsd", "gelss") else (0,))
+    return solution, residuals, rank, singular_values
+
+
 def register() -> None:
     global _lib
     if _lib is not None:
@@ -96,7 +132,8 @@ def register() -> None:
     _lib = torch.library.Library("aten", "IMPL")
     for name, fn in (("_thnn_fused_lstm_cell", lstm_cell), ("_thnn_fused_gru_cell", gru_cell),
                      ("_thnn_fused_gru_cell_backward", gru_cell_backward),
-                     ("_grouped_mm", grouped_mm),
+                     ("_grouped_mm", grouped_mm), ("geqrf", geqrf),
+                     ("linalg_lstsq.out", lstsq_out),
                      ("_cummax_helper", cumulative_extreme_helper),
                      ("_cummin_helper", cumulative_extreme_helper),
                      ("_fused_sgd_", fused_step), ("_fused_sgd_.tensor_lr", fused_step),

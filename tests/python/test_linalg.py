@@ -1,5 +1,5 @@
-"""Small linear-algebra ops lowered in csrc/ops/linalg.cpp (trace, linalg.cross, cdist,
-pdist, renorm), compared with CPU PyTorch forward and backward, in several dtypes, odd
+"""Linear-algebra ops lowered in csrc/ops/linalg.cpp (trace, linalg.cross, cdist,
+pdist, renorm, the factorizations and what follows from them), compared with CPU PyTorch forward and backward, in several dtypes, odd
 sizes, broadcasting and every p-norm branch."""
 import math
 
@@ -207,3 +207,175 @@ def test_lu_singular_and_backward():
     check(torch.linalg.det, a, tol=LINALG_TOL[torch.float64])
     check(torch.linalg.inv, a, tol=LINALG_TOL[torch.float64])
     check(torch.linalg.solve, a, b, tol=LINALG_TOL[torch.float64])
+
+
+# ---- QR, eigh, SVD and what PyTorch builds from them; matrix_exp ----------------------
+
+DECOMP_SHAPES = [(1, 1), (5, 5), (3, 4, 4), (2, 1, 6, 3), (3, 5), (1, 4)]
+
+
+def same_up_to_sign(t, c, tol, vh_t=None, vh_c=None):
+    """Columns of t (and, with the same signs, rows of vh_t) equal CPU's up to each
+    column's sign: eigen- and singular vectors are unique only up to sign."""
+    host = t.cpu()
+    s = torch.sign((host * c).sum(-2, keepdim=True))
+    s[s == 0] = 1
+    torch.testing.assert_close(host * s, c, **tol)
+    if vh_t is not None:
+        torch.testing.assert_close(vh_t.cpu() * s.mT, vh_c, **tol)
+
+
+@pytest.mark.parametrize("dtype", FACTOR_DTYPES)
+@pytest.mark.parametrize("shape", DECOMP_SHAPES)
+def test_qr_family(dtype, shape):
+    a = general(shape, dtype, seed=9)
+    same(torch.geqrf, a, dtype=dtype)  # LAPACK's reflectors and signs
+    for mode in ("reduced", "complete", "r"):
+        same(lambda x: torch.linalg.qr(x, mode=mode), a, dtype=dtype)
+    same(torch.qr, a, dtype=dtype)
+    g, tau = torch.geqrf(a)
+    m, n = shape[-2:]
+    h = g if m >= n else g[..., :m].contiguous()
+    same(torch.linalg.householder_product, h, tau, dtype=dtype)
+    same(torch.orgqr, h, tau, dtype=dtype)
+    c = general((*shape[:-2], m, 3), dtype, seed=10)
+    for left in (True, False):
+        for transpose in (False, True):
+            rhs = c if left else c.mT.contiguous()
+            same(lambda x, t, y: torch.ormqr(x, t, y, left=left, transpose=transpose), g, tau, rhs, dtype=dtype)
+
+
+def test_qr_backward_and_empty():
+    for shape in ((5, 5), (2, 7, 4)):
+        a = general(shape, torch.float64, seed=11).requires_grad_()
+        check(torch.linalg.qr, a, tol=LINALG_TOL[torch.float64])
+    z = torch.zeros(3, 0)
+    same(lambda x: torch.linalg.qr(x, mode="complete"), z, dtype=torch.float32)
+    same(torch.geqrf, z, dtype=torch.float32)
+
+
+@pytest.mark.parametrize("dtype", FACTOR_DTYPES)
+@pytest.mark.parametrize("shape", [(1, 1), (2, 2), (5, 5), (3, 4, 4), (2, 1, 7, 7)])
+def test_eigh(dtype, shape):
+    a = general(shape, dtype, seed=12)  # not symmetric: UPLO picks the triangle
+    for uplo in ("L", "U"):
+        w, v = torch.linalg.eigh(a, UPLO=uplo)
+        wt, vt = torch.linalg.eigh(a.to("tpu"), UPLO=uplo)
+        assert_same(wt, w, **LINALG_TOL[dtype])
+        same_up_to_sign(vt, v, LINALG_TOL[dtype])
+        same(lambda x: torch.linalg.eigvalsh(x, UPLO=uplo), a, dtype=dtype)
+
+
+def test_eigh_repeated_and_backward():
+    # Repeated eigenvalues (the identity, a rank-1 update) still ascend and reconstruct.
+    u = general((6, 1), torch.float64, seed=13)
+    for a in (torch.eye(4, dtype=torch.float64), u @ u.mT):
+        same(torch.linalg.eigvalsh, a, dtype=torch.float64)
+        w, v = torch.linalg.eigh(a.to("tpu"))
+        torch.testing.assert_close(((v * w.unsqueeze(-2)) @ v.mT).cpu(), a)
+    s = general((2, 5, 5), torch.float64, seed=14)
+    s = (s + s.mT).requires_grad_()
+    check(torch.linalg.eigvalsh, s, tol=LINALG_TOL[torch.float64])
+    # A sign-invariant function of the eigenvectors.
+    check(lambda x: torch.linalg.eigh(x)[1].abs().sum(-1), s, tol=LINALG_TOL[torch.float64])
+
+
+@pytest.mark.parametrize("dtype", FACTOR_DTYPES)
+@pytest.mark.parametrize("shape", DECOMP_SHAPES + [(4, 1)])
+def test_svd(dtype, shape):
+    a = general(shape, dtype, seed=15)
+    t = LINALG_TOL[dtype]
+    same(torch.linalg.svdvals, a, dtype=dtype)
+    for full in (False, True):
+        u, s, vh = torch.linalg.svd(a, full_matrices=full)
+        ut, st, vht = torch.linalg.svd(a.to("tpu"), full_matrices=full)
+        assert_same(st, s, **t)
+        k = s.shape[-1]
+        same_up_to_sign(ut[..., :k], u[..., :k], t, vht[..., :k, :], vh[..., :k, :])
+        # The completed bases are orthonormal.
+        for q in (ut, vht.mT):
+            eye = torch.eye(q.shape[-1], dtype=dtype).expand(q.shape[:-2] + (q.shape[-1], q.shape[-1]))
+            torch.testing.assert_close((q.mT @ q).cpu(), eye, **t)
+    u, s, v = torch.svd(a.to("tpu"))
+    assert_same(s, torch.svd(a)[1], **t)
+
+
+def test_svd_derived_ops():
+    a = general((3, 5, 4), torch.float64, seed=16)
+    sq = general((2, 4, 4), torch.float64, seed=17)
+    low = general((5, 2), torch.float64, seed=18) @ general((2, 6), torch.float64, seed=19)  # rank 2
+    for x in (a, sq, low):
+        same(torch.linalg.pinv, x, dtype=torch.float64)
+        same(torch.pinverse, x, dtype=torch.float64)
+        same(torch.linalg.matrix_rank, x, dtype=torch.float64)
+        for ord in (2, -2, "nuc"):
+            same(lambda y: torch.linalg.matrix_norm(y, ord=ord), x, dtype=torch.float64)
+        same(lambda y: torch.norm(y, p="nuc", dim=(-2, -1)), x, dtype=torch.float64)
+    same(torch.linalg.cond, sq, dtype=torch.float64)
+    same(lambda y: torch.linalg.pinv(y, hermitian=True), sq + sq.mT, dtype=torch.float64)
+    same(lambda y: torch.linalg.matrix_rank(y, hermitian=True), sq + sq.mT, dtype=torch.float64)
+    # Backward through the singular values and the pseudo-inverse.
+    check(torch.linalg.svdvals, a.clone().requires_grad_(), tol=LINALG_TOL[torch.float64])
+    check(torch.linalg.pinv, a.clone().requires_grad_(), tol=LINALG_TOL[torch.float64])
+
+
+@pytest.mark.parametrize("dtype", FACTOR_DTYPES)
+@pytest.mark.parametrize("shape", [(4, 3), (3, 3), (2, 5), (2, 7, 4), (3, 2, 6)])
+def test_lstsq(dtype, shape):
+    a = general(shape, dtype, seed=24)
+    b = general((*shape[:-1], 3), dtype, seed=25)
+    for driver in ("gels", "gelsy", "gelsd", "gelss"):
+        same(lambda x, y: torch.linalg.lstsq(x, y, driver=driver), a, b, dtype=dtype)
+    same(lambda x, y: torch.linalg.lstsq(x, y, driver="gels"), a, general(shape[:-1], dtype, seed=26),
+         dtype=dtype)  # a batch of vectors
+    # A large rcond drops singular values. CPU then leaves the residuals empty, which only the
+    # values tell; ours keeps them (sized by the meta kernel), so they are not compared.
+    same(lambda x, y: (lambda r: (r.solution, r.rank, r.singular_values))(
+        torch.linalg.lstsq(x, y, rcond=0.5, driver="gelsd")), a, b, dtype=dtype)
+
+
+def test_lstsq_rank_deficient_and_backward():
+    # Rank 2: gelsd drops the tiny singular value, as CPU's.
+    low = general((6, 2), torch.float64, seed=27) @ general((2, 4), torch.float64, seed=28)
+    b = general((6, 2), torch.float64, seed=29)
+    x, _, rank, sv = torch.linalg.lstsq(low.to("tpu"), b.to("tpu"), driver="gelsd")
+    xc, _, rc, svc = torch.linalg.lstsq(low, b, driver="gelsd")
+    assert rank.item() == rc.item() == 2
+    assert_same(x, xc, **LINALG_TOL[torch.float64])
+    a = general((5, 3), torch.float64, seed=30).requires_grad_()
+    check(lambda x, y: torch.linalg.lstsq(x, y, driver="gels").solution, a, b[:5].clone().requires_grad_(),
+          tol=LINALG_TOL[torch.float64])
+
+
+@pytest.mark.parametrize("dtype", FACTOR_DTYPES)
+@pytest.mark.parametrize("shape,scale", [((1, 1), 1.0), ((5, 5), 0.1), ((3, 4, 4), 1.0), ((2, 6, 6), 3.0)])
+def test_matrix_exp(dtype, shape, scale):
+    a = general(shape, dtype, seed=20) * scale
+    t = LINALG_TOL[dtype]
+    check(torch.linalg.matrix_exp, a, tol=t, backward=False)
+    check(torch.matrix_exp, torch.zeros(2, 3, 3, dtype=dtype), tol=t, backward=False)
+
+
+def test_matrix_exp_half_types():
+    # bf16/f16 compute in f32 and round once. CPU's kernel computes in the low type and
+    # gives NaN for these inputs (torch 2.13), so the reference is its f32 result, rounded.
+    for dtype in (torch.bfloat16, torch.float16):
+        a = general((3, 4, 4), dtype, seed=23) * 0.5
+        expected = torch.linalg.matrix_exp(a.float()).to(dtype)
+        assert_same(torch.linalg.matrix_exp(a.to("tpu")), expected, rtol=1e-2, atol=1e-2)
+
+
+def test_matrix_exp_backward():
+    a = (general((2, 4, 4), torch.float64, seed=21) * 0.5).requires_grad_()
+    check(torch.linalg.matrix_exp, a, tol=LINALG_TOL[torch.float64])
+
+
+def test_decompositions_compiled():
+    def fn(x):
+        q, r = torch.linalg.qr(x)
+        w = torch.linalg.eigvalsh(x.mT @ x)
+        return q, r, w, torch.linalg.svdvals(x), torch.linalg.matrix_exp(x * 0.1)
+    a = general((2, 5, 5), torch.float32, seed=22)
+    got = torch.compile(fn, backend="tpu")(a.to("tpu"))
+    for g, e in zip(got, fn(a)):
+        assert_same(g, e, **LINALG_TOL[torch.float32])
