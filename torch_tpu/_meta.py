@@ -8,7 +8,8 @@ bf16, where CPU's kernel and ours (csrc/ops/matmul.cpp) take every float dtype. 
 replace them: they check sizes and give empty tensors of the right shapes, nothing else.
 PyTorch also has none for the in-place helpers and fused optimizer steps we lower
 (`_cummax_helper`, `_fused_sgd_`, `_fused_adagrad_`, the `.tensor_lr` overloads): theirs
-check the arguments and return nothing.
+check the arguments and return nothing. `histogram` and the `_histogramdd_*` ops have none either
+(their output sizes are the bin counts).
 """
 
 import torch
@@ -87,6 +88,53 @@ def fused_step(self, grads, *state, **kwargs):
     _check_lists("fused optimizer step", self, grads, *state)
 
 
+def _check_histogram(self, weight):
+    torch._check(self.dtype.is_floating_point,
+                 lambda: f"torch.histogram: input tensor must be float, got {self.dtype}")
+    torch._check(weight is None or weight.shape == self.shape,
+                 lambda: "torch.histogram: weight should have the same shape as input")
+
+
+def histogram_bin_ct(self, bins=100, *, range=None, weight=None, density=False):
+    _check_histogram(self, weight)
+    torch._check(bins > 0, lambda: "torch.histogram(): bins must be > 0")
+    return _empty((bins,), self), _empty((bins + 1,), self)
+
+
+def histogram_bins_tensor(self, bins, *, weight=None, density=False):
+    _check_histogram(self, weight)
+    torch._check(bins.dim() == 1 and bins.numel() > 0,
+                 lambda: "torch.histogram(): bins tensor should have one dimension and at "
+                         "least 1 element")
+    return _empty((bins.numel() - 1,), self), _empty((bins.numel(),), self)
+
+
+def _check_histogramdd(self, bins, weight):
+    torch._check(self.dtype.is_floating_point,
+                 lambda: f"torch.histogramdd: input tensor must be float, got {self.dtype}")
+    torch._check(self.dim() >= 2 and self.shape[-1] == len(bins),
+                 lambda: "torch.histogramdd: expected input of shape [..., D] with one bin "
+                         "specification per dim")
+    torch._check(weight is None or weight.shape == self.shape[:-1],
+                 lambda: "torch.histogramdd: weight should have the input's shape without "
+                         "its last dim")
+
+
+def histogramdd_bin_edges(self, bins, *, range=None, weight=None, density=False):
+    _check_histogramdd(self, bins, weight)
+    return [_empty((k + 1,), self) for k in bins]
+
+
+def histogramdd_from_bin_cts(self, bins, *, range=None, weight=None, density=False):
+    _check_histogramdd(self, bins, weight)
+    return _empty(tuple(bins), self)
+
+
+def histogramdd_from_bin_tensors(self, bins, *, weight=None, density=False):
+    _check_histogramdd(self, bins, weight)
+    return _empty(tuple(e.numel() - 1 for e in bins), self)
+
+
 def register() -> None:
     global _lib
     if _lib is not None:
@@ -102,7 +150,12 @@ def register() -> None:
                      ("_fused_sgd_", fused_step), ("_fused_sgd_.tensor_lr", fused_step),
                      ("_fused_adagrad_", fused_step), ("_fused_adagrad_.tensor_lr", fused_step),
                      ("_fused_adam_.tensor_lr", fused_step),
-                     ("_fused_adamw_.tensor_lr", fused_step)):
+                     ("_fused_adamw_.tensor_lr", fused_step),
+                     ("histogram.bin_ct", histogram_bin_ct),
+                     ("histogram.bins_tensor", histogram_bins_tensor),
+                     ("_histogramdd_bin_edges", histogramdd_bin_edges),
+                     ("_histogramdd_from_bin_cts", histogramdd_from_bin_cts),
+                     ("_histogramdd_from_bin_tensors", histogramdd_from_bin_tensors)):
         # PyTorch keeps a Python meta kernel in three places: the dispatcher's Meta key
         # (eager meta tensors, our lowering table), the table FakeTensor reads, and the
         # op's Python-dispatcher kernels (both used while torch.compile traces).
