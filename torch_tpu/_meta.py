@@ -8,8 +8,10 @@ bf16, where CPU's kernel and ours (csrc/ops/matmul.cpp) take every float dtype. 
 replace them: they check sizes and give empty tensors of the right shapes, nothing else.
 PyTorch also has none for the in-place helpers and fused optimizer steps we lower
 (`_cummax_helper`, `_fused_sgd_`, `_fused_adagrad_`, the `.tensor_lr` overloads): theirs
-check the arguments and return nothing. `histogram` and the `_histogramdd_*` ops have none either
-(their output sizes are the bin counts).
+check the arguments and return nothing. `histogram`, the `_histogramdd_*` ops and
+`fractional_max_pool3d_backward` have none either (their output sizes are the bin counts,
+and the input's); `multilabel_margin_loss_forward`'s sizes a 1-d input's unreduced loss
+[1] where CPU's is 0-d.
 """
 
 import torch
@@ -135,6 +137,23 @@ def histogramdd_from_bin_tensors(self, bins, *, weight=None, density=False):
     return _empty(tuple(e.numel() - 1 for e in bins), self)
 
 
+def fractional_max_pool3d_backward(grad_output, self, kernel_size, output_size, indices):
+    torch._check(grad_output.shape == indices.shape,
+                 lambda: "fractional_max_pool3d_backward(): gradOutput and indices shapes differ")
+    return _empty(self.shape, self)
+
+
+def multilabel_margin_loss_forward(self, target, reduction):
+    torch._check(self.dim() <= 2 and target.shape == self.shape,
+                 lambda: f"multilabel_margin_loss: inconsistent target size {tuple(target.shape)} "
+                         f"for input of size {tuple(self.shape)}")
+    # CPU's loss is 0-d for a 0-d or 1-d input even without reduction (PyTorch's meta
+    # kernel gives [1] there).
+    rows = self.shape[0] if self.dim() == 2 else 1
+    shape = (rows,) if reduction == 0 and self.dim() == 2 else ()
+    return _empty(shape, self), torch.empty(target.shape, dtype=self.dtype, device=self.device)
+
+
 def register() -> None:
     global _lib
     if _lib is not None:
@@ -155,7 +174,9 @@ def register() -> None:
                      ("histogram.bins_tensor", histogram_bins_tensor),
                      ("_histogramdd_bin_edges", histogramdd_bin_edges),
                      ("_histogramdd_from_bin_cts", histogramdd_from_bin_cts),
-                     ("_histogramdd_from_bin_tensors", histogramdd_from_bin_tensors)):
+                     ("_histogramdd_from_bin_tensors", histogramdd_from_bin_tensors),
+                     ("fractional_max_pool3d_backward", fractional_max_pool3d_backward),
+                     ("multilabel_margin_loss_forward", multilabel_margin_loss_forward)):
         # PyTorch keeps a Python meta kernel in three places: the dispatcher's Meta key
         # (eager meta tensors, our lowering table), the table FakeTensor reads, and the
         # op's Python-dispatcher kernels (both used while torch.compile traces).

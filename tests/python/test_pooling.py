@@ -119,7 +119,7 @@ def test_max_unpool(dim, shape, kw):
 
 FRACTIONAL_CASES = [
     (F.fractional_max_pool2d, (2, 3, 9, 7), dict(kernel_size=2, output_size=(4, 5))),
-    (F.fractional_max_pool2d, (3, 11, 8), dict(kernel_size=(3, 2), output_ratio=0.5)),  # no batch
+    (F.fractional_max_pool2d, (3, 11, 8), dict(kernel_size=(3, 2), output_ratio=(0.5, 0.5))),  # no batch
     (F.fractional_max_pool2d, (1, 2, 5, 5), dict(kernel_size=3, output_size=1)),
     (F.fractional_max_pool3d, (2, 2, 7, 6, 5), dict(kernel_size=2, output_size=(3, 4, 2))),
     (F.fractional_max_pool3d, (2, 5, 6, 7), dict(kernel_size=(1, 2, 3), output_size=3)),
