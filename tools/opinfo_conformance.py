@@ -227,11 +227,15 @@ def _cpu_pinned(cpu_sample, meta_sample):
     """The paths of the tensors the sample generator puts on CPU even when asked for
     another device (tensor_split's `tensor_indices_or_sections`, which PyTorch requires on
     CPU): the device copy keeps them there. Found by generating the same samples for the
-    meta device; empty where the two samples do not line up."""
+    meta device; empty where the two samples do not line up, and where the generator
+    leaves the input itself on CPU (it ignores the device: nothing is pinned then)."""
     if meta_sample is None:
         return frozenset()
     cpu, meta = _sample_tensors(cpu_sample), _sample_tensors(meta_sample)
     if cpu.keys() != meta.keys():
+        return frozenset()
+    inputs = [t for path, t in meta.items() if path[0] == "input"]
+    if not inputs or any(t.device.type != "meta" for t in inputs):
         return frozenset()
     return frozenset(path for path, t in meta.items()
                      if t.device.type == "cpu" and cpu[path].shape == t.shape)
