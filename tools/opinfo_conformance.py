@@ -182,10 +182,14 @@ def op_key(op) -> str:
 
 # --------------------------------------------------------------------------- worker side
 
-def _to_tpu(value, grad_leaves):
+def _to_tpu(value, grad_leaves, pinned=frozenset(), path=()):
     """A copy of a sample's argument with every tensor on tpu and every 'cpu' device on
-    tpu; CPU leaves that require grad get tpu leaves that do, paired in grad_leaves."""
+    tpu; CPU leaves that require grad get tpu leaves that do, paired in grad_leaves.
+    Tensors at the paths in `pinned` (see _cpu_pinned) stay on CPU, as a user passes
+    them."""
     if isinstance(value, torch.Tensor):
+        if path in pinned:
+            return value
         if value.requires_grad and value.is_leaf:
             moved = value.detach().to("tpu").requires_grad_(True)
             grad_leaves.append((value, moved))
@@ -194,13 +198,47 @@ def _to_tpu(value, grad_leaves):
     if isinstance(value, torch.device) and value.type == "cpu":
         return torch.device("tpu")
     if isinstance(value, list):
-        return [_to_tpu(v, grad_leaves) for v in value]
+        return [_to_tpu(v, grad_leaves, pinned, path + (i,)) for i, v in enumerate(value)]
     if isinstance(value, tuple):
-        return tuple(_to_tpu(v, grad_leaves) for v in value)
+        return tuple(_to_tpu(v, grad_leaves, pinned, path + (i,)) for i, v in enumerate(value))
     if isinstance(value, dict):
         return {k: ("tpu" if k == "device" and isinstance(v, str) and v == "cpu"
-                    else _to_tpu(v, grad_leaves)) for k, v in value.items()}
+                    else _to_tpu(v, grad_leaves, pinned, path + (k,))) for k, v in value.items()}
     return value
+
+
+def _tensor_paths(value, path=()):
+    """{path: tensor} of the tensors in a sample argument (paths as _to_tpu builds them)."""
+    if isinstance(value, torch.Tensor):
+        return {path: value}
+    items = (enumerate(value) if isinstance(value, (list, tuple))
+             else value.items() if isinstance(value, dict) else ())
+    found = {}
+    for k, v in items:
+        found.update(_tensor_paths(v, path + (k,)))
+    return found
+
+
+def _sample_tensors(sample):
+    return _tensor_paths({"input": sample.input, "args": sample.args, "kwargs": sample.kwargs})
+
+
+def _cpu_pinned(cpu_sample, meta_sample):
+    """The paths of the tensors the sample generator puts on CPU even when asked for
+    another device (tensor_split's `tensor_indices_or_sections`, which PyTorch requires on
+    CPU): the device copy keeps them there. Found by generating the same samples for the
+    meta device; empty where the two samples do not line up, and where the generator
+    leaves the input itself on CPU (it ignores the device: nothing is pinned then)."""
+    if meta_sample is None:
+        return frozenset()
+    cpu, meta = _sample_tensors(cpu_sample), _sample_tensors(meta_sample)
+    if cpu.keys() != meta.keys():
+        return frozenset()
+    inputs = [t for path, t in meta.items() if path[0] == "input"]
+    if not inputs or any(t.device.type != "meta" for t in inputs):
+        return frozenset()
+    return frozenset(path for path, t in meta.items()
+                     if t.device.type == "cpu" and cpu[path].shape == t.shape)
 
 
 def _has_tpu_tensor(value) -> bool:
@@ -324,7 +362,7 @@ def _compiled(op):
                          dynamic=False)
 
 
-def _run_sample(op, sample, values, grad, compiled):
+def _run_sample(op, sample, values, grad, compiled, pinned=frozenset()):
     """One sample on CPU and tpu: {status, fallback: {aten op: count}, detail}, and with
     `compiled` (tpu runs the op through torch.compile) what _watch adds."""
     result = {}
@@ -332,9 +370,9 @@ def _run_sample(op, sample, values, grad, compiled):
         # The tpu copy comes first: the CPU call may modify its arguments in place.
         grad_pairs = []
         try:
-            tpu_input = _to_tpu(sample.input, grad_pairs)
-            tpu_args = _to_tpu(sample.args, grad_pairs)
-            tpu_kwargs = _to_tpu(sample.kwargs, grad_pairs)
+            tpu_input = _to_tpu(sample.input, grad_pairs, pinned, ("input",))
+            tpu_args = _to_tpu(sample.args, grad_pairs, pinned, ("args",))
+            tpu_kwargs = _to_tpu(sample.kwargs, grad_pairs, pinned, ("kwargs",))
             copy_error = None
         except Exception as e:  # noqa: BLE001 — any failure to move the sample is the device's
             copy_error = e
@@ -388,24 +426,36 @@ def _run_grad(expected, actual, grad_pairs, values):
 
 
 def _samples(op, dtypes, grad, max_samples):
-    """[(dtype name, SampleInput)] in a fixed order, seeded per dtype."""
+    """[(dtype name, SampleInput, CPU-pinned paths)] in a fixed order, seeded per dtype."""
     supported = op.supported_dtypes("cpu")
     out = []
     for name in dtypes:
         dtype = getattr(torch, name)
         if dtype not in supported:
             continue
-        torch.manual_seed(0)
         requires_grad = grad and op.supports_autograd and (
             dtype.is_floating_point or dtype.is_complex)
-        try:
-            samples = list(op.sample_inputs("cpu", dtype, requires_grad=requires_grad))
+
+        def generate(device):
+            torch.manual_seed(0)
+            samples = list(op.sample_inputs(device, dtype, requires_grad=requires_grad))
             if max_samples and len(samples) > max_samples:
                 # Evenly spaced, so every kind of sample the generator makes keeps a share.
                 samples = [samples[i * len(samples) // max_samples] for i in range(max_samples)]
-            out.extend((name, s) for s in samples)
+            return samples
+
+        try:
+            samples = generate("cpu")
         except Exception:  # noqa: BLE001 — an op_db generator that fails has no samples
             continue
+        # The same samples for the meta device show what the generator keeps on CPU.
+        try:
+            meta = generate("meta")
+            if len(meta) != len(samples):
+                meta = [None] * len(samples)
+        except Exception:  # noqa: BLE001 — generators that read values cannot run on meta
+            meta = [None] * len(samples)
+        out.extend((name, s, _cpu_pinned(s, m)) for s, m in zip(samples, meta))
     return out
 
 
@@ -434,14 +484,15 @@ def worker_main(dtypes, grad, max_samples, compiled):
         values = request["op"] not in NONDETERMINISTIC
         send(ev="begin", n=len(samples))
         for k in range(request["from"], len(samples)):
-            dtype, sample = samples[k]
+            dtype, sample, pinned = samples[k]
             send(ev="start", k=k, dtype=dtype)
             if crash_at == f"{request['op']}:{k}":
                 os._exit(3)
             start = time.perf_counter()
             # A sample that draws dropout (SDPA's dropout_p) is random too.
             random_sample = float(sample.kwargs.get("dropout_p", 0) or 0) > 0
-            result = _run_sample(op, sample, values and not random_sample, grad, compiled)
+            result = _run_sample(op, sample, values and not random_sample, grad, compiled,
+                                 pinned)
             send(ev="result", k=k, dtype=dtype, ms=round(1000 * (time.perf_counter() - start), 1),
                  **result)
         send(ev="done")

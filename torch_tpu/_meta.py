@@ -12,7 +12,10 @@ check the arguments and return nothing. `geqrf` has none either (its CPU kernel 
 the results itself): the factored matrix has the input's shape, tau one entry per
 reflector. Nor has `linalg_lstsq.out` (the functional form calls it): its results are sized
 as CPU's for the driver, residuals for full-rank matrices (CPU leaves them empty when
-gelsd / gelss find A rank-deficient, which only the values tell).
+gelsd / gelss find A rank-deficient, which only the values tell). `histogram`, the
+`_histogramdd_*` ops and `fractional_max_pool3d_backward` have none either (their output
+sizes are the bin counts, and the input's); `multilabel_margin_loss_forward`'s sizes a 1-d
+input's unreduced loss [1] where CPU's is 0-d.
 """
 
 import torch
@@ -123,6 +126,70 @@ def lstsq_out(self, b, rcond=None, *, driver=None, solution, residuals, rank, si
     return solution, residuals, rank, singular_values
 
 
+def _check_histogram(self, weight):
+    torch._check(self.dtype.is_floating_point,
+                 lambda: f"torch.histogram: input tensor must be float, got {self.dtype}")
+    torch._check(weight is None or weight.shape == self.shape,
+                 lambda: "torch.histogram: weight should have the same shape as input")
+
+
+def histogram_bin_ct(self, bins=100, *, range=None, weight=None, density=False):
+    _check_histogram(self, weight)
+    torch._check(bins > 0, lambda: "torch.histogram(): bins must be > 0")
+    return _empty((bins,), self), _empty((bins + 1,), self)
+
+
+def histogram_bins_tensor(self, bins, *, weight=None, density=False):
+    _check_histogram(self, weight)
+    torch._check(bins.dim() == 1 and bins.numel() > 0,
+                 lambda: "torch.histogram(): bins tensor should have one dimension and at "
+                         "least 1 element")
+    return _empty((bins.numel() - 1,), self), _empty((bins.numel(),), self)
+
+
+def _check_histogramdd(self, bins, weight):
+    torch._check(self.dtype.is_floating_point,
+                 lambda: f"torch.histogramdd: input tensor must be float, got {self.dtype}")
+    torch._check(self.dim() >= 2 and self.shape[-1] == len(bins),
+                 lambda: "torch.histogramdd: expected input of shape [..., D] with one bin "
+                         "specification per dim")
+    torch._check(weight is None or weight.shape == self.shape[:-1],
+                 lambda: "torch.histogramdd: weight should have the input's shape without "
+                         "its last dim")
+
+
+def histogramdd_bin_edges(self, bins, *, range=None, weight=None, density=False):
+    _check_histogramdd(self, bins, weight)
+    return [_empty((k + 1,), self) for k in bins]
+
+
+def histogramdd_from_bin_cts(self, bins, *, range=None, weight=None, density=False):
+    _check_histogramdd(self, bins, weight)
+    return _empty(tuple(bins), self)
+
+
+def histogramdd_from_bin_tensors(self, bins, *, weight=None, density=False):
+    _check_histogramdd(self, bins, weight)
+    return _empty(tuple(e.numel() - 1 for e in bins), self)
+
+
+def fractional_max_pool3d_backward(grad_output, self, kernel_size, output_size, indices):
+    torch._check(grad_output.shape == indices.shape,
+                 lambda: "fractional_max_pool3d_backward(): gradOutput and indices shapes differ")
+    return _empty(self.shape, self)
+
+
+def multilabel_margin_loss_forward(self, target, reduction):
+    torch._check(self.dim() <= 2 and target.shape == self.shape,
+                 lambda: f"multilabel_margin_loss: inconsistent target size {tuple(target.shape)} "
+                         f"for input of size {tuple(self.shape)}")
+    # CPU's loss is 0-d for a 0-d or 1-d input even without reduction (PyTorch's meta
+    # kernel gives [1] there).
+    rows = self.shape[0] if self.dim() == 2 else 1
+    shape = (rows,) if reduction == 0 and self.dim() == 2 else ()
+    return _empty(shape, self), torch.empty(target.shape, dtype=self.dtype, device=self.device)
+
+
 def register() -> None:
     global _lib
     if _lib is not None:
@@ -139,7 +206,14 @@ def register() -> None:
                      ("_fused_sgd_", fused_step), ("_fused_sgd_.tensor_lr", fused_step),
                      ("_fused_adagrad_", fused_step), ("_fused_adagrad_.tensor_lr", fused_step),
                      ("_fused_adam_.tensor_lr", fused_step),
-                     ("_fused_adamw_.tensor_lr", fused_step)):
+                     ("_fused_adamw_.tensor_lr", fused_step),
+                     ("histogram.bin_ct", histogram_bin_ct),
+                     ("histogram.bins_tensor", histogram_bins_tensor),
+                     ("_histogramdd_bin_edges", histogramdd_bin_edges),
+                     ("_histogramdd_from_bin_cts", histogramdd_from_bin_cts),
+                     ("_histogramdd_from_bin_tensors", histogramdd_from_bin_tensors),
+                     ("fractional_max_pool3d_backward", fractional_max_pool3d_backward),
+                     ("multilabel_margin_loss_forward", multilabel_margin_loss_forward)):
         # PyTorch keeps a Python meta kernel in three places: the dispatcher's Meta key
         # (eager meta tensors, our lowering table), the table FakeTensor reads, and the
         # op's Python-dispatcher kernels (both used while torch.compile traces).

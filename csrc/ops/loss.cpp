@@ -1,6 +1,10 @@
 // Loss functions and their backward ops. `reduction` is PyTorch's enum: 0 none, 1 mean,
 // 2 sum. bf16/f16 compute in f32; elementwise inputs broadcast to the meta kernel's
 // shape, as PyTorch's TensorIterator kernels broadcast them.
+#include <algorithm>
+#include <cmath>
+#include <string>
+
 #include "ops/elementwise.h"
 #include "ops/reduction.h"
 #include "ops/registry.h"
@@ -228,6 +232,227 @@ V lower_nll_backward(Node& n) {
   return V{b.select(c.onehot, per_elem, b.full(0, per_elem.type))};
 }
 
+// ---- margin losses over classes ----------------------------------------------------------
+
+// self as [N, C] (a 1-d input is one row, a 0-d one a single class) and a [N, C] one-hot
+// of `index` ([N] or [N, K] -> [N, K, C]) over the classes.
+Value rows(hlo::Builder& b, const Value& self, DType acc) {
+  Value x = b.convert(self, acc);
+  if (self.type.rank() == 0) return b.reshape(x, {1, 1});
+  return self.type.rank() == 1 ? b.reshape(x, {1, self.type.shape[0]}) : x;
+}
+
+Value class_onehot(hlo::Builder& b, const Value& index, int64_t classes) {
+  std::vector<int64_t> shape = index.type.shape;
+  shape.push_back(classes);
+  std::vector<int64_t> dims;
+  for (int64_t d = 0; d < index.type.rank(); ++d) dims.push_back(d);
+  TensorType it{DType::S64, shape};
+  return b.compare(Compare::EQ, b.broadcast_in_dim(b.convert(index, DType::S64), shape, dims),
+                   b.iota(it, index.type.rank()));
+}
+
+// Per-row losses [N] -> the op's output (0-d per row for a 1-d input with no reduction).
+Value finish_rows(hlo::Builder& b, const Value& per_row, int64_t reduction, const TensorType& out,
+                  DType acc) {
+  Value r = reduce_loss(b, per_row, reduction, acc);
+  return b.convert(b.reshape(r, out.shape), out.dtype);
+}
+
+// multi_margin_loss(self, target, p, margin, weight?, reduction): per row, the sum over
+// classes j != y of max(0, margin - x[y] + x[j])^p (times weight[y]), over C.
+V lower_multi_margin(Node& n) {
+  hlo::Builder& b = n.b;
+  Math m{b};
+  const DType acc = math_dtype(n.out().dtype);
+  Value x = rows(b, n.in(0), acc);
+  const int64_t batch = x.type.shape[0], classes = x.type.shape[1];
+  Value target = b.reshape(n.in(1), {batch});
+  Value onehot = class_onehot(b, target, classes);
+  Value zero = b.full(0, x.type);
+  Value picked = b.reduce(m.sel(onehot, x, zero), b.constant(0, acc), {1}, Reducer::Add);
+  Value margin = b.broadcast_in_dim(b.convert(n.in(3), acc), x.type.shape, {});
+  Value p = b.broadcast_in_dim(b.convert(n.in(2), acc), x.type.shape, {});
+  Value z = m.add(m.sub(margin, b.broadcast_in_dim(picked, x.type.shape, {0})), x);
+  Value h = m.sel(m.eq(p, b.full(1, x.type)), z, m.mul(z, z));
+  if (n.has(4)) {
+    Value w = b.broadcast_in_dim(b.convert(n.in(4), acc), x.type.shape, {1});
+    Value wy = b.reduce(m.sel(onehot, w, zero), b.constant(0, acc), {1}, Reducer::Add);
+    h = m.mul(h, b.broadcast_in_dim(wy, x.type.shape, {0}));
+  }
+  h = m.sel(m.and_(m.gt(z, zero), m.not_(onehot)), h, zero);
+  Value per_row = b.reduce(h, b.constant(0, acc), {1}, Reducer::Add);
+  per_row = m.div(per_row, b.full(static_cast<double>(classes), per_row.type));
+  return V{finish_rows(b, per_row, n.i64(5), n.out(), acc)};
+}
+
+// multilabel_margin_loss_forward(self, target, reduction) -> (output, is_target): the
+// labels of a row are its target entries before the first negative one; per row, the
+// sum over labels y and non-label classes j of max(0, 1 - x[y] + x[j]), over C.
+V lower_multilabel_margin(Node& n) {
+  hlo::Builder& b = n.b;
+  Math m{b};
+  const DType acc = math_dtype(n.out(0).dtype);
+  Value x = rows(b, n.in(0), acc);
+  const int64_t batch = x.type.shape[0], classes = x.type.shape[1];
+  Value target = b.reshape(b.convert(n.in(1), DType::S64), {batch, classes});
+  TensorType it{DType::S64, {batch, classes}};
+  Value k = b.iota(it, 1);
+  Value negative_at = m.sel(m.lt(target, b.full(0, it)), k, b.full(static_cast<double>(classes), it));
+  Value first_negative = b.reduce(negative_at, b.constant_int(classes, DType::S64), {1}, Reducer::Min);
+  Value label = m.lt(k, b.broadcast_in_dim(first_negative, it.shape, {0}));  // [N, K]
+  Value onehot = class_onehot(b, target, classes);                          // [N, K, C]
+  std::vector<int64_t> cube{batch, classes, classes};
+  Value hit = m.and_(onehot, b.broadcast_in_dim(label, cube, {0, 1}));
+  Value is_target = b.reduce(hit, b.constant(0, DType::Pred), {1}, Reducer::Or);  // [N, C]
+  Value xs = b.broadcast_in_dim(x, cube, {0, 2});
+  Value zero3 = b.full(0, {acc, cube});
+  Value picked = b.reduce(m.sel(onehot, xs, zero3), b.constant(0, acc), {2}, Reducer::Add);  // [N, K]
+  Value z = m.add(m.sub(b.full(1, {acc, cube}), b.broadcast_in_dim(picked, cube, {0, 1})), xs);
+  Value use = m.and_(m.and_(b.broadcast_in_dim(label, cube, {0, 1}),
+                            m.not_(b.broadcast_in_dim(is_target, cube, {0, 2}))),
+                     m.gt(z, zero3));
+  Value per_row = b.reduce(m.sel(use, z, zero3), b.constant(0, acc), {1, 2}, Reducer::Add);
+  per_row = m.div(per_row, b.full(static_cast<double>(classes), per_row.type));
+  const TensorType& marks = n.out(1);
+  return V{finish_rows(b, per_row, n.i64(2), n.out(0), acc),
+           b.reshape(b.convert(is_target, marks.dtype), marks.shape)};
+}
+
+// ---- connectionist temporal classification ---------------------------------------------
+
+// A length argument as s64 [N]: a tensor (_ctc_loss.Tensor) or a list of ints.
+Value lengths_arg(Node& n, size_t i, int64_t batch) {
+  hlo::Builder& b = n.b;
+  if (n.has(i)) return b.reshape(b.convert(n.in(i), DType::S64), {batch});
+  const std::vector<int64_t>& v = n.ints(i);
+  Value r = b.full(0, {DType::S64, {batch}});
+  for (int64_t k = 0; k < batch && k < static_cast<int64_t>(v.size()); ++k) {
+    Value at = b.compare(Compare::EQ, b.iota({DType::S64, {batch}}, 0), b.full(static_cast<double>(k), r.type));
+    r = b.select(at, b.full(static_cast<double>(v[k]), r.type), r);
+  }
+  return r;
+}
+
+// _ctc_loss(log_probs [T, N, C], targets, input_lengths, target_lengths, blank,
+// zero_infinity) -> (neg_log_likelihood [N], log_alpha [N, T, 2 S + 1]), CPU's forward
+// recursion over the blank-extended targets l': alpha_t(s) = logsumexp(alpha_{t-1}(s),
+// alpha_{t-1}(s - 1), alpha_{t-1}(s - 2) where l'(s) != l'(s - 2)) + log_probs_t(l'(s)),
+// in a stablehlo.while over t; each sequence stops at its input length. Targets are
+// [N, S] or concatenated (1-d, read at the running sum of target_lengths).
+V lower_ctc(Node& n) {
+  hlo::Builder& b = n.b;
+  Math m{b};
+  const DType acc = math_dtype(n.out(0).dtype);
+  Value lp = b.convert(n.in(0), acc);
+  if (lp.type.rank() != 3) throw Unsupported("_ctc_loss: log_probs must be 3-d");
+  const int64_t steps = lp.type.shape[0], batch = lp.type.shape[1], classes = lp.type.shape[2];
+  const TensorType& alpha_out = n.out(1);
+  const int64_t ext = alpha_out.shape.at(2), width = (ext - 1) / 2;
+  const double blank = static_cast<double>(n.i64(4));
+  const double neg = -INFINITY;
+  Value il = lengths_arg(n, 2, batch), tl = lengths_arg(n, 3, batch);
+  if (steps == 0 || batch == 0)
+    return V{b.full(0, n.out(0)), b.full(neg, alpha_out)};
+
+  // l'(n, s): blank at even s, target (s - 1) / 2 at odd s.
+  TensorType et{DType::S64, {batch, ext}};
+  Value s_idx = b.iota(et, 1), n_idx = b.iota(et, 0);
+  Value odd = m.eq(b.binary("remainder", s_idx, b.full(2, et)), b.full(1, et));
+  Value j = b.binary("divide", m.sub(s_idx, b.full(1, et)), b.full(2, et));
+  j = m.max(m.min(j, b.full(static_cast<double>(std::max<int64_t>(width - 1, 0)), et)), b.full(0, et));
+  Value labels = b.full(blank, et);
+  const Value& targets = n.in(1);
+  if (width > 0 && targets.type.numel() > 0) {
+    Value flat = b.reshape(b.convert(targets, DType::S64), {targets.type.numel()});
+    Value pos;
+    if (targets.type.rank() == 2) {
+      pos = m.add(m.mul(n_idx, b.full(static_cast<double>(targets.type.shape[1]), et)), j);
+    } else {
+      // Exclusive running sum of the target lengths: sum of tl[k] for k < n.
+      TensorType sq{DType::S64, {batch, batch}};
+      Value before = m.lt(b.iota(sq, 1), b.iota(sq, 0));
+      Value start = b.reduce(m.sel(before, b.broadcast_in_dim(tl, sq.shape, {1}), b.full(0, sq)),
+                             b.constant_int(0, DType::S64), {1}, hlo::Reducer::Add);
+      pos = m.add(b.broadcast_in_dim(start, et.shape, {0}), j);
+    }
+    pos = m.max(m.min(pos, b.full(static_cast<double>(targets.type.numel() - 1), et)), b.full(0, et));
+    labels = m.sel(odd, b.gather_flat(flat, pos), labels);
+  }
+  // Where the s - 2 transition is allowed.
+  Value skip = b.full(0, {DType::Pred, et.shape});
+  if (ext > 2) {
+    Value shifted = b.slice(b.pad(labels, b.constant_int(-1, DType::S64), {0, 2}, {0, 0}, {0, 0}),
+                            {0, 0}, {batch, ext}, {1, 1});
+    skip = m.and_(m.ge(s_idx, b.full(2, et)), m.ne(labels, shifted));
+  }
+  // log_probs at l', for every step: [T, N, L].
+  TensorType tt{DType::S64, {steps, batch, ext}};
+  Value index = m.add(m.add(m.mul(b.iota(tt, 0), b.full(static_cast<double>(batch * classes), tt)),
+                            m.mul(b.broadcast_in_dim(n_idx, tt.shape, {1, 2}), b.full(static_cast<double>(classes), tt))),
+                      b.broadcast_in_dim(labels, tt.shape, {1, 2}));
+  Value lp_ext = b.gather_flat(b.reshape(lp, {steps * batch * classes}), index);
+
+  TensorType at{acc, {batch, ext}};
+  Value il_b = b.broadcast_in_dim(il, et.shape, {0});
+  Value tl_b = b.broadcast_in_dim(tl, et.shape, {0});
+  Value inside = m.lt(s_idx, m.add(m.mul(tl_b, b.full(2, et)), b.full(1, et)));
+  Value first = b.reshape(b.slice(lp_ext, {0, 0, 0}, {1, batch, ext}, {1, 1, 1}), at.shape);
+  Value start_ok = m.or_(m.eq(s_idx, b.full(0, et)),
+                         m.and_(m.eq(s_idx, b.full(1, et)), m.gt(tl_b, b.full(0, et))));
+  Value alpha0 = m.sel(start_ok, first, b.full(neg, at));
+  TensorType ht{acc, {batch, steps, ext}};
+  Value history = b.dynamic_update_slice(b.full(neg, ht), b.reshape(alpha0, {batch, 1, ext}),
+                                         {b.constant_int(0, DType::S64), b.constant_int(0, DType::S64),
+                                          b.constant_int(0, DType::S64)});
+
+  const TensorType s0{DType::S64, {}};
+  const TensorType pt{DType::Pred, et.shape};
+  std::vector<TensorType> types{s0, at, ht, lp_ext.type, et, pt, pt};
+  std::string cond = b.region(types, [steps](hlo::Builder& r, const V& a) {
+    return V{r.compare(Compare::LT, a[0], r.constant_int(steps, DType::S64))};
+  });
+  std::string body = b.region(types, [batch, ext, neg](hlo::Builder& r, const V& a) {
+    Math rm{r};
+    const Value &t = a[0], &prev = a[1], &lps = a[3], &ilb = a[4], &skp = a[5], &ins = a[6];
+    Value zero = r.constant_int(0, DType::S64);
+    Value row = r.reshape(r.dynamic_slice(lps, {t, zero, zero}, {1, batch, ext}), prev.type.shape);
+    Value ninf = r.full(neg, prev.type);
+    Value a1 = prev;
+    Value a2 = r.slice(r.pad(prev, r.constant(neg, prev.type.dtype), {0, 1}, {0, 0}, {0, 0}), {0, 0},
+                       {batch, ext}, {1, 1});
+    Value a3 = r.slice(r.pad(prev, r.constant(neg, prev.type.dtype), {0, 2}, {0, 0}, {0, 0}), {0, 0},
+                       {batch, ext}, {1, 1});
+    a3 = rm.sel(skp, a3, ninf);
+    Value mx = rm.max(a1, rm.max(a2, a3));
+    mx = rm.sel(rm.eq(mx, ninf), r.full(0, prev.type), mx);
+    Value sum = rm.add(rm.add(rm.exp(rm.sub(a1, mx)), rm.exp(rm.sub(a2, mx))), rm.exp(rm.sub(a3, mx)));
+    Value next = rm.add(rm.add(rm.log(sum), mx), row);
+    next = rm.sel(ins, next, ninf);
+    Value live = rm.lt(r.broadcast_in_dim(t, ilb.type.shape, {}), ilb);
+    Value hist = r.dynamic_update_slice(a[2], r.reshape(rm.sel(live, next, ninf), {batch, 1, ext}),
+                                        {zero, t, zero});
+    Value t1 = r.binary("add", t, r.constant_int(1, DType::S64));
+    return V{t1, rm.sel(live, next, prev), hist, lps, ilb, skp, ins};
+  });
+  V done = b.emit_multi("stablehlo.while",
+                        {b.constant_int(1, DType::S64), alpha0, history, lp_ext, il_b, skip, inside}, "",
+                        types, {cond, body});
+  Value alpha = done[1];
+  // -logsumexp(alpha(2 tl), alpha(2 tl - 1)) at each sequence's last step.
+  Value end = m.mul(tl_b, b.full(2, et));
+  Value zero_a = b.full(0, at), ninf_a = b.full(neg, at);
+  Value l1 = b.reduce(m.sel(m.eq(s_idx, end), alpha, zero_a), b.constant(0, acc), {1}, Reducer::Add);
+  Value l2 = b.reduce(m.sel(m.and_(m.eq(s_idx, m.sub(end, b.full(1, et))), m.gt(tl_b, b.full(0, et))),
+                            alpha, ninf_a),
+                      b.constant(neg, acc), {1}, Reducer::Max);
+  TensorType rt{acc, {batch}};
+  Value mx = m.max(l1, l2);
+  mx = m.sel(m.eq(mx, b.full(neg, rt)), b.full(0, rt), mx);
+  Value ll = m.add(m.log(m.add(m.exp(m.sub(l1, mx)), m.exp(m.sub(l2, mx)))), mx);
+  return V{b.convert(m.neg(ll), n.out(0).dtype), b.convert(done[2], alpha_out.dtype)};
+}
+
 }  // namespace
 
 TORCH_TPU_LOWERING(mse_loss, {"mse_loss", "mse_loss.out"}, pointwise_loss(2, mse));
@@ -249,6 +474,13 @@ TORCH_TPU_LOWERING(smooth_l1_loss_backward,
 TORCH_TPU_LOWERING(huber_loss, {"huber_loss", "huber_loss.out"}, pointwise_loss(2, huber));
 TORCH_TPU_LOWERING(huber_loss_backward, {"huber_loss_backward", "huber_loss_backward.out"},
                    pointwise_backward(3, huber_grad));
+TORCH_TPU_LOWERING(multi_margin_loss, {"multi_margin_loss", "multi_margin_loss.out"},
+                   lower_multi_margin);
+TORCH_TPU_LOWERING(multilabel_margin_loss_forward,
+                   {"multilabel_margin_loss_forward", "multilabel_margin_loss_forward.output"},
+                   lower_multilabel_margin);
+TORCH_TPU_LOWERING(ctc_loss, {"_ctc_loss", "_ctc_loss.out", "_ctc_loss.Tensor", "_ctc_loss.Tensor_out"},
+                   lower_ctc);
 TORCH_TPU_LOWERING(nll_loss_forward,
                    {"nll_loss_forward", "nll_loss_forward.output", "nll_loss2d_forward",
                     "nll_loss2d_forward.output"},

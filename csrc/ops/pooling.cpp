@@ -1,4 +1,5 @@
-// Max, average and adaptive pooling over the trailing 1-3 dims, with gradients.
+// Max, average, adaptive and fractional max pooling over the trailing 1-3 dims, with
+// gradients.
 //
 // Max pooling returns PyTorch's indices: the first maximum of a window in row-major
 // order, or its last NaN. Their gradients scatter into the input at those indices.
@@ -417,6 +418,80 @@ V adaptive_max_pool(Node& n, size_t spatial) {
 
 
 // The lowering of `f` over `spatial` trailing dims.
+// ---- fractional max pooling ----
+
+// fractional_max_pool2d/3d(self, kernel_size, output_size, random_samples): window o of a
+// dim starts at int((o + u) * alpha) - int(u * alpha), alpha = (in - k) / (out - 1), the
+// last one at in - k, with u the plane's sample for that dim (W then H in 2-d, T, H, W in
+// 3-d), all in the input's dtype as CPU computes them. Each window is read by one gather
+// per kernel tap; the maximum and its index follow CPU's scan (a greater value or a NaN
+// replaces the one so far).
+V fractional_max_pool(Node& n, size_t spatial) {
+  hlo::Builder& b = n.b;
+  const Value& x = n.in(0);
+  const hlo::TensorType& out = n.out(0);
+  const Ints kernel = n.ints(1);
+  const hlo::DType t = x.type.dtype;
+  const int64_t lead = x.type.rank() - static_cast<int64_t>(spatial);
+  const int64_t planes = product(Ints(x.type.shape.begin(), x.type.shape.begin() + lead));
+  Ints in = spatial_of(x.type, spatial), os = spatial_of(out, spatial);
+  if (out.numel() == 0)
+    return V{b.full(0, out), b.full(0, {hlo::DType::S64, out.shape})};
+  // [planes, *out] index space.
+  Ints grid{planes};
+  grid.insert(grid.end(), os.begin(), os.end());
+  hlo::TensorType it{hlo::DType::S64, grid};
+  Value samples = b.reshape(b.convert(n.in(3), t), {planes, static_cast<int64_t>(spatial)});
+  std::vector<Value> starts;  // per dim, s64 over `grid`
+  for (size_t j = 0; j < spatial; ++j) {
+    const size_t which = spatial == 2 ? 1 - j : j;
+    Value u = b.reshape(b.slice(samples, {0, static_cast<int64_t>(which)},
+                                {planes, static_cast<int64_t>(which) + 1}, {1, 1}),
+                        {planes});
+    hlo::TensorType ut{t, {planes, os[j]}};
+    Value uu = b.broadcast_in_dim(u, ut.shape, {0});
+    Value last = b.full(static_cast<double>(in[j] - kernel[j]), {hlo::DType::S64, ut.shape});
+    Value start = last;
+    if (os[j] > 1) {
+      Value alpha = b.binary("divide", b.full(static_cast<double>(in[j] - kernel[j]), ut),
+                             b.full(static_cast<double>(os[j] - 1), ut));
+      Value o = b.convert(b.iota({hlo::DType::S64, ut.shape}, 1), t);
+      Value first = b.convert(b.binary("multiply", b.binary("add", o, uu), alpha), hlo::DType::S64);
+      Value shift = b.convert(b.binary("multiply", uu, alpha), hlo::DType::S64);
+      Value is_last = b.compare(hlo::Compare::EQ, b.iota({hlo::DType::S64, ut.shape}, 1),
+                                b.full(static_cast<double>(os[j] - 1), {hlo::DType::S64, ut.shape}));
+      start = b.select(is_last, last, b.binary("subtract", first, shift));
+    }
+    starts.push_back(b.broadcast_in_dim(start, grid, {0, static_cast<int64_t>(j) + 1}));
+  }
+  const int64_t plane_size = product(in);
+  Value flat = b.reshape(x, {planes * plane_size});
+  Value base = b.binary("multiply", b.iota(it, 0), b.full(static_cast<double>(plane_size), it));
+  Value best = b.full(-std::numeric_limits<double>::infinity(), {t, grid});
+  Value best_index;
+  const int64_t taps = product(kernel);
+  for (int64_t tap = 0; tap < taps; ++tap) {
+    // Tap offsets in row-major order over the kernel.
+    Ints offset(spatial);
+    for (int64_t r = tap, j = static_cast<int64_t>(spatial) - 1; j >= 0; --j) {
+      offset[j] = r % kernel[j];
+      r /= kernel[j];
+    }
+    Value index = b.full(0, it);
+    for (size_t j = 0; j < spatial; ++j) {
+      Value pos = b.binary("add", starts[j], b.full(static_cast<double>(offset[j]), it));
+      index = b.binary("add", b.binary("multiply", index, b.full(static_cast<double>(in[j]), it)), pos);
+    }
+    if (tap == 0) best_index = index;
+    Value v = b.gather_flat(flat, b.binary("add", base, index));
+    Value take = b.binary("or", b.compare(hlo::Compare::GT, v, best),
+                          b.compare(hlo::Compare::NE, v, v));
+    best = b.select(take, v, best);
+    best_index = b.select(take, index, best_index);
+  }
+  return V{b.reshape(best, out.shape), b.reshape(best_index, out.shape)};
+}
+
 LowerFn over(V (*f)(Node&, size_t), size_t spatial) {
   return [f, spatial](Node& n) { return f(n, spatial); };
 }
@@ -471,6 +546,16 @@ TORCH_TPU_LOWERING(max_pool3d_backward,
                    max_pool_backward(7, 3));
 TORCH_TPU_LOWERING(max_unpool2d, {"max_unpool2d", "max_unpool2d.out"}, max_unpool(2));
 TORCH_TPU_LOWERING(max_unpool3d, {"max_unpool3d", "max_unpool3d.out"}, max_unpool(3));
+TORCH_TPU_LOWERING(fractional_max_pool2d, {"fractional_max_pool2d", "fractional_max_pool2d.output"},
+                   over(fractional_max_pool, 2));
+TORCH_TPU_LOWERING(fractional_max_pool3d, {"fractional_max_pool3d", "fractional_max_pool3d.output"},
+                   over(fractional_max_pool, 3));
+TORCH_TPU_LOWERING(fractional_max_pool2d_backward,
+                   {"fractional_max_pool2d_backward", "fractional_max_pool2d_backward.grad_input"},
+                   max_pool_backward(4, 2));
+TORCH_TPU_LOWERING(fractional_max_pool3d_backward,
+                   {"fractional_max_pool3d_backward", "fractional_max_pool3d_backward.grad_input"},
+                   max_pool_backward(4, 3));
 TORCH_TPU_LOWERING(avg_pool2d, {"avg_pool2d", "avg_pool2d.out"}, over(avg_pool_forward, 2));
 TORCH_TPU_LOWERING(avg_pool3d, {"avg_pool3d", "avg_pool3d.out"}, over(avg_pool_forward, 3));
 TORCH_TPU_LOWERING(avg_pool2d_backward, {"avg_pool2d_backward", "avg_pool2d_backward.grad_input"},

@@ -1,6 +1,6 @@
 // torch.special functions without a StableHLO/CHLO counterpart: the orthogonal
 // polynomials (Chebyshev T/U/V/W and their shifted forms, Hermite, Laguerre, Legendre),
-// erfcx, log_ndtr, spherical_bessel_j0, the Hurwitz zeta function, polygamma and the
+// erfcx, log_ndtr, spherical_bessel_j0, Airy's Ai, the Hurwitz zeta function, polygamma and the
 // regularized incomplete gamma functions. Integer and bool
 // inputs promote to f32 (the meta kernel gives the result dtype); the math runs in the
 // promoted float dtype, as PyTorch's CPU kernels do, except where noted.
@@ -294,6 +294,121 @@ Value spherical_bessel_j0(const Math& m, const Value& x) {
   for (int k = static_cast<int>(c.size()) - 2; k >= 0; --k) poly = m.add(m.k(c[k], x), m.mul(x2, poly));
   Value r = m.sel(m.lt(m.abs(x), m.k(0.5, x)), poly, m.div(sin(m, x), x));
   return m.sel(m.eq(m.abs(x), m.k(INFINITY, x)), m.k(0, x), r);
+}
+
+// ---- Airy function Ai -----------------------------------------------------------------------
+//
+// PyTorch's (Cephes') branches in the promoted float dtype: 0 above x = 103.892, NaN at
+// +-inf, the asymptotic forms below x = -2.09 and from x = 2.09 on (rational functions
+// of 1/zeta, zeta = 2/3 x^1.5), and between them the power series f and g of the two
+// solutions, summed in a stablehlo.while until each element's last term is below 2^-53
+// relative to f, as CPU's loop does.
+
+// acc = acc * z + c[i] for each coefficient, from acc = 0.
+Value horner(const Math& m, const Value& z, const std::vector<double>& c) {
+  Value acc = m.k(0, z);
+  for (double v : c) acc = m.add(m.mul(acc, z), m.k(v, z));
+  return acc;
+}
+
+Value airy_series(hlo::Builder& b, const Value& x, const Value& active) {
+  Math m{b};
+  const TensorType xt = x.type;
+  Value one = m.k(1, x);
+  // (m, n, k, f, g, t, z); elements outside the series' domain start with t = 0.
+  V init{one, x, one, one, x, m.sel(active, one, m.k(0, x)), m.mul(m.mul(x, x), x)};
+  std::vector<TensorType> types(init.size(), xt);
+  std::vector<int64_t> all;
+  for (int64_t d = 0; d < xt.rank(); ++d) all.push_back(d);
+  std::string cond = b.region(types, [&](hlo::Builder& r, const V& a) {
+    Math rm{r};
+    Value go = rm.gt(a[5], r.full(1.11022302462515654042e-16, xt));
+    return V{r.reduce(go, r.constant(0, DType::Pred), all, Reducer::Or)};
+  });
+  std::string body = b.region(types, [&](hlo::Builder& r, const V& a) {
+    Math rm{r};
+    Value c1 = r.full(1, xt);
+    Value go = rm.gt(a[5], r.full(1.11022302462515654042e-16, xt));
+    Value mm = a[0], nn = a[1], k = a[2], f = a[3], g = a[4], z = a[6];
+    mm = rm.mul(mm, z);
+    k = rm.add(k, c1);
+    mm = rm.div(mm, k);
+    nn = rm.mul(nn, z);
+    k = rm.add(k, c1);
+    nn = rm.div(nn, k);
+    mm = rm.div(mm, k);
+    f = rm.add(f, mm);
+    k = rm.add(k, c1);
+    nn = rm.div(nn, k);
+    g = rm.add(g, nn);
+    Value t = rm.abs(rm.div(mm, f));
+    V next{mm, nn, k, f, g, t};
+    V out;
+    for (size_t i = 0; i < next.size(); ++i) out.push_back(rm.sel(go, next[i], a[i]));
+    out.push_back(z);
+    return out;
+  });
+  V done = b.emit_multi("stablehlo.while", init, "", types, {cond, body});
+  return m.sub(m.mul(m.k(0.355028053887817239260, x), done[3]),
+               m.mul(m.k(0.258819403792806798405, x), done[4]));
+}
+
+Value airy_ai(hlo::Builder& b, const Value& x) {
+  Math m{b};
+  auto k = [&](double v) { return m.k(v, x); };
+  const double c = 5.64189583547756286948e-01;
+  // x < -2.09: with s = -2/3 x sqrt(-x), z = 1 / s.
+  Value nx = m.sel(m.lt(x, k(-2.09)), x, k(-3));  // keeps the unused lanes finite
+  Value s = m.div(m.mul(m.mul(k(-2), nx), m.sqrt(m.neg(nx))), k(3));
+  Value z = m.div(k(1), s);
+  Value zz = m.mul(z, z);
+  Value afn = horner(m, zz, {-1.31696323418331795333e-01, -6.26456544431912369773e-01,
+                             -6.93158036036933542233e-01, -2.79779981545119124951e-01,
+                             -4.91900132609500318020e-02, -4.06265923594885404393e-03,
+                             -1.59276496239262096340e-04, -2.77649108155232920844e-06,
+                             -1.67787698489114633780e-08});
+  Value afd = horner(m, zz, {+1.33560420706553243746e+01, +3.26825032795224613948e+01,
+                             +2.67367040941499554804e+01, +9.18707402907259625840e+00,
+                             +1.47529146771666414581e+00, +1.15687173795188044134e-01,
+                             +4.40291641615211203805e-03, +7.54720348287414296618e-05,
+                             +4.51850092970580378464e-07});
+  Value agn = horner(m, zz, {+1.97339932091685679179e-02, +3.91103029615688277255e-01,
+                             +1.06579897599595591108e+00, +9.39169229816650230044e-01,
+                             +3.51465656105547619242e-01, +6.33888919628925490927e-02,
+                             +5.85804113048388458567e-03, +2.82851600836737019778e-04,
+                             +6.98793669997260967291e-06, +8.11789239554389293311e-08,
+                             +3.41551784765923618484e-10});
+  Value agd = horner(m, zz, {+9.30892908077441974853e+00, +1.98352928718312140417e+01,
+                             +1.55646628932864612953e+01, +5.47686069422975497931e+00,
+                             +9.54293611618961883998e-01, +8.64580826352392193095e-02,
+                             +4.12656523824222607191e-03, +1.01259085116509135510e-04,
+                             +1.17166733214413521882e-06, +4.91834570062930015649e-09});
+  Value t = m.add(s, m.mul(k(0.25), k(kPi)));
+  Value osc = m.sub(m.mul(sin(m, t), m.add(k(1), m.div(m.mul(zz, afn), afd))),
+                    m.mul(cos(m, t), m.div(m.mul(z, agn), agd)));
+  Value negative = m.mul(m.div(k(c), m.sqrt(m.sqrt(m.neg(nx)))), osc);
+
+  // x >= 2.09: zeta = 2/3 x sqrt(x).
+  Value px = m.sel(m.ge(x, k(2.09)), x, k(3));
+  Value zeta = m.div(m.mul(m.mul(k(2), px), m.sqrt(px)), k(3));
+  Value inv = m.div(k(1), zeta);
+  Value an = horner(m, inv, {+3.46538101525629032477e-01, +1.20075952739645805542e+01,
+                             +7.62796053615234516538e+01, +1.68089224934630576269e+02,
+                             +1.59756391350164413639e+02, +7.05360906840444183113e+01,
+                             +1.40264691163389668864e+01, +9.99999999999999995305e-01});
+  Value ad = horner(m, inv, {+5.67594532638770212846e-01, +1.47562562584847203173e+01,
+                             +8.45138970141474626562e+01, +1.77318088145400459522e+02,
+                             +1.64234692871529701831e+02, +7.14778400825575695274e+01,
+                             +1.40959135607834029598e+01, +1.00000000000000000470e+00});
+  Value positive = m.div(m.mul(k(c), m.div(an, ad)),
+                         m.mul(m.mul(k(2), m.sqrt(m.sqrt(px))), m.exp(zeta)));
+
+  Value middle = m.and_(m.ge(x, k(-2.09)), m.lt(x, k(2.09)));
+  Value series = airy_series(b, m.sel(middle, x, m.sel(m.is_nan(x), x, k(0))),
+                             m.or_(middle, m.is_nan(x)));
+  Value r = m.sel(m.lt(x, k(-2.09)), negative, m.sel(m.ge(x, k(2.09)), positive, series));
+  r = m.sel(m.gt(x, k(103.892)), k(0), r);
+  return m.sel(m.eq(m.abs(x), k(INFINITY)), k(NAN), r);
 }
 
 // ---- Bessel functions of the first and second kind, modified of the second kind -------
@@ -653,6 +768,8 @@ TORCH_TPU_LOWERING(spherical_bessel_j0,
                    full_float("spherical_bessel_j0_cpu", [](Node& n) {
                      return V{spherical_bessel_j0(Math{n.b}, arg_math(n, 0))};
                    }));
+TORCH_TPU_LOWERING(special_airy_ai, {"special_airy_ai", "special_airy_ai.out"},
+                   full_float("airy_ai_cpu", [](Node& n) { return V{airy_ai(n.b, arg_math(n, 0))}; }));
 TORCH_TPU_LOWERING(special_zeta, {"special_zeta", "special_zeta.out"}, lower_zeta);
 TORCH_TPU_LOWERING(polygamma, {"polygamma", "polygamma.out"}, lower_polygamma);
 TORCH_TPU_LOWERING(igamma, {"igamma", "igamma_", "igamma.out"}, lower_igamma(false));

@@ -158,6 +158,19 @@ def test_special_functions_and_searches():
             x, n, seq)
 
 
+def test_grid_sample_fractional_pool_segments_and_airy():
+    x, grid = randn(2, 3, 7, 6, grad=True), torch.rand(2, 4, 5, 2) * 2.4 - 1.2
+    samples, lengths = torch.rand(2, 3, 2), torch.tensor([2, 0, 4, 1])
+    compare(lambda x, g, s, l: (
+        F.grid_sample(x, g, padding_mode="reflection", align_corners=False),
+        F.grid_sample(x, g, mode="nearest", padding_mode="border"),
+        F.grid_sample(x, g, mode="bicubic", align_corners=True),
+        *F.fractional_max_pool2d(x, 2, output_size=(3, 4), return_indices=True, _random_samples=s),
+        torch.segment_reduce(x.detach()[0, 0], "max", lengths=l, unsafe=True),
+        torch.special.airy_ai(x.detach() * 3)),
+        x, grid, samples, lengths)
+
+
 def test_linear_algebra():
     # The *_ex forms: the checking ones (linalg.cholesky, inv, solve) put an effectful
     # _linalg_check_errors into the graph, which then runs op by op.

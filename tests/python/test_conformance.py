@@ -76,6 +76,27 @@ def test_crash_is_counted_and_the_op_resumes(tmp_path):
     assert conformance.read_docs_data(tmp_path / "conformance.md")["ops"]["abs"][4] == 1
 
 
+def test_tensors_the_generator_keeps_on_cpu_stay_there():
+    # tensor_split's index tensor must be on CPU (PyTorch's rule): the sample generator
+    # puts it there even when asked for another device, and the tool's copy keeps it.
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    op = next(o for o in op_db if o.name == "tensor_split")
+    samples = conformance._samples(op, ["float32"], grad=False, max_samples=0)
+    pinned = [(s, p) for _, s, p in samples if p]
+    assert pinned and all(p == {("args", 0)} for _, p in pinned)
+    for sample, p in pinned:
+        moved = conformance._to_tpu(sample.args, [], p, ("args",))
+        assert moved[0].device.type == "cpu"
+        got = op(sample.input.to("tpu"), *moved)
+        assert all(t.device.type == "tpu" for t in got)
+        for a, e in zip(got, op(sample.input, *sample.args)):
+            torch.testing.assert_close(a.cpu(), e)
+    # Ordinary samples pin nothing: every tensor moves.
+    add = next(o for o in op_db if o.name == "add")
+    assert not any(p for _, _, p in conformance._samples(add, ["float32"], False, 2))
+
+
 def compare(actual, expected):
     conformance._compare(actual, expected, "out", values=True, want_tpu=False)
 

@@ -138,3 +138,57 @@ def test_kl_div(reduction, log_target):
         t = t.log()
     check(lambda a, b: F.kl_div(a, b, reduction=reduction, log_target=log_target), [x, t],
           grad_of=(0, 1))
+
+
+def forward(fn, *inputs, dtype=torch.float32):
+    """fn on CPU and on tpu copies of the inputs: the values agree (no backward)."""
+    want = fn(*inputs)
+    got = fn(*[x.to("tpu") if isinstance(x, torch.Tensor) else x for x in inputs])
+    for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+        assert_same(g, w, **tol(dtype))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+def test_multi_margin_loss(reduction, dtype):
+    x = torch.randn(7, 5, generator=gen(2)).to(dtype)
+    target = torch.tensor([0, 4, 2, 2, 1, 3, 4])
+    weight = torch.rand(5, generator=gen(3)).to(dtype)
+    for p, margin in ((1, 1.0), (2, 0.7)):
+        forward(lambda x, t: F.multi_margin_loss(x, t, p=p, margin=margin, reduction=reduction),
+                x, target, dtype=dtype)
+        forward(lambda x, t, w: F.multi_margin_loss(x, t, p=p, margin=margin, weight=w,
+                                                    reduction=reduction), x, target, weight, dtype=dtype)
+    forward(lambda x, t: F.multi_margin_loss(x, t, reduction=reduction), x[0], target[:1], dtype=dtype)
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+def test_multilabel_margin_loss(reduction):
+    x = torch.randn(4, 5, generator=gen(4))
+    # Labels end at the first negative entry; later entries are ignored.
+    target = torch.tensor([[3, 0, -1, 1, 4], [0, 1, 2, 3, 4], [-1, 2, 2, 2, 2], [4, 4, 1, -1, -1]])
+    forward(lambda x, t: torch.ops.aten.multilabel_margin_loss_forward(x, t, {"none": 0, "mean": 1,
+                                                                               "sum": 2}[reduction]),
+            x, target)
+    forward(lambda x, t: F.multilabel_margin_loss(x, t, reduction=reduction), x, target)
+    forward(lambda x, t: F.multilabel_margin_loss(x, t, reduction=reduction), x[0], target[0])
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("concatenated", [False, True])
+def test_ctc_loss(reduction, concatenated):
+    steps, batch, classes = 9, 3, 5
+    logp = torch.randn(steps, batch, classes, generator=gen(5)).log_softmax(2)
+    targets = torch.tensor([[1, 2, 2, 4], [3, 1, 0, 0], [4, 4, 4, 1]])
+    target_lengths = torch.tensor([4, 2, 3])
+    input_lengths = torch.tensor([9, 6, 8])
+    if concatenated:
+        targets = torch.cat([t[:n] for t, n in zip(targets, target_lengths)])
+    forward(lambda lp, t, il, tl: F.ctc_loss(lp, t, il, tl, reduction=reduction), logp, targets,
+            input_lengths, target_lengths)
+    forward(lambda lp, t: F.ctc_loss(lp, t, [9, 6, 8], [4, 2, 3], reduction=reduction),
+            logp, targets)
+    # Too short an input for its target: an infinite loss, or 0 with zero_infinity.
+    for zero_infinity in (False, True):
+        forward(lambda lp, t: F.ctc_loss(lp, t, [9, 2, 8], [4, 2, 3], reduction=reduction,
+                                         zero_infinity=zero_infinity), logp, targets)

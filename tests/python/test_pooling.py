@@ -113,3 +113,34 @@ def test_max_unpool(dim, shape, kw):
         # Without output_size: the size the pooling parameters give back.
         check(lambda v: unpool(*pool(v, return_indices=True, **kw), **kw), x,
               tol=tolerance(torch.float32))
+
+
+# ---- fractional max pooling (the samples given, as OpInfo passes them) ----
+
+FRACTIONAL_CASES = [
+    (F.fractional_max_pool2d, (2, 3, 9, 7), dict(kernel_size=2, output_size=(4, 5))),
+    (F.fractional_max_pool2d, (3, 11, 8), dict(kernel_size=(3, 2), output_ratio=(0.5, 0.5))),  # no batch
+    (F.fractional_max_pool2d, (1, 2, 5, 5), dict(kernel_size=3, output_size=1)),
+    (F.fractional_max_pool3d, (2, 2, 7, 6, 5), dict(kernel_size=2, output_size=(3, 4, 2))),
+    (F.fractional_max_pool3d, (2, 5, 6, 7), dict(kernel_size=(1, 2, 3), output_size=3)),
+]
+
+
+@pytest.mark.parametrize("fn,shape,kw", FRACTIONAL_CASES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_fractional_max_pool(fn, shape, kw, dtype):
+    spatial = 2 if fn is F.fractional_max_pool2d else 3
+    batch = shape[0] if len(shape) == spatial + 2 else 1
+    samples = torch.rand(batch, shape[-spatial - 1], spatial, generator=torch.Generator().manual_seed(7))
+    x = r(*shape, dtype=dtype)
+    check(lambda x, s: fn(x, return_indices=True, _random_samples=s, **kw), x,
+          samples.to(dtype), tol=tolerance(dtype, 1e-5))
+
+
+def test_fractional_max_pool_nan_and_ties():
+    x = torch.tensor([[[[1., 1., 2., float("nan")], [1., 1., 2., 2.],
+                        [float("-inf")] * 4, [0., float("nan"), 0., 0.]]]])
+    s = torch.tensor([[[0.3, 0.8]]])
+    check(lambda x, s: F.fractional_max_pool2d(x, 2, output_size=2, return_indices=True,
+                                               _random_samples=s), x, s, backward=False,
+          tol=dict(rtol=0, atol=0, equal_nan=True))

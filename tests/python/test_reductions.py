@@ -387,3 +387,34 @@ def test_hash_tensor(dtype):
     for dim, keepdim in (([1], False), ([0], True), ([0, 1], False)):
         assert_same(h(x.to("tpu"), dim, keepdim=keepdim), h(x, dim, keepdim=keepdim))
     assert_same(h(torch.empty(0, 3, dtype=dtype).to("tpu"), [1]), h(torch.empty(0, 3, dtype=dtype), [1]))
+
+
+# ---- segment_reduce ----
+
+@pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min", "prod"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("initial", [None, 1.5])
+def test_segment_reduce_lengths_and_offsets(reduce, dtype, initial):
+    data = rand((9, 5), dtype, seed=4)
+    data[2, 1] = float("nan")
+    lengths = torch.tensor([3, 0, 4, 1, 1])
+    offsets = torch.cat([torch.zeros(1, dtype=torch.long), lengths.cumsum(0)])
+    low = dtype == torch.bfloat16
+    for kw in (dict(lengths=lengths), dict(offsets=offsets)):
+        want = torch.segment_reduce(data, reduce, initial=initial, unsafe=True, **kw)
+        got = torch.segment_reduce(data.to("tpu"), reduce, initial=initial, unsafe=True,
+                                   **{k: v.to("tpu") for k, v in kw.items()})
+        assert_same(got, want, **tol(dtype, low=3e-2), equal_nan=True)
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean", "max"])
+def test_segment_reduce_batched_lengths_along_axis(reduce):
+    # 2-d lengths: one segmentation per row, reducing along axis 1 of 3-d data.
+    data = rand((2, 7, 3), torch.float32, seed=5)
+    lengths = torch.tensor([[2, 4, 1], [0, 5, 2]])
+    offsets = torch.cat([torch.zeros(2, 1, dtype=torch.long), lengths.cumsum(1)], 1)
+    for kw in (dict(lengths=lengths), dict(offsets=offsets)):
+        want = torch.segment_reduce(data, reduce, axis=1, **kw)
+        got = torch.segment_reduce(data.to("tpu"), reduce, axis=1,
+                                   **{k: v.to("tpu") for k, v in kw.items()})
+        assert_same(got, want, **tol(torch.float32), equal_nan=True)

@@ -170,3 +170,21 @@ def test_incomplete_gamma_match_cpu(name, dtype):
     y = a.to("tpu").expand(13, 41).clone()
     getattr(y, name + "_")(x.to("tpu"))
     assert_same(y, fn(a, x), equal_nan=True, **tol)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64])
+def test_airy_ai_matches_cpu(dtype):
+    # Every branch: the oscillating asymptotic form below -2.09, the series between, the
+    # decaying form from 2.09 (and past 8.32), 0 beyond 103.892, NaN at +-inf and NaN.
+    g = torch.Generator().manual_seed(3)
+    x = torch.empty(3, 37, dtype=torch.float64).uniform_(-12, 12, generator=g)
+    x.view(-1)[:14] = torch.tensor([0.0, -2.09, -2.0899, 2.09, 2.0899, 8.3, 8.4, -30.0, 50.0,
+                                    103.9, 200.0, math.inf, -math.inf, math.nan])
+    x = x.to(dtype)
+    want = torch.special.airy_ai(x)
+    got = torch.special.airy_ai(x.to("tpu"))
+    t = TOL[torch.float64 if dtype == torch.float64 else torch.float32]
+    assert_same(got, want, **t, equal_nan=True)
+    out = torch.empty(0, dtype=want.dtype, device="tpu")
+    torch.special.airy_ai(x.to("tpu"), out=out)
+    assert_same(out, want, **t, equal_nan=True)

@@ -87,3 +87,47 @@ def test_bicubic_and_antialiased_dtypes(dtype):
     for mode, antialias in modes:
         check(lambda x: F.interpolate(x, size=(4, 9), mode=mode, antialias=antialias), x,
               tol=tolerance(dtype))
+
+
+# ---- grid_sample (grid_sampler_2d / grid_sampler_3d) ----
+
+def grid(*shape, dtype=torch.float32, seed=0):
+    # Past [-1, 1] on purpose, so every padding mode is exercised.
+    g = torch.Generator().manual_seed(seed)
+    return (torch.rand(*shape, generator=g) * 2.6 - 1.3).to(dtype)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align_corners", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_grid_sample_2d(mode, padding_mode, align_corners, dtype):
+    x = torch.randn(2, 3, 5, 7).to(dtype)
+    g = grid(2, 4, 6, 2, dtype=dtype)
+    kw = dict(mode=mode, padding_mode=padding_mode, align_corners=align_corners)
+    check(lambda x, g: F.grid_sample(x, g, **kw), x, g, backward=False,
+          tol=tolerance(dtype, 1e-5) if dtype != torch.float16 else dict(rtol=2e-3, atol=2e-3))
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_grid_sample_3d(mode, padding_mode, align_corners):
+    x = torch.randn(2, 3, 4, 5, 3, dtype=torch.float64)
+    g = grid(2, 3, 2, 5, 3, dtype=torch.float64, seed=1)
+    kw = dict(mode=mode, padding_mode=padding_mode, align_corners=align_corners)
+    check(lambda x, g: F.grid_sample(x, g, **kw), x, g, backward=False, tol=tolerance(torch.float64))
+
+
+def test_grid_sample_exact_pixel_centres_and_size_one_dims():
+    # An identity grid reads every element back; a size-1 dim reflects to 0.
+    x = torch.randn(1, 2, 5, 3)
+    theta = torch.tensor([[[1.0, 0, 0], [0, 1.0, 0]]])
+    g = F.affine_grid(theta, (1, 2, 5, 3), align_corners=False)
+    for mode in ("bilinear", "nearest", "bicubic"):
+        out = check(lambda x, g: F.grid_sample(x, g, mode=mode, align_corners=False), x, g,
+                    backward=False, tol=TOL)[0]
+        if mode != "bicubic":
+            torch.testing.assert_close(out.cpu(), x, **TOL)
+    check(lambda x, g: F.grid_sample(x, g, padding_mode="reflection", align_corners=True),
+          torch.randn(1, 2, 1, 4), grid(1, 3, 3, 2, seed=2), backward=False, tol=TOL)
