@@ -128,6 +128,9 @@ ops::DivMode div_mode(std::optional<c10::string_view> mode) {
 
 c10::ScalarType div_dtype(const at::Tensor& a, const at::Tensor& b, ops::DivMode mode) {
   auto dtype = at::result_type(a, b);
+  TORCH_CHECK_NOT_IMPLEMENTED(mode == ops::DivMode::True || !c10::isComplexType(dtype), "\"div_",
+                              mode == ops::DivMode::Floor ? "floor" : "trunc",
+                              "\" not implemented for '", c10::toString(dtype), "'");
   // True division of integers gives the default float dtype.
   if (mode == ops::DivMode::True && c10::isIntegralType(dtype, /*includeBool=*/true))
     return c10::typeMetaToScalarType(c10::get_default_dtype());
@@ -173,12 +176,17 @@ Lowering relu_lowering() {
   };
 }
 
-at::Tensor relu(const at::Tensor& self) {
+void check_relu(const at::Tensor& self) {
   TORCH_CHECK(self.scalar_type() != at::kBool, "Boolean inputs not supported for relu");
+  TORCH_CHECK_NOT_IMPLEMENTED(!self.is_complex(), "clamp is not supported for complex types");
+}
+
+at::Tensor relu(const at::Tensor& self) {
+  check_relu(self);
   return OpCall("relu").input(self).run(relu_lowering())[0];
 }
 at::Tensor& relu_(at::Tensor& self) {
-  TORCH_CHECK(self.scalar_type() != at::kBool, "Boolean inputs not supported for relu");
+  check_relu(self);
   OpCall("relu").input(self).write(relu_lowering(), {self});
   return self;
 }
@@ -186,6 +194,8 @@ at::Tensor& relu_(at::Tensor& self) {
 at::Tensor threshold_backward_impl(const at::Tensor& grad, const at::Tensor& self,
                                    const c10::Scalar& threshold, const at::Tensor* out) {
   auto dtype = at::result_type(grad, self);
+  TORCH_CHECK_NOT_IMPLEMENTED(!c10::isComplexType(dtype), "\"threshold\" not implemented for '",
+                              c10::toString(dtype), "'");
   auto shape = at::infer_size(grad.sizes(), self.sizes());
   OpCall call("threshold_backward");
   call.input(grad).input(self).scalar(threshold, dtype).key(static_cast<int64_t>(dtype));

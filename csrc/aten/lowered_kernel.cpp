@@ -30,6 +30,11 @@
 
 namespace torch_tpu::aten {
 
+// What ops without a lowering get (aten/fallback.cpp): the CPU fallback, or a
+// NotImplementedError saying that torch_tpu has no lowering for `missing`.
+void tpu_fallback_because(const c10::OperatorHandle& op, torch::jit::Stack* stack,
+                          const char* missing);
+
 namespace {
 
 struct ArgInfo {
@@ -132,6 +137,13 @@ class LoweredKernel final : public c10::OperatorKernel {
     Operands operands = add_operands(call, args, promotion.scalar_type());
     std::shared_ptr<const MetaResult> meta_ptr = infer(op, args, call.program_key());
     const MetaResult& meta = *meta_ptr;
+    // A lowering written for real types only: complex values go where an op without a
+    // lowering goes (node_builder's lower_node refuses them too).
+    if (!ops::complex_ok(name_)) {
+      bool complex = c10::isComplexType(compute);
+      for (const hlo::TensorType& t : meta.outputs) complex |= hlo::is_complex(t.dtype);
+      if (complex) return tpu_fallback_because(op, stack, "it on complex dtypes");
+    }
     const size_t n_fresh = fresh_count(meta);
     for (size_t t = 0; t < operands.targets.size(); ++t) {
       const at::Tensor& target = operands.targets[t];

@@ -45,6 +45,15 @@ hlo::Value rng_state(hlo::Builder& b, const hlo::Value& seed, const hlo::Value& 
 std::vector<std::optional<hlo::Value>> lower_node(const ops::OpDef& def, ops::Node& node,
                                                   const std::string& name,
                                                   const std::vector<bool>& skip) {
+  if (!ops::complex_ok(name)) {
+    bool complex = false;
+    for (const hlo::TensorType& t : node.outputs) complex |= hlo::is_complex(t.dtype);
+    for (const ops::Operand& a : node.args) {
+      if (a.value) complex |= hlo::is_complex(a.value->type.dtype);
+      for (const auto& v : a.values) complex |= v && hlo::is_complex(v->type.dtype);
+    }
+    if (complex) throw ops::Unsupported("no tpu lowering for complex dtypes");
+  }
   std::vector<hlo::Value> results = def.lower(node);
   TORCH_CHECK(results.size() == node.outputs.size(), "torch_tpu: aten::", name,
               ": the lowering gave ", results.size(), " results, the op has ",

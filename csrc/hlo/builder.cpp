@@ -219,7 +219,7 @@ Value Builder::compare(Compare direction, const Value& a, const Value& b) {
   require(a.type == b.type, "compare operands differ");
   std::string attrs = std::string("comparison_direction = #stablehlo<comparison_direction ") +
                       direction_name(direction) + ">";
-  if (is_float(a.type.dtype)) {
+  if (is_float(a.type.dtype) || is_complex(a.type.dtype)) {
     attrs += ", compare_type = #stablehlo<comparison_type FLOAT>";
   } else if (is_unsigned_int(a.type.dtype) || a.type.dtype == DType::Pred) {
     attrs += ", compare_type = #stablehlo<comparison_type UNSIGNED>";

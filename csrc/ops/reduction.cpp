@@ -234,7 +234,9 @@ V lower_logsumexp(Node& n) {
 Value vector_norm(Node& n, const Value& self, const Value* p_in, const std::vector<int64_t>& dims) {
   hlo::Builder& b = n.b;
   DType acc = math_dtype(n.out().dtype);
-  Value a = b.unary("abs", b.convert(self, acc));
+  // The modulus of complex values is taken before they become real.
+  Value a = hlo::is_complex(self.type.dtype) ? b.convert(b.unary("abs", self), acc)
+                                             : b.unary("abs", b.convert(self, acc));
   Value p = p_in ? b.convert(*p_in, acc) : b.constant(2, acc);
   std::vector<int64_t> shape;
   for (int64_t d = 0; d < a.type.rank(); ++d)

@@ -62,6 +62,13 @@ Value constant_pred(Node& n, bool value) { return n.b.full(value, {DType::Pred, 
 
 Value sign(const Math& m, const Value& x) {
   if (x.type.dtype == DType::Pred) return x;
+  if (hlo::is_complex(x.type.dtype)) {
+    // sgn of a complex number: z / |z|, 0 at 0.
+    Value r = m.b.unary("abs", x);
+    Value zero = m.b.full(0, r.type);
+    Value unit = m.div(x, m.b.complex(r, zero));
+    return m.sel(m.eq(r, zero), m.k(0, x), unit);
+  }
   // (0 < x) - (x < 0): NaN gives 0, as on CPU.
   Value zero = m.k(0, x);
   return m.sel(m.gt(x, zero), m.k(1, x), m.sel(m.lt(x, zero), m.k(-1, x), zero));

@@ -162,3 +162,36 @@ def test_compiled_fft(fresh_dynamo):
         assert_same(g, e, rtol=1e-4, atol=1e-4)
     m = torch_tpu.metrics.snapshot()
     assert m["graphs"] >= 1 and m["graph_fallbacks"] == 0
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_comparisons_sign_and_norm(dtype):
+    x = crand((3, 5), dtype, 11)
+    x[0, 0] = 0
+    t = x.to("tpu")
+    assert_same(t == t[0], x == x[0])
+    assert_same(t != 0, x != 0)
+    assert_same(t.sgn(), x.sgn(), **tol_of(dtype))
+    assert_same(torch.linalg.vector_norm(t, dim=1), torch.linalg.vector_norm(x, dim=1),
+                **tol_of(dtype))
+    assert_same(t.norm(), x.norm(), **tol_of(dtype))
+
+
+def test_ops_without_complex_lowering_raise_or_fall_back():
+    """A lowering written for real types never sees complex values (XLA:CPU may crash
+    compiling them): the op raises NotImplementedError, or runs on the CPU when the
+    fallback is on."""
+    x = crand((4,), torch.complex64, 12)
+    t = x.to("tpu")
+    with pytest.raises(NotImplementedError, match="pow.*complex dtypes.*set_cpu_fallback"):
+        t ** 2
+    torch_tpu.set_cpu_fallback(True)
+    with pytest.warns(UserWarning, match="falls back to the CPU"):
+        got = t ** 2
+    assert_same(got, x ** 2, rtol=1e-5, atol=1e-5)
+    torch_tpu.set_cpu_fallback(False)
+    # What CPU rejects for complex, tpu rejects too.
+    with pytest.raises(NotImplementedError, match="div_floor"):
+        torch.div(t, t, rounding_mode="floor")
+    with pytest.raises(NotImplementedError, match="clamp is not supported for complex"):
+        torch.relu(t)
