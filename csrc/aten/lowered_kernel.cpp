@@ -124,7 +124,8 @@ struct MetaResult {
 
 class LoweredKernel final : public c10::OperatorKernel {
  public:
-  LoweredKernel(const ops::OpDef* def, std::string name) : def_(def), name_(std::move(name)) {}
+  LoweredKernel(const ops::OpDef* def, std::string name)
+      : def_(def), name_(std::move(name)), complex_ok_(ops::complex_ok(name_)) {}
 
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
     std::call_once(schema_once_, [&] { read_schema(op.schema()); });
@@ -139,7 +140,7 @@ class LoweredKernel final : public c10::OperatorKernel {
     const MetaResult& meta = *meta_ptr;
     // A lowering written for real types only: complex values go where an op without a
     // lowering goes (node_builder's lower_node refuses them too).
-    if (!ops::complex_ok(name_)) {
+    if (!complex_ok_) {
       bool complex = c10::isComplexType(compute);
       for (const hlo::TensorType& t : meta.outputs) complex |= hlo::is_complex(t.dtype);
       if (complex) return tpu_fallback_because(op, stack, "it on complex dtypes");
@@ -415,6 +416,7 @@ class LoweredKernel final : public c10::OperatorKernel {
 
   const ops::OpDef* def_;
   std::string name_;
+  bool complex_ok_;  // ops::complex_ok(name_), looked up once, not per call
   std::once_flag schema_once_;
   std::vector<ArgInfo> infos_;
   std::vector<ReturnInfo> returns_;
