@@ -411,7 +411,15 @@ at::Tensor wrap_buffer(std::shared_ptr<pjrt::Buffer> buffer, hlo::DType dtype,
 
 at::Tensor to_host(const at::Tensor& tensor) {
   at::Tensor host = at::empty(tensor.sizes(), tensor.options().device(c10::kCPU));
-  if (tensor.numel() == 0) return host;
+  to_host_into(tensor, host);
+  return host;
+}
+
+void to_host_into(const at::Tensor& tensor, const at::Tensor& host) {
+  TORCH_CHECK(host.device().is_cpu() && host.is_contiguous() &&
+                  host.scalar_type() == tensor.scalar_type() && host.numel() == tensor.numel(),
+              "torch_tpu: to_host_into needs a contiguous CPU tensor of the same dtype and size");
+  if (tensor.numel() == 0) return;
   runtime::DeviceBuffer& db = device_buffer(tensor);
   runtime::FusedGroup& group = runtime::FusedGroup::get();
   group.ready(db);
@@ -432,7 +440,6 @@ at::Tensor to_host(const at::Tensor& tensor) {
     TORCH_CHECK(false, "torch_tpu: copying a tensor to the host failed: ", e.what());
   }
   runtime::metrics().device_to_host_bytes += static_cast<int64_t>(host.nbytes());
-  return host;
 }
 
 at::Tensor from_host(const at::Tensor& host, c10::DeviceIndex device) {

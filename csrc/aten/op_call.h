@@ -124,6 +124,9 @@ class OpCall {
 
 // The contents of a tpu tensor as a new contiguous CPU tensor (waits for the device).
 at::Tensor to_host(const at::Tensor& tensor);
+// The same into `host`, a contiguous CPU tensor of `tensor`'s dtype and element count
+// (a reused staging buffer, whose pages are already mapped).
+void to_host_into(const at::Tensor& tensor, const at::Tensor& host);
 // A new contiguous tpu tensor on `device` holding `host`'s values.
 at::Tensor from_host(const at::Tensor& host, c10::DeviceIndex device);
 // A new contiguous tpu tensor backed by `buffer`.

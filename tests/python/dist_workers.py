@@ -205,6 +205,30 @@ def collectives(rank, world_size, init_method):
     dist.all_reduce(t)
     exact(t, sum(per_rank))
 
+    # Host staging buffers are reused: a result stays put when later collectives of
+    # the same size run (all_reduce, all_gather, reduce_scatter in turn).
+    a, b = per_rank[rank].to(TPU), (per_rank[rank] * 3).to(TPU)
+    dist.all_reduce(a)
+    dist.all_reduce(b)
+    g = [torch.empty(6, device=TPU) for _ in ranks]
+    dist.all_gather(g, (per_rank[rank] * 5).to(TPU))
+    rs = torch.empty(6, device=TPU)
+    dist.reduce_scatter(rs, [(per_rank[rank] * (i + 7)).to(TPU) for i in ranks])
+    dist.all_reduce(torch.ones(6, device=TPU))
+    exact(a, sum(per_rank))
+    exact(b, sum(per_rank) * 3)
+    for r in ranks:
+        exact(g[r], per_rank[r] * 5)
+    exact(rs, sum(per_rank) * (rank + 7))
+
+    # Results are written back in the caller's inference mode (on gloo's thread too).
+    with torch.inference_mode():
+        t, u = per_rank[rank].to(TPU), per_rank[rank].to(TPU)
+        dist.all_reduce(t)
+        dist.all_reduce(u, async_op=True).wait()
+        exact(t, sum(per_rank))
+        exact(u, sum(per_rank))
+
     import torch_tpu
 
     m = torch_tpu.metrics.snapshot()
