@@ -90,6 +90,14 @@ class TpuPlatform(Platform):
         return "torch_tpu.serving.vllm.communicator.TpuCommunicator"
 
     @classmethod
+    def use_custom_op_collectives(cls) -> bool:
+        """Tensor parallel collectives reach the model as vLLM's custom ops
+        (torch.ops.vllm.all_reduce, ...): in a compiled step they are ops without a
+        lowering, so the step graph is split around them and they run eagerly on the
+        device group, between the step's programs."""
+        return True
+
+    @classmethod
     def check_and_update_config(cls, vllm_config) -> None:
         from vllm.config import CompilationMode, CUDAGraphMode
 
