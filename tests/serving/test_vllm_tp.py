@@ -3,7 +3,8 @@
 (host-staged between processes), and its greedy tokens for a tiny Llama (4 attention
 heads, 2 KV heads: 2 and 1 per rank) equal Hugging Face `generate` on the CPU. Eager
 steps only: compiled TP (the step graph split around the collectives) works too but
-its warm-up in two processes takes minutes on a small host (docs/serving.md)."""
+its warm-up in two processes takes minutes on a small host (docs/serving.md).
+Pipeline parallel is refused with a clear error."""
 
 import os
 
@@ -57,3 +58,10 @@ def test_host_backed_memory_is_split_between_workers():
         pytest.skip("a device with its own memory is not split")
     one = device_total_memory(0)
     assert device_total_memory(0, devices_on_host=2) == one // 2
+
+
+def test_pipeline_parallel_is_refused(model_dir):
+    with pytest.raises(NotImplementedError, match="pipeline parallel"):
+        vllm.LLM(model=model_dir("llama"), dtype="float32", enforce_eager=True,
+                 pipeline_parallel_size=2, max_model_len=64,
+                 kv_cache_memory_bytes=16 << 20)

@@ -104,6 +104,11 @@ class TpuPlatform(Platform):
         parallel = vllm_config.parallel_config
         if parallel.worker_cls == "auto":
             parallel.worker_cls = "torch_tpu.serving.vllm.worker.TpuWorker"
+        if parallel.pipeline_parallel_size > 1:
+            # Its stages exchange tensor dicts by send/recv on the device group,
+            # which tensor parallel serving does not use: not validated on tpu.
+            raise NotImplementedError("pipeline parallel serving on tpu is not supported "
+                                      "yet (tensor parallel is)")
         if parallel.world_size > 1:
             _devices_for_workers(parallel.local_world_size)
         cache = vllm_config.cache_config
