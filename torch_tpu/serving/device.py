@@ -18,12 +18,14 @@ def _host_memory_bytes() -> int:
     return pages * page_size
 
 
-def device_total_memory(device_id: int = 0) -> int:
-    """The device's memory as the engines should budget it."""
+def device_total_memory(device_id: int = 0, devices_on_host: int = 1) -> int:
+    """The device's memory as the engines should budget it. A host-backed (XLA:CPU)
+    device gets its part of the host's share: `devices_on_host` engine workers (tensor
+    parallel ranks on this machine) split it."""
     props = torch.tpu.get_device_properties(device_id)
     total = int(props.total_memory)
     if props.platform.lower() in ("cpu", "host") or total <= 0:
-        total = int(_host_memory_bytes() * CPU_DEVICE_SHARE)
+        total = int(_host_memory_bytes() * CPU_DEVICE_SHARE) // max(devices_on_host, 1)
     return total
 
 

@@ -21,9 +21,9 @@ class TpuPlatform(Platform):
     device_name: str = "tpu"
     device_type: str = "tpu"
     dispatch_key: str = "PrivateUse1"
-    # Single-device serving needs no device collective; vLLM's groups still want a
-    # backend, and gloo works with CPU tensors everywhere.
-    dist_backend: str = "gloo"
+    # vLLM's device groups (tensor/pipeline parallel collectives on tpu tensors) use
+    # torch_tpu's c10d backend; its CPU groups are gloo groups of their own.
+    dist_backend: str = "tpu_dist"
     device_control_env_var: str = "TORCH_TPU_VISIBLE_DEVICES"
     # Small helpers vLLM compiles on their own (sampler, logprobs) use dynamic shapes;
     # they stay eager ops on the device, the model step is what we compile.
@@ -87,8 +87,15 @@ class TpuPlatform(Platform):
 
     @classmethod
     def get_device_communicator_cls(cls) -> str:
-        return ("vllm.distributed.device_communicators.base_device_communicator."
-                "DeviceCommunicatorBase")
+        return "torch_tpu.serving.vllm.communicator.TpuCommunicator"
+
+    @classmethod
+    def use_custom_op_collectives(cls) -> bool:
+        """Tensor parallel collectives reach the model as vLLM's custom ops
+        (torch.ops.vllm.all_reduce, ...): in a compiled step they are ops without a
+        lowering, so the step graph is split around them and they run eagerly on the
+        device group, between the step's programs."""
+        return True
 
     @classmethod
     def check_and_update_config(cls, vllm_config) -> None:
@@ -97,9 +104,13 @@ class TpuPlatform(Platform):
         parallel = vllm_config.parallel_config
         if parallel.worker_cls == "auto":
             parallel.worker_cls = "torch_tpu.serving.vllm.worker.TpuWorker"
+        if parallel.pipeline_parallel_size > 1:
+            # Its stages exchange tensor dicts by send/recv on the device group,
+            # which tensor parallel serving does not use: not validated on tpu.
+            raise NotImplementedError("pipeline parallel serving on tpu is not supported "
+                                      "yet (tensor parallel is)")
         if parallel.world_size > 1:
-            raise NotImplementedError("tensor/pipeline parallel serving on tpu is not "
-                                      "supported yet (needs the tpu_dist backend)")
+            _devices_for_workers(parallel.local_world_size)
         cache = vllm_config.cache_config
         if cache is not None and not cache.user_specified_block_size:
             cache.block_size = 16
@@ -126,6 +137,20 @@ class TpuPlatform(Platform):
         # The engine core and workers start by spawn: a forked child would inherit
         # the parent's PJRT client and its threads.
         os.environ["VLLM_WORKER_MULTIPROC_METHOD"] = "spawn"
+
+
+def _devices_for_workers(local_world_size: int) -> None:
+    """vLLM's worker of local rank r runs on tpu:r, one worker process per device. The
+    XLA:CPU plugin gives each process TORCH_TPU_NUM_DEVICES virtual devices (default 1):
+    the workers, spawned after this, inherit enough of them; each uses its own, and the
+    device groups between processes are tpu_dist's host-staged ones. A plugin with real
+    devices ignores the variable."""
+    try:
+        current = int(os.environ.get("TORCH_TPU_NUM_DEVICES", "1"))
+    except ValueError:
+        current = 1  # torch_tpu reports the bad value when a worker starts
+    if current < local_world_size:
+        os.environ["TORCH_TPU_NUM_DEVICES"] = str(local_world_size)
 
 
 __all__ = ["TpuPlatform", "device_total_memory", "torch_tpu"]

@@ -13,6 +13,7 @@ from vllm.utils.torch_utils import set_random_seed
 from vllm.v1.worker.worker_base import CompilationTimes
 from vllm.v1.worker.gpu_worker import Worker, init_worker_distributed_environment
 
+from torch_tpu.serving.device import device_total_memory
 from torch_tpu.serving.vllm.model_runner import TpuModelRunner
 
 # Under "vllm." so that vLLM's logging configuration shows these messages.
@@ -56,7 +57,10 @@ class TpuWorker(Worker):
         torch.tpu.synchronize()
         if self.cache_config.kv_cache_memory_bytes:
             return int(self.cache_config.kv_cache_memory_bytes)
-        total = current_platform.get_device_total_memory(self.device.index or 0)
+        # The workers of this host (tensor parallel ranks) share a host-backed device's
+        # memory.
+        total = device_total_memory(self.device.index or 0,
+                                    devices_on_host=self.parallel_config.local_world_size)
         peak = torch.tpu.max_memory_allocated(self.device)
         available = int(total * self.cache_config.gpu_memory_utilization) - peak
         logger.info("tpu memory: %.2f GiB total, %.2f GiB peak in profiling, %.2f GiB "
