@@ -87,7 +87,9 @@ class TpuPlatform(Platform):
 
     @classmethod
     def get_device_communicator_cls(cls) -> str:
-        return "torch_tpu.serving.vllm.communicator.TpuCommunicator"
+        # vLLM's device-generic communicator: torch.distributed on the device group.
+        return ("vllm.distributed.device_communicators.base_device_communicator."
+                "DeviceCommunicatorBase")
 
     @classmethod
     def use_custom_op_collectives(cls) -> bool:
