@@ -54,4 +54,11 @@ void Buffer::await_ready() const {
   Event(plugin_, args.event).await();
 }
 
+void Buffer::on_ready(std::function<void()> callback) const {
+  auto args = TORCH_TPU_PJRT_ARGS(PJRT_Buffer_ReadyEvent_Args);
+  args.buffer = buffer_;
+  plugin_->check(plugin_->api()->PJRT_Buffer_ReadyEvent(&args), "PJRT_Buffer_ReadyEvent");
+  Event(plugin_, args.event).on_ready(std::move(callback));
+}
+
 }  // namespace torch_tpu::pjrt

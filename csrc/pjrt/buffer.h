@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "pjrt/event.h"
@@ -24,6 +25,8 @@ class Buffer {
   void to_host(void* dst, size_t size) const;
   // Blocks until the buffer's contents are computed.
   void await_ready() const;
+  // Calls `callback` once they are (see Event::on_ready).
+  void on_ready(std::function<void()> callback) const;
 
  private:
   const Plugin* plugin_;

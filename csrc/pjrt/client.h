@@ -43,6 +43,13 @@ class Client {
   std::unique_ptr<Buffer> buffer_from_host(const void* data, PJRT_Buffer_Type type,
                                            const std::vector<int64_t>& dims,
                                            size_t index) const;
+  // A buffer on device `index` that may use the host memory in place (XLA:CPU does when
+  // it is aligned; other plugins copy it). The caller keeps the memory valid and
+  // unchanged for as long as any program may read the buffer: XLA:CPU reports it free at
+  // once, so no plugin event says when that is.
+  std::unique_ptr<Buffer> buffer_on_host_memory(const void* data, PJRT_Buffer_Type type,
+                                                const std::vector<int64_t>& dims,
+                                                size_t index) const;
 
  private:
   PJRT_Device* device(size_t index) const;

@@ -187,6 +187,12 @@ std::unique_ptr<pjrt::Buffer> Runtime::upload(const void* data, hlo::DType dtype
   return client_->buffer_from_host(data, to_pjrt(dtype), dims, device);
 }
 
+std::unique_ptr<pjrt::Buffer> Runtime::on_host_memory(const void* data, hlo::DType dtype,
+                                                      const std::vector<int64_t>& dims,
+                                                      int device) {
+  return client_->buffer_on_host_memory(data, to_pjrt(dtype), dims, device);
+}
+
 std::shared_ptr<pjrt::Buffer> Runtime::scalar(int device, hlo::DType dtype, uint64_t bits) {
   ScalarCache& c = *scalars_;
   ScalarCache::Key key{device, dtype, bits};

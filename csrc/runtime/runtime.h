@@ -37,6 +37,9 @@ class Runtime {
 
   std::unique_ptr<pjrt::Buffer> upload(const void* data, hlo::DType dtype,
                                        const std::vector<int64_t>& dims, int device);
+  // A buffer that may read `data` in place; see Client::buffer_on_host_memory.
+  std::unique_ptr<pjrt::Buffer> on_host_memory(const void* data, hlo::DType dtype,
+                                               const std::vector<int64_t>& dims, int device);
   // A 0-d buffer holding `bits` (the value's bytes, little-endian) as `dtype`. Cached:
   // loops over Python scalars reuse one buffer per distinct value.
   std::shared_ptr<pjrt::Buffer> scalar(int device, hlo::DType dtype, uint64_t bits);

@@ -217,6 +217,17 @@ def collectives(rank, world_size, init_method):
     dist.all_reduce(torch.ones(6, device=TPU))
     exact(a, sum(per_rank))
     exact(b, sum(per_rank) * 3)
+    # >= 8 MiB: the result is written into the tensor's own device buffer by a program
+    # reading the host buffer in place; the host buffer is reused only after that.
+    big = [_rank_tensor(r, 2 << 20) for r in ranks]
+    a, b = big[rank].to(TPU), (big[rank] * 3).to(TPU)
+    dist.all_reduce(a)
+    c = a * 2  # queued on a's new contents
+    dist.all_reduce(b)
+    dist.broadcast(a, src=0)
+    exact(c, sum(big) * 2)
+    exact(a, sum(big))
+    exact(b, sum(big) * 3)
     for r in ranks:
         exact(g[r], per_rank[r] * 5)
     exact(rs, sum(per_rank) * (rank + 7))
