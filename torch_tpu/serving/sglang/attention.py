@@ -41,7 +41,9 @@ class TpuPagedAttnBackend(AttentionBackend):
         self.max_tokens = max_step_tokens(model_runner)
         self.context_len = model_runner.model_config.context_len
         self.min_width = min(MIN_WIDTH, self.req_to_token_pool.req_to_token.shape[1])
-        # Compiled steps (compiled.py), unless eager mode is asked for.
+        # Compiled steps (compiled.py), unless eager mode is asked for. SGLang builds
+        # this backend after loading the model and allocating the KV pool, before the
+        # scheduler serves: the steps warm up here.
         from torch_tpu.serving.sglang import compiled
 
         compiled.install(model_runner, self)

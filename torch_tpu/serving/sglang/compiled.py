@@ -2,7 +2,8 @@
 
 SGLang's eager runner calls the model's forward once per step; its transformer body
 (`model.model`: embeddings, decoder layers, final norm) is where the work is. On tpu
-that body runs as one program per (token bucket, block-table width bucket):
+that body runs as one compiled graph per (token bucket, block-table width bucket), or
+a few where the model's code breaks Dynamo's graph (Qwen3's layer boundaries):
 
 - the step's tokens are padded to a token bucket (`buckets.token_bucket`, up to the
   most tokens a step can hold) and its attention metadata to a width bucket; the
