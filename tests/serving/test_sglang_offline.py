@@ -59,7 +59,7 @@ def read_stats(path):
 @pytest.fixture(scope="module")
 def engine(model_dir, tmp_path_factory):
     """A compiled Llama engine with a KV pool of 256 tokens: enough for the greedy
-    batch, too small for eight requests of 47-54 tokens at once. A low
+    batch, too small for eight requests of 63-70 tokens at once. A low
     schedule_conservativeness makes the scheduler admit requests on a small estimate
     of their new tokens, so running requests outgrow the pool and get retracted."""
     path = model_dir("llama")
@@ -124,14 +124,15 @@ def test_no_step_compile_after_warmup(engine):
 
 
 def test_kv_cache_exhaustion_retracts_and_finishes(engine):
-    """Eight requests of 30 or 23 prompt tokens and 24 new tokens need ~400 cache
-    slots; the pool has 256. The scheduler retracts running requests when decode runs
+    """Eight requests, four copies each of a 30- and a 23-token prompt, 40 new tokens
+    each: 53 slots for the two prompts (the copies share them through the radix
+    cache) and 320 for the new tokens; the pool has 256. The scheduler retracts running requests when decode runs
     out of slots and recomputes them later; every request still gets HF's tokens."""
     llm, path, stats = engine
     prompts = [PROMPTS[2], PROMPTS[4]] * 4
-    outs = llm.generate(prompts, greedy_params(24))
+    outs = llm.generate(prompts, greedy_params(40))
     assert sum(o["meta_info"]["num_retractions"] for o in outs) > 0
-    want = hf_greedy(path, PROMPTS, 24)
+    want = hf_greedy(path, PROMPTS, 40)
     assert [o["output_ids"] for o in outs] == [want[2], want[4]] * 4
     assert read_stats(stats)["step_graphs_after_warmup"] == 0
 
