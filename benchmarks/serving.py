@@ -1,20 +1,25 @@
 """Serving throughput on one run: a ~30M-parameter Llama (random weights, own
 tokenizer), 32 requests of 64 prompt tokens and 64 output tokens, greedy.
 
-Rows: vLLM's offline API on tpu (compiled steps, after its warm-up), Hugging Face
-`generate` on tpu (static cache, so shapes do not change per token) and on the CPU (its
-default dynamic cache), both batching all 32 requests and warmed up first. Prints output
-tokens/s, time to first token and the compiles in the timed part; run it in the vLLM
-venv (scripts/serving_venvs.sh):
+Rows: vLLM's offline API on tpu (compiled steps, after its warm-up), SGLang's offline
+API on tpu (compiled steps, after its warm-up; radix cache off, so the timed run
+prefills again), Hugging Face `generate` on tpu (static cache, so shapes do not change
+per token) and on the CPU (its default dynamic cache), both batching all 32 requests
+and warmed up first. Prints output tokens/s, time to first token and the compiles in
+the timed part; run it in the vLLM venv (scripts/serving_venvs.sh). SGLang cannot
+share that venv: its row runs this script again in the SGLang venv
+(`$TORCH_TPU_SERVING_VENVS/sglang`, default /work/venvs/sglang), skipped without one.
 
-    /work/venvs/vllm/bin/python benchmarks/serving.py [--rows hf-cpu,hf-tpu,vllm]
+    /work/venvs/vllm/bin/python benchmarks/serving.py [--rows hf-cpu,hf-tpu,vllm,sglang]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import pathlib
+import subprocess
 import sys
 import tempfile
 import time
@@ -65,6 +70,65 @@ def bench_vllm(path: str, ids: list[list[int]], eager: bool) -> dict:
                 compiles=torch_tpu.metrics.snapshot()["compiles"] - before)
 
 
+def bench_sglang(path: str, ids: list[list[int]]) -> dict | None:
+    """The SGLang row, run by this script in the SGLang venv (`sglang_row`)."""
+    venvs = os.environ.get("TORCH_TPU_SERVING_VENVS", "/work/venvs")
+    python = pathlib.Path(venvs) / "sglang" / "bin" / "python"
+    if not python.exists():
+        print(f"SGLang row skipped: no SGLang venv at {python.parent.parent}")
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        out = pathlib.Path(tmp) / "sglang.json"
+        (pathlib.Path(tmp) / "ids.json").write_text(json.dumps(ids))
+        subprocess.run([str(python), "-P", __file__, "--sglang-row", path, tmp], check=True,
+                       env={**os.environ, "SGLANG_PLATFORM": "tpu"})
+        return json.loads(out.read_text())
+
+
+def sglang_row(path: str, tmp: str) -> None:
+    """SGLang's offline Engine on tpu; writes the row to `tmp`/sglang.json. The model
+    runs in SGLang's scheduler subprocess: its compile counts come from the file
+    named by TORCH_TPU_SGLANG_STATS (torch_tpu/serving/sglang/compiled.py)."""
+    import sglang as sgl
+
+    ids = json.loads((pathlib.Path(tmp) / "ids.json").read_text())
+    stats = pathlib.Path(tmp) / "stats.json"
+    os.environ["TORCH_TPU_SGLANG_STATS"] = str(stats)
+    start = time.perf_counter()
+    # Chunks of 512 tokens, as vLLM's row batches: token buckets 16 to 512 by
+    # block-table widths 64 and 128, all compiled during start-up.
+    llm = sgl.Engine(model_path=path, device="tpu", dtype="float32", random_seed=0,
+                     context_length=PROMPT_LEN + OUTPUT_LEN, chunked_prefill_size=512,
+                     max_running_requests=NUM_REQUESTS, disable_radix_cache=True,
+                     max_total_tokens=NUM_REQUESTS * (PROMPT_LEN + OUTPUT_LEN) * 2,
+                     log_level="warning")
+    startup = time.perf_counter() - start
+
+    def run(new_tokens):
+        params = {"temperature": 0.0, "max_new_tokens": new_tokens,
+                  "min_new_tokens": new_tokens}
+        return llm.generate(input_ids=ids, sampling_params=params)
+
+    def compiles():
+        return json.loads(stats.read_text())["compiles_after_warmup"]
+
+    # Warmed up on the same workload, as the other rows are: the eager ops around the
+    # compiled steps (logits of the last tokens, sampling) compile once per size.
+    run(OUTPUT_LEN)
+    start = time.perf_counter()
+    run(1)
+    ttft = time.perf_counter() - start
+    before = compiles()
+    start = time.perf_counter()
+    outs = run(OUTPUT_LEN)
+    seconds = time.perf_counter() - start
+    row = dict(tokens=sum(len(o["output_ids"]) for o in outs), seconds=seconds,
+               startup=startup, ttft=ttft, compiles=compiles() - before,
+               warmup=json.loads(stats.read_text()))
+    llm.shutdown()
+    (pathlib.Path(tmp) / "sglang.json").write_text(json.dumps(row))
+
+
 def bench_hf(path: str, ids: list[list[int]], device: str) -> dict:
     from transformers import AutoModelForCausalLM
 
@@ -96,9 +160,14 @@ def bench_hf(path: str, ids: list[list[int]], device: str) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", default="hf-cpu,hf-tpu,vllm")
+    parser.add_argument("--rows", default="hf-cpu,hf-tpu,vllm,sglang")
     parser.add_argument("--eager", action="store_true", help="vLLM without compiled steps")
+    parser.add_argument("--sglang-row", nargs=2, metavar=("MODEL", "DIR"),
+                        help=argparse.SUPPRESS)  # the SGLang row, in the SGLang venv
     args = parser.parse_args()
+    if args.sglang_row:
+        sglang_row(*args.sglang_row)
+        return
     rows = args.rows.split(",")
     with tempfile.TemporaryDirectory() as tmp:
         path = str(make_tiny_model(tmp, "llama", "30m"))
@@ -112,6 +181,15 @@ def main() -> None:
             if row == "vllm":
                 results["vLLM on tpu" + (" (eager)" if args.eager else "")] = \
                     bench_vllm(path, ids, args.eager)
+            elif row == "sglang":
+                result = bench_sglang(path, ids)
+                if result is not None:
+                    results["SGLang on tpu"] = result
+                    w = result["warmup"]
+                    print(f"SGLang warm-up: token buckets {w['token_buckets']} x widths "
+                          f"{w['width_buckets']}: {w['warmup_graphs']} step graphs, "
+                          f"{w['warmup_compiles']} compiles, {w['warmup_disk_hits']} "
+                          f"disk-cache loads, {w['warmup_seconds']} s")
             elif row == "hf-tpu":
                 results["HF generate on tpu (static cache)"] = bench_hf(path, ids, "tpu")
             elif row == "hf-cpu":

@@ -101,7 +101,7 @@ def running_server(cmd: list[str], log: pathlib.Path, base: str,
             try:
                 if requests.get(base + "/health", timeout=5).status_code == 200:
                     break
-            except requests.ConnectionError:
+            except (requests.ConnectionError, requests.Timeout):  # not up, or busy
                 pass
             if time.monotonic() > deadline:
                 pytest.fail(f"{cmd[0]} did not become healthy:\n" + log.read_text()[-5000:])

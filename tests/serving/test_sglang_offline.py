@@ -1,10 +1,19 @@
 """SGLang's offline API (`sgl.Engine(..., device="tpu")`) on tpu, selected through the
 `sglang.srt.platforms` entry point: greedy tokens equal Hugging Face `generate` on the
 CPU for a batch of prompts of different lengths (prefills, then decodes of different
-context lengths); a second round hits SGLang's radix (prefix) cache and still gives
-the same tokens; a prompt longer than one prefill chunk (chunked prefill) does too."""
+context lengths), with compiled steps (the default) for a tiny Llama and eagerly
+(`TORCH_TPU_SGLANG_EAGER=1`) for a tiny Llama and a tiny Qwen3; a second round hits
+SGLang's radix (prefix) cache and still gives the same tokens; prompts longer than one
+prefill chunk (chunked prefill) do too. A compiled session compiles every step program
+during warm-up and none in a run of mixed request sizes; a KV cache too small for the
+batch retracts (preempts) requests and still finishes every one with HF's tokens.
 
+SGLang runs the model in a scheduler subprocess: its compile counts come back through
+the file named by `TORCH_TPU_SGLANG_STATS` (see torch_tpu/serving/sglang/compiled.py)."""
+
+import json
 import os
+import random
 
 import pytest
 
@@ -21,14 +30,42 @@ def greedy_params(max_tokens=MAX_TOKENS):
     return {"temperature": 0.0, "max_new_tokens": max_tokens, "min_new_tokens": max_tokens}
 
 
+def make_engine(path, stats, eager=False, **kw):
+    """An engine on tpu whose scheduler writes its compile counts to `stats`. The
+    environment is the scheduler's (a subprocess started here); it is restored after."""
+    env = {"TORCH_TPU_SGLANG_STATS": str(stats), "TORCH_TPU_SGLANG_EAGER": "1" if eager else "0"}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        # chunked_prefill_size 32: the step budget, so token buckets 16 and 32; the
+        # prompts of 23 and 30 tokens prefill in chunks when batched with others.
+        args = dict(model_path=path, device="tpu", dtype="float32", random_seed=0,
+                    context_length=128, max_total_tokens=2048, chunked_prefill_size=32,
+                    max_running_requests=8, log_level="warning")
+        return sgl.Engine(**{**args, **kw})
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def read_stats(path):
+    with open(path) as f:
+        return json.load(f)
+
+
 @pytest.fixture(scope="module")
-def engine(model_dir):
+def engine(model_dir, tmp_path_factory):
+    """A compiled Llama engine with a KV pool of 256 tokens: enough for the greedy
+    batch, too small for eight requests of 63-70 tokens at once. A low
+    schedule_conservativeness makes the scheduler admit requests on a small estimate
+    of their new tokens, so running requests outgrow the pool and get retracted."""
     path = model_dir("llama")
-    # chunked_prefill_size 16: the prompts of 23 and 30 tokens prefill in chunks.
-    llm = sgl.Engine(model_path=path, device="tpu", dtype="float32", random_seed=0,
-                     context_length=128, max_total_tokens=2048, chunked_prefill_size=16,
-                     max_running_requests=8, log_level="warning")
-    yield llm, path
+    stats = tmp_path_factory.mktemp("sglang-stats") / "compiled.json"
+    llm = make_engine(path, stats, max_total_tokens=256, schedule_conservativeness=0.05)
+    yield llm, path, stats
     llm.shutdown()
 
 
@@ -39,11 +76,75 @@ def test_platform_is_tpu(engine):
     assert type(current_platform).__module__ == "torch_tpu.serving.sglang.platform"
 
 
+def test_compiled_warm_up(engine):
+    """Warm-up compiled the body once per (token bucket, width bucket): buckets 16 and
+    32 (the 32-token chunk budget) by widths 64 and 128 (the 128-token context)."""
+    stats = read_stats(engine[2])
+    assert stats["compiled"]
+    assert stats["token_buckets"] == [16, 32]
+    assert stats["width_buckets"] == [64, 128]
+    assert stats["bucket_pairs"] == 4
+    assert stats["warmup_graphs"] >= 4  # one Dynamo graph per pair (more on graph breaks)
+
+
 def test_greedy_matches_hf(engine):
-    llm, path = engine
+    llm, path, stats = engine
+    before = read_stats(stats)["steps"]
     want = hf_greedy(path, PROMPTS, MAX_TOKENS)
     got = [o["output_ids"] for o in llm.generate(PROMPTS, greedy_params())]
     assert got == want
     # The same prompts again: their prefixes now come from the radix cache.
     again = [o["output_ids"] for o in llm.generate(PROMPTS[::-1], greedy_params())]
     assert again == want[::-1]
+    after = read_stats(stats)
+    assert after["steps"] > before  # the steps ran compiled
+    assert after["eager_steps"] == 0
+
+
+def test_no_step_compile_after_warmup(engine):
+    """Batches of 1..8 requests, prompts of 1..20 words, 1..20 new tokens: every step
+    runs a program compiled at warm-up (no new Dynamo graph, no new XLA program inside
+    a step). The eager ops around the body (logits of the last tokens, sampling) may
+    compile once per new request count; they are not step programs."""
+    llm, _, stats = engine
+    rng = random.Random(0)
+    words = "the quick brown fox jumps over a lazy dog while tensors flow".split()
+    before = read_stats(stats)
+    for _ in range(2):
+        prompts = [" ".join(rng.choice(words) for _ in range(rng.randint(1, 20)))
+                   for _ in range(rng.randint(1, 8))]
+        params = [{"temperature": 0.0, "max_new_tokens": rng.randint(1, 20)} for _ in prompts]
+        outs = llm.generate(prompts, params)
+        assert all(1 <= len(o["output_ids"]) <= p["max_new_tokens"]
+                   for o, p in zip(outs, params))
+    after = read_stats(stats)
+    assert after["steps"] > before["steps"]
+    assert after["step_graphs_after_warmup"] == 0
+    assert after["step_compiles_after_warmup"] == 0
+
+
+def test_kv_cache_exhaustion_retracts_and_finishes(engine):
+    """Eight requests, four copies each of a 30- and a 23-token prompt, 40 new tokens
+    each: 53 slots for the two prompts (the copies share them through the radix
+    cache) and 320 for the new tokens; the pool has 256. The scheduler retracts running requests when decode runs
+    out of slots and recomputes them later; every request still gets HF's tokens."""
+    llm, path, stats = engine
+    prompts = [PROMPTS[2], PROMPTS[4]] * 4
+    outs = llm.generate(prompts, greedy_params(40))
+    assert sum(o["meta_info"]["num_retractions"] for o in outs) > 0
+    want = hf_greedy(path, PROMPTS, 40)
+    assert [o["output_ids"] for o in outs] == [want[2], want[4]] * 4
+    assert read_stats(stats)["step_graphs_after_warmup"] == 0
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen3"])
+def test_eager_greedy_matches_hf(model_dir, tmp_path, arch):
+    path = model_dir(arch)
+    stats = tmp_path / "eager.json"
+    llm = make_engine(path, stats, eager=True)
+    try:
+        got = [o["output_ids"] for o in llm.generate(PROMPTS, greedy_params())]
+    finally:
+        llm.shutdown()
+    assert read_stats(stats) == {"compiled": False}
+    assert got == hf_greedy(path, PROMPTS, MAX_TOKENS)

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from sglang.srt.layers.attention.base_attn_backend import AttentionBackend
 
 from torch_tpu.serving import paged_attention as pa
-from torch_tpu.serving.buckets import MIN_TOKENS, bucket
+from torch_tpu.serving.buckets import MIN_TOKENS, bucket, buckets_up_to, token_bucket
 
 NAME = "torch_native"
 # Smallest block-table width (tokens, with one-token blocks): contexts up to this
@@ -38,6 +38,23 @@ class TpuPagedAttnBackend(AttentionBackend):
         self.req_to_token_pool = model_runner.req_to_token_pool
         self.token_to_kv_pool = model_runner.token_to_kv_pool
         self.batch: pa.PagedBatch | None = None
+        self.max_tokens = max_step_tokens(model_runner)
+        self.context_len = model_runner.model_config.context_len
+        self.min_width = min(MIN_WIDTH, self.req_to_token_pool.req_to_token.shape[1])
+        # Compiled steps (compiled.py), unless eager mode is asked for. SGLang builds
+        # this backend after loading the model and allocating the KV pool, before the
+        # scheduler serves: the steps warm up here.
+        from torch_tpu.serving.sglang import compiled
+
+        compiled.install(model_runner, self)
+
+    def width_buckets(self) -> list[int]:
+        """Every block-table width a batch of contexts up to the context length can
+        get (the width `pa.build_batch` picks for the longest context)."""
+        table_width = self.req_to_token_pool.req_to_token.shape[1]
+        lengths = [*buckets_up_to(self.context_len, self.min_width), self.context_len]
+        return sorted({bucket(max(n, self.min_width), maximum=table_width)
+                       for n in lengths if n <= table_width})
 
     def init_forward_metadata(self, forward_batch) -> None:
         mode = forward_batch.forward_mode
@@ -56,7 +73,9 @@ class TpuPagedAttnBackend(AttentionBackend):
         rows = _host(forward_batch.req_pool_indices_cpu, forward_batch.req_pool_indices)
         query_start_loc = np.concatenate([[0], np.cumsum(query_lens)])
         num_actual = int(query_start_loc[-1])
-        num_tokens = bucket(num_actual, minimum=MIN_TOKENS)
+        # Past the step token budget (not expected), an unbounded bucket: it compiles.
+        num_tokens = token_bucket(num_actual, self.max_tokens) \
+            if num_actual <= self.max_tokens else bucket(num_actual, minimum=MIN_TOKENS)
         # SGLang's out_cache_loc can be a view of a reused buffer whose other entries
         # are live slots: padded here (-1: padding), so that padding rows never
         # write there.
@@ -64,7 +83,7 @@ class TpuPagedAttnBackend(AttentionBackend):
                       (0, num_tokens - num_actual), value=-1)
         self.batch = pa.build_batch(
             query_start_loc, seq_lens, self.req_to_token_pool.req_to_token, slots,
-            num_tokens, block_size=1, device=self.device, min_blocks=MIN_WIDTH,
+            num_tokens, block_size=1, device=self.device, min_blocks=self.min_width,
             table_rows=rows)
 
     def forward(self, q, k, v, layer, forward_batch, save_kv_cache=True, **kwargs):
@@ -101,6 +120,18 @@ class TpuPagedAttnBackend(AttentionBackend):
 
     def support_triton(self) -> bool:
         return False
+
+
+def max_step_tokens(model_runner) -> int:
+    """The most tokens one step can hold: a prefill chunk (SGLang's chunk budget
+    includes the decode tokens of a mixed batch) or, without chunked prefill, the
+    larger of the prefill budget and a whole context; and one token per running
+    request for decode."""
+    args = model_runner.server_args
+    chunk = args.chunked_prefill_size
+    prefill = chunk if chunk is not None and chunk > 0 else \
+        max(args.max_prefill_tokens, model_runner.model_config.context_len)
+    return max(prefill, model_runner.req_to_token_pool.size)
 
 
 def _host(cpu: torch.Tensor | None, device: torch.Tensor) -> np.ndarray:

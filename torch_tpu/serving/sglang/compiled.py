@@ -1,0 +1,261 @@
+"""Compiled model steps for SGLang on tpu, with a bounded program count.
+
+SGLang's eager runner calls the model's forward once per step; its transformer body
+(`model.model`: embeddings, decoder layers, final norm) is where the work is. On tpu
+that body runs as one compiled graph per (token bucket, block-table width bucket), or
+a few where the model's code breaks Dynamo's graph (Qwen3's layer boundaries):
+
+- the step's tokens are padded to a token bucket (`buckets.token_bucket`, up to the
+  most tokens a step can hold) and its attention metadata to a width bucket; the
+  attention backend (`attention.py`) describes the padded batch, padding rows write
+  to the pool's padding slot and attend to nothing;
+- the body runs through `torch.compile(backend="tpu", dynamic=False)`, with a
+  stand-in for SGLang's per-step `ForwardBatch`: the same Python object state for
+  every step (an extend batch with no per-request fields), so the compiled graph
+  depends only on the padded input ids and positions, the batch description and the
+  KV cache, never on per-step host data. Decode, prefill and chunked-prefill steps
+  of one bucket pair share their program;
+- every pair compiles at start-up (or loads from torch_tpu's disk cache), while
+  SGLang starts its scheduler, so serving compiles no step program.
+
+The logits of each request's last token and the sampling stay eager ops (their sizes
+follow the request count; they compile once per new count and live in the disk cache).
+
+`TORCH_TPU_SGLANG_EAGER=1` keeps the whole model eager (op by op). With
+`TORCH_TPU_SGLANG_STATS=<file>`, the scheduler writes its compile counts there (JSON)
+after warm-up and after every step, for tests and benchmarks: SGLang runs the model in
+a subprocess, out of reach of the caller's `torch_tpu.metrics`."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import inspect
+import json
+import logging
+import os
+import time
+
+import torch
+from sglang.srt.model_executor import forward_context as fc
+from sglang.srt.model_executor.forward_batch_info import ForwardBatch, ForwardMode
+
+import torch_tpu
+from torch_tpu.serving import paged_attention as pa
+from torch_tpu.serving.buckets import MIN_TOKENS, buckets_up_to
+
+logger = logging.getLogger(__name__)
+
+ENV_EAGER = "TORCH_TPU_SGLANG_EAGER"
+ENV_STATS = "TORCH_TPU_SGLANG_STATS"
+
+
+def eager_requested() -> bool:
+    return os.environ.get(ENV_EAGER, "0").lower() not in ("", "0", "false", "no")
+
+
+def _stand_in_batch() -> ForwardBatch:
+    """A ForwardBatch of an extend step with every per-request field unset (None or
+    its default): what the compiled body sees instead of the step's own batch."""
+    values = {}
+    for f in dataclasses.fields(ForwardBatch):
+        if not f.init:
+            continue
+        if f.default is not dataclasses.MISSING:
+            values[f.name] = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            values[f.name] = f.default_factory()
+        else:
+            values[f.name] = None
+    batch = ForwardBatch(**values)
+    batch.forward_mode = ForwardMode.EXTEND
+    return batch
+
+
+def _constant_platform_probes() -> None:
+    """SGLang's platform probes (`is_hip()`, `is_musa()`, ...: no arguments, cached with
+    lru_cache) are constants for a process. Dynamo ignores lru_cache and traces them,
+    and one of them imports a module that is not installed: a graph break in every
+    layer. Marked constant, Dynamo calls them once while tracing instead."""
+    from sglang.srt.utils import common
+
+    for name, fn in vars(common).items():
+        wrapped = getattr(fn, "__wrapped__", None)
+        if (name.startswith("is_") and hasattr(fn, "cache_info") and callable(wrapped)
+                and not inspect.signature(wrapped).parameters):
+            torch.compiler.assume_constant_result(wrapped)
+
+
+class CompiledSteps:
+    """Replaces the forward of a model's transformer body with padded, compiled steps
+    (see the module docstring); `warm_up()` compiles every bucket pair."""
+
+    def __init__(self, model_runner, backend):
+        self.body = model_runner.model.model
+        self.eager_forward = self.body.forward
+        self.backend = backend
+        self.token_buckets = buckets_up_to(backend.max_tokens, MIN_TOKENS)
+        self.width_buckets = backend.width_buckets()
+        self.template = _stand_in_batch()
+        self.context = fc.ForwardContext(attn_backend=backend)
+        self.compiled = torch.compile(self._body, backend="tpu", dynamic=False)
+        self.stats_path = os.environ.get(ENV_STATS) or None
+        self.stats = {"compiled": True, "token_buckets": self.token_buckets,
+                      "width_buckets": self.width_buckets, "steps": 0,
+                      "eager_steps": 0, "step_graphs_after_warmup": 0,
+                      "step_compiles_after_warmup": 0}
+        self._after_warmup = None
+        _constant_platform_probes()
+        # Dynamo sees each bucket pair as a recompile of the body's forward; its
+        # default limit (8) is far below that bounded count.
+        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 512)
+        torch._dynamo.config.accumulated_recompile_limit = max(
+            torch._dynamo.config.accumulated_recompile_limit, 4096)
+
+    def _stand_in(self, input_ids: torch.Tensor, positions: torch.Tensor) -> ForwardBatch:
+        step = copy.copy(self.template)
+        step.input_ids, step.positions = input_ids, positions
+        return step
+
+    def _body(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        return self.eager_forward(input_ids, positions, self._stand_in(input_ids, positions))
+
+    def _run(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        with fc.forward_context(self.context):
+            out = self.compiled(input_ids, positions)
+        if not isinstance(out, torch.Tensor):
+            raise NotImplementedError(f"the model body returns {type(out).__name__}, "
+                                      "not one tensor of hidden states")
+        return out
+
+    # --- start-up ---------------------------------------------------------------
+
+    def warm_up(self) -> None:
+        """Runs the compiled body once per (token bucket, width bucket): a batch of
+        padding tokens only (they write to the padding slot and attend to nothing)."""
+        from sglang.srt.utils import DynamicGradMode
+
+        start = time.perf_counter()
+        before = torch_tpu.metrics.snapshot()
+        device = self.backend.device
+
+        def padding_step(tokens, width, run):
+            def zeros(*shape):
+                return torch.zeros(*shape, dtype=torch.int64, device=device)
+
+            self.backend.batch = pa.PagedBatch(
+                slot_mapping=zeros(tokens), token_pos=zeros(tokens) - 1,
+                token_blocks=zeros(tokens, width), num_tokens=tokens, num_actual_tokens=0)
+            run(zeros(tokens), zeros(tokens))  # ids and positions: distinct tensors
+
+        with DynamicGradMode():
+            # One eager step first: SGLang's layers resolve their implementation on
+            # their first call and cache it, which a compiled graph would guard on.
+            with fc.forward_context(self.context):
+                padding_step(self.token_buckets[0], self.width_buckets[0], self._body)
+            for width in self.width_buckets:
+                for tokens in reversed(self.token_buckets):
+                    padding_step(tokens, width, self._run)
+            torch.tpu.synchronize()
+        self.backend.batch = None
+        after = torch_tpu.metrics.snapshot()
+        self.stats.update(
+            warmup_seconds=round(time.perf_counter() - start, 2),
+            warmup_graphs=after["graphs"] - before["graphs"],
+            warmup_compiles=after["compiles"] - before["compiles"],
+            warmup_disk_hits=after["disk_hits"] - before["disk_hits"],
+            bucket_pairs=len(self.token_buckets) * len(self.width_buckets))
+        self._after_warmup = after
+        logger.info("tpu warm-up: token buckets %s x block-table widths %s: %d step "
+                    "graphs; %d programs compiled, %d loaded from the disk cache, in %.1f s",
+                    self.token_buckets, self.width_buckets, self.stats["warmup_graphs"],
+                    self.stats["warmup_compiles"], self.stats["warmup_disk_hits"],
+                    self.stats["warmup_seconds"])
+        self._write_stats()
+
+    # --- steps ------------------------------------------------------------------
+
+    def __call__(self, input_ids, positions, forward_batch, *args, **kwargs):
+        batch = self.backend.batch
+        # input_embeds, pp_proxy_tensors and the like: the eager body handles them.
+        if (any(a is not None for a in (*args, *kwargs.values())) or batch is None
+                or fc.get_attn_backend() is not self.backend
+                or forward_batch.forward_mode.is_idle()
+                or input_ids.shape[0] != batch.num_actual_tokens):
+            self.stats["eager_steps"] += 1
+            self._write_stats()
+            return self.eager_forward(input_ids, positions, forward_batch, *args, **kwargs)
+        n, tokens = input_ids.shape[0], batch.num_tokens
+        # Input staging (the bucket's slice of SGLang's input buffers) is an eager op,
+        # compiled once per token bucket; the step program is what runs in _run.
+        ids, pos = _padded(input_ids, tokens), _padded(positions, tokens)
+        before = torch_tpu.metrics.snapshot()
+        out = self._run(ids, pos)
+        after = torch_tpu.metrics.snapshot()
+        self.stats["steps"] += 1
+        if after["graphs"] != before["graphs"] or after["compiles"] != before["compiles"]:
+            self.stats["step_graphs_after_warmup"] += after["graphs"] - before["graphs"]
+            self.stats["step_compiles_after_warmup"] += after["compiles"] - before["compiles"]
+            logger.warning("tpu: a step of %d tokens (bucket %d, width %d) compiled after "
+                           "warm-up", n, tokens, batch.token_blocks.shape[1])
+        if self.stats_path:
+            self.stats["compiles_after_warmup"] = \
+                after["compiles"] - self._after_warmup["compiles"]
+            self._write_stats()
+        return out[:n]
+
+    def _write_stats(self) -> None:
+        if not self.stats_path:
+            return
+        tmp = f"{self.stats_path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            json.dump(self.stats, f)
+        os.replace(tmp, self.stats_path)
+
+
+def _padded(t: torch.Tensor, rows: int) -> torch.Tensor:
+    """`t` ([n] int64) padded to `rows`: when it is a prefix of a longer buffer (SGLang
+    stages inputs in fixed buffers), the buffer's first `rows` entries, without a
+    per-size copy; else zero-padded. Padding rows are masked by the batch description."""
+    t = t.to(torch.int64)
+    base = pa._full(t)
+    if base.shape[0] >= rows:
+        return base[:rows]
+    return torch.nn.functional.pad(t, (0, rows - t.shape[0]))
+
+
+def install(model_runner, backend) -> CompiledSteps | None:
+    """Compiles `model_runner`'s model steps (once per runner) unless eager mode is
+    asked for; returns the steps, or None when the model stays eager."""
+    if eager_requested():
+        _write_eager_stats()
+        return None
+    existing = getattr(model_runner, "_tpu_compiled_steps", None)
+    if existing is not None:
+        return existing
+    body = getattr(model_runner.model, "model", None)
+    if not isinstance(body, torch.nn.Module):
+        logger.warning("tpu: %s has no transformer body (`model.model`); it runs eagerly",
+                       type(model_runner.model).__name__)
+        _write_eager_stats()
+        return None
+    steps = CompiledSteps(model_runner, backend)
+    body.forward = steps
+    try:
+        steps.warm_up()
+    except Exception:
+        logger.exception("tpu: compiling the steps of %s failed; the model runs eagerly",
+                         type(model_runner.model).__name__)
+        body.forward = steps.eager_forward
+        backend.batch = None
+        _write_eager_stats()
+        return None
+    model_runner._tpu_compiled_steps = steps
+    return steps
+
+
+def _write_eager_stats() -> None:
+    path = os.environ.get(ENV_STATS)
+    if path:
+        with open(path, "w") as f:
+            json.dump({"compiled": False}, f)
