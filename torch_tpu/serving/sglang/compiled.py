@@ -215,12 +215,15 @@ class CompiledSteps:
 
 def _padded(t: torch.Tensor, rows: int) -> torch.Tensor:
     """`t` ([n] int64) padded to `rows`: when it is a prefix of a longer buffer (SGLang
-    stages inputs in fixed buffers), the buffer's first `rows` entries, without a
-    per-size copy; else zero-padded. Padding rows are masked by the batch description."""
+    stages inputs in fixed buffers), a copy of the buffer's first `rows` entries (one
+    program per bucket, not per size); else zero-padded. Padding rows are masked by the
+    batch description. Either way a tensor of its own: a slice of a larger buffer would
+    be cut by the step program's own input handling, inside the step, with a program
+    of its own that warm-up (fresh tensors) never compiles."""
     t = t.to(torch.int64)
     base = pa._full(t)
     if base.shape[0] >= rows:
-        return base[:rows]
+        return base[:rows].clone()
     return torch.nn.functional.pad(t, (0, rows - t.shape[0]))
 
 
