@@ -80,7 +80,7 @@ def test_seeded_sampling_is_reproducible(compiled_llama):
     assert all(len(t) == 10 for t in first)
 
 
-@pytest.mark.parametrize("arch,eager", [("llama", True), ("qwen3", False)])
+@pytest.mark.parametrize("arch,eager", [("llama", True), ("qwen3", True), ("qwen3", False)])
 def test_greedy_matches_hf(model_dir, arch, eager):
     path = model_dir(arch)
     llm = make_llm(path, eager)
