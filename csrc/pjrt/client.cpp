@@ -139,49 +139,39 @@ std::unique_ptr<Executable> Client::deserialize(const std::string& bytes) const 
   return std::make_unique<Executable>(plugin_.get(), args.loaded_executable);
 }
 
-namespace {
-
-PJRT_Client_BufferFromHostBuffer_Args from_host_args(PJRT_Client* client, PJRT_Device* device,
-                                                     const void* data, PJRT_Buffer_Type type,
-                                                     const std::vector<int64_t>& dims,
-                                                     PJRT_HostBufferSemantics semantics) {
-  if (type == PJRT_Buffer_Type_INVALID || type == PJRT_Buffer_Type_TOKEN) {
-    // An invalid element type aborts the CPU plugin instead of returning an error.
-    throw Error(PJRT_Error_Code_INVALID_ARGUMENT, "invalid element type for a device buffer");
-  }
-  auto args = TORCH_TPU_PJRT_ARGS(PJRT_Client_BufferFromHostBuffer_Args);
-  args.client = client;
-  args.data = data;
-  args.type = type;
-  args.dims = dims.data();
-  args.num_dims = dims.size();
-  args.host_buffer_semantics = semantics;
-  args.device = device;
-  return args;
-}
-
-}  // namespace
-
 std::unique_ptr<Buffer> Client::buffer_from_host(const void* data, PJRT_Buffer_Type type,
                                                  const std::vector<int64_t>& dims,
                                                  size_t index) const {
-  auto args = from_host_args(client_, device(index), data, type, dims,
-                             PJRT_HostBufferSemantics_kImmutableOnlyDuringCall);
-  plugin_->check(plugin_->api()->PJRT_Client_BufferFromHostBuffer(&args),
-                 "PJRT_Client_BufferFromHostBuffer");
   // With kImmutableOnlyDuringCall the host data is copied before the call returns.
-  Event(plugin_.get(), args.done_with_host_buffer);
-  return std::make_unique<Buffer>(plugin_.get(), args.buffer);
+  return from_host(data, type, dims, index, PJRT_HostBufferSemantics_kImmutableOnlyDuringCall);
 }
 
 std::unique_ptr<Buffer> Client::buffer_on_host_memory(const void* data, PJRT_Buffer_Type type,
                                                       const std::vector<int64_t>& dims,
                                                       size_t index) const {
-  auto args = from_host_args(client_, device(index), data, type, dims,
-                             PJRT_HostBufferSemantics_kImmutableZeroCopy);
+  return from_host(data, type, dims, index, PJRT_HostBufferSemantics_kImmutableZeroCopy);
+}
+
+std::unique_ptr<Buffer> Client::from_host(const void* data, PJRT_Buffer_Type type,
+                                          const std::vector<int64_t>& dims, size_t index,
+                                          PJRT_HostBufferSemantics semantics) const {
+  if (type == PJRT_Buffer_Type_INVALID || type == PJRT_Buffer_Type_TOKEN) {
+    // An invalid element type aborts the CPU plugin instead of returning an error.
+    throw Error(PJRT_Error_Code_INVALID_ARGUMENT, "invalid element type for a device buffer");
+  }
+  auto args = TORCH_TPU_PJRT_ARGS(PJRT_Client_BufferFromHostBuffer_Args);
+  args.client = client_;
+  args.data = data;
+  args.type = type;
+  args.dims = dims.data();
+  args.num_dims = dims.size();
+  args.host_buffer_semantics = semantics;
+  args.device = device(index);
   plugin_->check(plugin_->api()->PJRT_Client_BufferFromHostBuffer(&args),
                  "PJRT_Client_BufferFromHostBuffer");
-  Event(plugin_.get(), args.done_with_host_buffer);  // not meaningful here (see header)
+  // The done-with-host-buffer event is not waited for: the copy semantics finish the
+  // copy in the call, and for zero-copy XLA:CPU fires it at once (see the header).
+  Event(plugin_.get(), args.done_with_host_buffer);
   return std::make_unique<Buffer>(plugin_.get(), args.buffer);
 }
 

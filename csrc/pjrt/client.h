@@ -52,6 +52,9 @@ class Client {
                                                 size_t index) const;
 
  private:
+  std::unique_ptr<Buffer> from_host(const void* data, PJRT_Buffer_Type type,
+                                    const std::vector<int64_t>& dims, size_t index,
+                                    PJRT_HostBufferSemantics semantics) const;
   PJRT_Device* device(size_t index) const;
   std::shared_ptr<Plugin> plugin_;
   PJRT_Client* client_ = nullptr;
