@@ -1,59 +1,23 @@
 """SGLang's offline API (`sgl.Engine(..., device="tpu")`) on tpu, selected through the
 `sglang.srt.platforms` entry point: greedy tokens equal Hugging Face `generate` on the
 CPU for a batch of prompts of different lengths (prefills, then decodes of different
-context lengths), with compiled steps (the default) for a tiny Llama and eagerly
-(`TORCH_TPU_SGLANG_EAGER=1`) for a tiny Llama and a tiny Qwen3; a second round hits
+context lengths), with compiled steps (the default) for a tiny Llama; a second round hits
 SGLang's radix (prefix) cache and still gives the same tokens; prompts longer than one
 prefill chunk (chunked prefill) do too. A compiled session compiles every step program
 during warm-up and none in a run of mixed request sizes; a KV cache too small for the
 batch retracts (preempts) requests and still finishes every one with HF's tokens.
 
-SGLang runs the model in a scheduler subprocess: its compile counts come back through
-the file named by `TORCH_TPU_SGLANG_STATS` (see torch_tpu/serving/sglang/compiled.py)."""
+The engine lives for the whole module; the eager tests, which start engines of their
+own, are in test_sglang_eager.py (one engine at a time: see sglang_engine.py)."""
 
-import json
-import os
 import random
 
 import pytest
 
-sgl = pytest.importorskip("sglang")
+pytest.importorskip("sglang")
 
 from conftest import PROMPTS, hf_greedy  # noqa: E402
-
-os.environ.setdefault("SGLANG_PLATFORM", "tpu")
-
-MAX_TOKENS = 12
-
-
-def greedy_params(max_tokens=MAX_TOKENS):
-    return {"temperature": 0.0, "max_new_tokens": max_tokens, "min_new_tokens": max_tokens}
-
-
-def make_engine(path, stats, eager=False, **kw):
-    """An engine on tpu whose scheduler writes its compile counts to `stats`. The
-    environment is the scheduler's (a subprocess started here); it is restored after."""
-    env = {"TORCH_TPU_SGLANG_STATS": str(stats), "TORCH_TPU_SGLANG_EAGER": "1" if eager else "0"}
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        # chunked_prefill_size 32: the step budget, so token buckets 16 and 32; the
-        # prompts of 23 and 30 tokens prefill in chunks when batched with others.
-        args = dict(model_path=path, device="tpu", dtype="float32", random_seed=0,
-                    context_length=128, max_total_tokens=2048, chunked_prefill_size=32,
-                    max_running_requests=8, log_level="warning")
-        return sgl.Engine(**{**args, **kw})
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
-def read_stats(path):
-    with open(path) as f:
-        return json.load(f)
+from sglang_engine import MAX_TOKENS, greedy_params, make_engine, read_stats  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -135,16 +99,3 @@ def test_kv_cache_exhaustion_retracts_and_finishes(engine):
     want = hf_greedy(path, PROMPTS, 40)
     assert [o["output_ids"] for o in outs] == [want[2], want[4]] * 4
     assert read_stats(stats)["step_graphs_after_warmup"] == 0
-
-
-@pytest.mark.parametrize("arch", ["llama", "qwen3"])
-def test_eager_greedy_matches_hf(model_dir, tmp_path, arch):
-    path = model_dir(arch)
-    stats = tmp_path / "eager.json"
-    llm = make_engine(path, stats, eager=True)
-    try:
-        got = [o["output_ids"] for o in llm.generate(PROMPTS, greedy_params())]
-    finally:
-        llm.shutdown()
-    assert read_stats(stats) == {"compiled": False}
-    assert got == hf_greedy(path, PROMPTS, MAX_TOKENS)
