@@ -67,7 +67,8 @@ fi
 venv=$venvs/sglang
 if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import importlib.util as u, sys; sys.exit(u.find_spec('sglang') is None)" 2> /dev/null; then
   "$venv/bin/python" -P -m pytest -q -p no:cacheprovider tests/serving/test_sglang_offline.py \
-    tests/serving/test_sglang_eager.py tests/serving/test_sglang_server.py
+    tests/serving/test_sglang_eager.py tests/serving/test_sglang_tp.py \
+    tests/serving/test_sglang_server.py
 else
   echo "SGLang serving tests SKIPPED: no SGLang venv at $venv (bash scripts/serving_venvs.sh builds it)"
 fi

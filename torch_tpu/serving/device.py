@@ -29,6 +29,20 @@ def device_total_memory(device_id: int = 0, devices_on_host: int = 1) -> int:
     return total
 
 
+def raise_virtual_devices(count: int) -> None:
+    """Makes processes spawned after this see at least `count` tpu devices: one
+    engine worker per device, rank r on tpu:r. The XLA:CPU plugin gives each process
+    TORCH_TPU_NUM_DEVICES virtual devices (default 1); each worker uses its own, and
+    the device groups between the processes are tpu_dist's host-staged ones. A plugin
+    with real devices ignores the variable."""
+    try:
+        current = int(os.environ.get("TORCH_TPU_NUM_DEVICES", "1"))
+    except ValueError:
+        current = 1  # torch_tpu reports the bad value when a worker starts
+    if current < count:
+        os.environ["TORCH_TPU_NUM_DEVICES"] = str(count)
+
+
 def tpu_available() -> bool:
     """Whether torch_tpu imports and a tpu device exists: the plugins' activation
     test. A broken install answers False rather than stopping the engine on other

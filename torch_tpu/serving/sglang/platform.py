@@ -10,7 +10,7 @@ import torch
 from sglang.srt.platforms.interface import PlatformEnum, SRTPlatform
 
 import torch_tpu  # noqa: F401  (registers the device)
-from torch_tpu.serving.device import device_total_memory
+from torch_tpu.serving.device import device_total_memory, raise_virtual_devices
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +54,16 @@ class TpuSRTPlatform(SRTPlatform):
             server_args.sampling_backend = "pytorch"
         if server_args.grammar_backend is None:
             server_args.grammar_backend = "none"
+        if server_args.pp_size > 1:
+            # Its stages exchange tensors by send/recv on the device group, which
+            # tensor parallel serving does not use: not validated on tpu.
+            raise NotImplementedError("pipeline parallel serving on tpu is not supported "
+                                      "yet (tensor parallel is)")
+        if server_args.tp_size > 1:
+            # Scheduler of rank r on device base_gpu_id + r * gpu_id_step.
+            ranks = server_args.tp_size // max(server_args.nnodes, 1)
+            raise_virtual_devices(server_args.base_gpu_id +
+                                  (ranks - 1) * server_args.gpu_id_step + 1)
 
     def get_default_attention_backend(self) -> str:
         _register_attention_backend()
@@ -76,7 +86,10 @@ class TpuSRTPlatform(SRTPlatform):
         return "tpu"
 
     def init_backend(self) -> None:
+        from torch_tpu.serving.sglang.collectives import register_collective_kernels
+
         _register_attention_backend()
+        register_collective_kernels()
 
     # --- device ---------------------------------------------------------------
 
@@ -96,13 +109,16 @@ class TpuSRTPlatform(SRTPlatform):
         return None
 
     def get_device_total_memory(self, device_id: int = 0) -> int:
-        return device_total_memory(device_id)
+        # Each scheduler process drives one of the devices it sees. On XLA:CPU a process
+        # with N virtual devices takes 1/N of the host's share: tensor parallel raises
+        # N to its rank count (apply_server_args_defaults), one process per rank.
+        return device_total_memory(device_id, devices_on_host=torch.tpu.device_count())
 
     def get_current_memory_usage(self, device=None) -> float:
         return float(torch.tpu.max_memory_allocated(device))
 
     def get_available_memory(self, device_id: int = 0) -> tuple[int, int]:
-        total = device_total_memory(device_id)
+        total = self.get_device_total_memory(device_id)
         return total - torch.tpu.memory_allocated(device_id), total
 
     def empty_cache(self) -> None:
@@ -115,9 +131,10 @@ class TpuSRTPlatform(SRTPlatform):
         return False
 
     def get_torch_distributed_backend_str(self) -> str:
-        # Single-device serving needs no device collective; SGLang's groups still
-        # want a backend, and gloo works with CPU tensors everywhere.
-        return "gloo"
+        # SGLang's groups run collectives on tpu tensors (tensor parallel layers) and
+        # on CPU tensors (its world group's barriers and object exchanges): tpu_dist
+        # for the first, gloo for the second, as one c10d backend string.
+        return "cpu:gloo,tpu:tpu_dist"
 
     @classmethod
     def seed_everything(cls, seed: int | None = None) -> None:

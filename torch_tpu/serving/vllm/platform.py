@@ -10,7 +10,7 @@ from vllm.logger import init_logger
 from vllm.platforms.interface import Platform, PlatformEnum
 
 import torch_tpu
-from torch_tpu.serving.device import device_total_memory
+from torch_tpu.serving.device import device_total_memory, raise_virtual_devices
 
 # Under "vllm." so that vLLM's logging configuration shows these messages.
 logger = init_logger(f"vllm.{__name__}")
@@ -112,7 +112,7 @@ class TpuPlatform(Platform):
             raise NotImplementedError("pipeline parallel serving on tpu is not supported "
                                       "yet (tensor parallel is)")
         if parallel.world_size > 1:
-            _devices_for_workers(parallel.local_world_size)
+            raise_virtual_devices(parallel.local_world_size)  # worker r on tpu:r
         cache = vllm_config.cache_config
         if cache is not None and not cache.user_specified_block_size:
             cache.block_size = 16
@@ -139,20 +139,6 @@ class TpuPlatform(Platform):
         # The engine core and workers start by spawn: a forked child would inherit
         # the parent's PJRT client and its threads.
         os.environ["VLLM_WORKER_MULTIPROC_METHOD"] = "spawn"
-
-
-def _devices_for_workers(local_world_size: int) -> None:
-    """vLLM's worker of local rank r runs on tpu:r, one worker process per device. The
-    XLA:CPU plugin gives each process TORCH_TPU_NUM_DEVICES virtual devices (default 1):
-    the workers, spawned after this, inherit enough of them; each uses its own, and the
-    device groups between processes are tpu_dist's host-staged ones. A plugin with real
-    devices ignores the variable."""
-    try:
-        current = int(os.environ.get("TORCH_TPU_NUM_DEVICES", "1"))
-    except ValueError:
-        current = 1  # torch_tpu reports the bad value when a worker starts
-    if current < local_world_size:
-        os.environ["TORCH_TPU_NUM_DEVICES"] = str(local_world_size)
 
 
 __all__ = ["TpuPlatform", "device_total_memory", "torch_tpu"]
