@@ -2,16 +2,18 @@
 
 SGLang's layers reach their process group through custom ops (`torch.ops.sglang.
 inplace_all_reduce`, ...), which it registers for the CUDA dispatch key only. Each op
-looks its group coordinator up by name and runs the group's collective; on tpu that is
-`torch.distributed` on the group's device group, whose backend is tpu_dist (see
-platform.py). This registers the same lookup for PrivateUse1, one line per op."""
+looks its group coordinator up by name (SGLang's registry of groups, the one lookup
+its own kernels do too) and runs the collective on the group; on tpu that is the
+`torch.distributed` collective on the group's device group, whose backend is tpu_dist
+(see platform.py). This registers those kernels for PrivateUse1, one line per op."""
 
 from __future__ import annotations
 
 import torch
+import torch.distributed as dist
 
 
-def _group(group_name: str):
+def _device_group(group_name: str):
     from sglang.srt.distributed.parallel_state import _groups
 
     if group_name not in _groups:
@@ -19,30 +21,30 @@ def _group(group_name: str):
     group = _groups[group_name]()
     if group is None:
         raise ValueError(f"SGLang process group {group_name!r} is destroyed")
-    return group
+    return group.device_group
 
 
 def _inplace_all_reduce(tensor, group_name):
-    _group(group_name)._all_reduce_in_place(tensor)
+    dist.all_reduce(tensor, group=_device_group(group_name))
 
 
 def _outplace_all_reduce(tensor, group_name, outplace_all_reduce_method):
     # No out-of-place communicator on tpu: reduce a copy in place.
     out = tensor.clone()
-    _group(group_name)._all_reduce_in_place(out)
+    dist.all_reduce(out, group=_device_group(group_name))
     return out
 
 
 def _all_gather_into_tensor(output, input, group_name):
-    _group(group_name)._all_gather_into_tensor(output, input)
+    dist.all_gather_into_tensor(output, input, group=_device_group(group_name))
 
 
 def _reduce_scatter_tensor(output, input, group_name):
-    _group(group_name)._reduce_scatter_tensor(output, input)
+    dist.reduce_scatter_tensor(output, input, group=_device_group(group_name))
 
 
 def _all_to_all_single(output, input, group_name):
-    _group(group_name)._all_to_all_single(output, input)
+    dist.all_to_all_single(output, input, group=_device_group(group_name))
 
 
 # SGLang op name -> the tpu kernel.
