@@ -16,8 +16,10 @@ from sglang_engine import MAX_TOKENS, greedy_params, make_engine, read_stats  # 
 @pytest.fixture
 def own_devices(monkeypatch):
     """The platform raises TORCH_TPU_NUM_DEVICES for the schedulers it spawns; put the
-    test process's value back afterwards."""
-    monkeypatch.delenv("TORCH_TPU_NUM_DEVICES", raising=False)
+    test process's value back afterwards (a server started later by this process
+    would otherwise see two devices). setenv records the value to restore, absent
+    included; delenv of an absent variable records nothing."""
+    monkeypatch.setenv("TORCH_TPU_NUM_DEVICES", "1")
 
 
 def test_tensor_parallel_greedy_matches_hf(model_dir, tmp_path, own_devices):

@@ -109,16 +109,16 @@ class TpuSRTPlatform(SRTPlatform):
         return None
 
     def get_device_total_memory(self, device_id: int = 0) -> int:
-        # Each scheduler process drives one of the devices it sees. On XLA:CPU a process
-        # with N virtual devices takes 1/N of the host's share: tensor parallel raises
-        # N to its rank count (apply_server_args_defaults), one process per rank.
-        return device_total_memory(device_id, devices_on_host=torch.tpu.device_count())
+        # Not split between tensor parallel ranks (vLLM's plugin splits it): SGLang's
+        # default static fraction reserves about 3.5 GiB per rank for activations, so a
+        # split host share would leave nothing; each rank's pool is what is left.
+        return device_total_memory(device_id)
 
     def get_current_memory_usage(self, device=None) -> float:
         return float(torch.tpu.max_memory_allocated(device))
 
     def get_available_memory(self, device_id: int = 0) -> tuple[int, int]:
-        total = self.get_device_total_memory(device_id)
+        total = device_total_memory(device_id)
         return total - torch.tpu.memory_allocated(device_id), total
 
     def empty_cache(self) -> None:
