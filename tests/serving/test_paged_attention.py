@@ -16,7 +16,7 @@ BLOCK, KV_HEADS, HEADS, D, NUM_BLOCKS = 4, 2, 4, 8, 32
 def make_case(specs, seed, num_tokens):
     """specs: (context already cached, new query tokens) per request."""
     g = torch.Generator().manual_seed(seed)
-    cache = torch.zeros(NUM_BLOCKS, BLOCK, KV_HEADS, 2 * D)
+    cache = torch.zeros(pa.kv_cache_shape(NUM_BLOCKS, BLOCK, KV_HEADS, D))
     free = list(torch.randperm(NUM_BLOCKS - 1, generator=g).add(1).tolist())  # not 0
     table = torch.zeros(8, 8, dtype=torch.int32)  # the runner's [max_reqs, max_blocks]
     keys, values, qs, slots, qsl, seq_lens = [], [], [], [], [0], []
@@ -28,8 +28,9 @@ def make_case(specs, seed, num_tokens):
         table[r, nblocks:] = torch.tensor(free[: 8 - nblocks])  # stale ids: must be masked
         k = torch.randn(total, KV_HEADS, D, generator=g)
         v = torch.randn(total, KV_HEADS, D, generator=g)
-        for p in range(ctx):  # the cached context
-            cache[blocks[p // BLOCK], p % BLOCK] = torch.cat([k[p], v[p]], -1)
+        for p in range(ctx):  # the cached context: plane 0 keys, plane 1 values
+            cache[0, :, blocks[p // BLOCK], p % BLOCK] = k[p]
+            cache[1, :, blocks[p // BLOCK], p % BLOCK] = v[p]
         keys.append(k), values.append(v)
         qs.append(torch.randn(qlen, HEADS, D, generator=g))
         slots += [blocks[p // BLOCK] * BLOCK + p % BLOCK for p in range(ctx, total)]
@@ -87,11 +88,11 @@ def test_mixed_batch_matches_reference(device, window, cap):
     out, cache = run(case, device, window, cap)
     torch.testing.assert_close(out, reference(case, D ** -0.5, window, cap),
                                atol=1e-5, rtol=1e-5)
-    # every new token's key and value landed in its slot
-    rows = cache.view(-1, KV_HEADS, 2 * D)
+    # every new token's key and value landed in its slot (row of each plane and head)
     n = case["qsl"][-1]
-    torch.testing.assert_close(rows[case["slot_mapping"][:n]],
-                               torch.cat([case["key"], case["value"]], -1)[:n])
+    slots = cache.view(2, KV_HEADS, NUM_BLOCKS * BLOCK, D)[:, :, case["slot_mapping"][:n]]
+    torch.testing.assert_close(slots[0].transpose(0, 1), case["key"][:n])
+    torch.testing.assert_close(slots[1].transpose(0, 1), case["value"][:n])
 
 
 def test_decode_only_batch():

@@ -3,18 +3,25 @@ inside compiled graphs): a KV-cache write by scatter of the slot mapping, and at
 of every query token over its request's blocks, for prefill, decode and mixed
 (chunked-prefill) batches alike, with GQA, sliding window and logit soft-capping.
 
-Layout of one layer's cache: ``[num_blocks, block_size, num_kv_heads, 2 * head_size]``,
-keys and values side by side in the last dimension, so a token's slot is one row of the
-cache viewed as ``[num_blocks * block_size, num_kv_heads, 2 * head_size]`` and one
-scatter writes both.
+Layout of one layer's cache (`kv_cache_shape`): ``[2, num_kv_heads, num_blocks,
+block_size, head_size]``, keys in plane 0 and values in plane 1. Per plane and KV head
+the slots of all blocks are consecutive rows, so a token's slot s is row s of every
+(plane, head) and one scatter writes both planes; and attention gathers each token's
+blocks per (plane, head) as whole [block_size, head_size] tiles, which gives keys and
+values as ``[tokens, kv_heads, context, head_size]``: the batch dimensions of the two
+attention dots already first, no transpose and no slicing of a key||value row.
+Measured on XLA:CPU (a compiled decode layer call, KV write included: 32 tokens, 8
+heads over 4 KV heads of 64, contexts of 8 blocks of 16): 2.9 ms against 5.3-5.9 ms for
+the ``[blocks, block_size, kv_heads, 2 * head_size]`` layout it replaced, where the dots
+waited for transposes of the gathered rows and slices of each key||value row.
 
 Batch description (`PagedBatch`): every token carries its position and its request's
 row of the block table, padded to W blocks. Attention then is per token over W blocks:
 its programs depend on two sizes only, the token count T and the width W, both rounded
 up to buckets, whatever mix of prefills, decodes and chunks the batch holds. Each op is
 one program per (T, W), never a Python loop over sequences. The price: keys and values
-are gathered per token ([T, W * block_size] rows), which is cheap for decode and costs
-memory for long prefills.
+are gathered per token ([T, kv_heads, W * block_size] rows), which is cheap for decode
+and costs memory for long prefills.
 """
 
 from __future__ import annotations
@@ -118,12 +125,28 @@ def build_batch(query_start_loc: np.ndarray, seq_lens: np.ndarray,
                       num_tokens=num_tokens, num_actual_tokens=num_actual)
 
 
+def kv_cache_shape(num_blocks: int, block_size: int, num_kv_heads: int,
+                   head_size: int) -> tuple[int, ...]:
+    """The shape of one layer's cache (see the module's docstring)."""
+    return (2, num_kv_heads, num_blocks, block_size, head_size)
+
+
+def _plane_heads(kv_cache: torch.Tensor) -> torch.Tensor:
+    """[2, 1, kv_heads] int64: the index of each (plane, head) in the cache's first two
+    dimensions, flattened."""
+    kv_heads = kv_cache.shape[1]
+    return torch.arange(2 * kv_heads, device=kv_cache.device).view(2, 1, kv_heads)
+
+
 def write_kv(kv_cache: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
              slot_mapping: torch.Tensor) -> None:
-    """Stores each token's key and value at its slot: one scatter into the cache."""
-    num_blocks, block_size, kv_heads, width = kv_cache.shape
-    rows = kv_cache.view(num_blocks * block_size, kv_heads, width)
-    rows.index_put_((slot_mapping,), torch.cat([key, value], dim=-1).to(kv_cache.dtype))
+    """Stores each token's key and value ([T, kv_heads, head_size]) at its slot: one
+    scatter into the cache."""
+    _, kv_heads, num_blocks, block_size, head_size = kv_cache.shape
+    slots = num_blocks * block_size
+    rows = kv_cache.view(2 * kv_heads * slots, head_size)
+    index = _plane_heads(kv_cache) * slots + slot_mapping.view(1, -1, 1)  # [2, T, kv_heads]
+    rows.index_put_((index,), torch.stack([key, value]).to(kv_cache.dtype))
 
 
 def paged_attention(query: torch.Tensor, kv_cache: torch.Tensor, batch: PagedBatch,
@@ -132,16 +155,20 @@ def paged_attention(query: torch.Tensor, kv_cache: torch.Tensor, batch: PagedBat
     """Causal attention of `query` ([T, heads, head_size]) over the cache; returns
     [T, heads, head_size]. Rows of padding tokens are unspecified (finite)."""
     T, heads, head_size = query.shape
-    num_blocks, block_size, kv_heads, _ = kv_cache.shape
+    _, kv_heads, num_blocks, block_size, _ = kv_cache.shape
     group = heads // kv_heads
     W = batch.token_blocks.shape[1]
     L = W * block_size
 
     q = query.reshape(T, kv_heads, group, head_size).float()
-    kv = kv_cache[batch.token_blocks.reshape(-1)].reshape(T, L, kv_heads, 2 * head_size)
-    k, v = kv[..., :head_size].float(), kv[..., head_size:].float()
+    # One gather per plane: the tile of each (token, KV head, block column).
+    tiles = kv_cache.view(2, kv_heads * num_blocks, block_size, head_size)
+    index = (torch.arange(kv_heads, device=query.device).view(1, kv_heads, 1) * num_blocks +
+             batch.token_blocks.view(T, 1, W)).reshape(-1)               # [T * kv_heads * W]
+    k = tiles[0][index].reshape(T, kv_heads, L, head_size).float()
+    v = tiles[1][index].reshape(T, kv_heads, L, head_size).float()
 
-    scores = torch.einsum("tkgd,tlkd->tkgl", q, k) * scale
+    scores = torch.einsum("tkgd,tkld->tkgl", q, k) * scale
     if logits_soft_cap:
         scores = logits_soft_cap * torch.tanh(scores / logits_soft_cap)
     key_pos = torch.arange(L, device=query.device)[None, :]
@@ -151,5 +178,5 @@ def paged_attention(query: torch.Tensor, kv_cache: torch.Tensor, batch: PagedBat
         allowed = allowed & (key_pos > pos - sliding_window)
     scores = scores.masked_fill(~allowed[:, None, None, :], _MASKED)
     probs = torch.softmax(scores, dim=-1)
-    out = torch.einsum("tkgl,tlkd->tkgd", probs, v)
+    out = torch.einsum("tkgl,tkld->tkgd", probs, v)
     return out.reshape(T, heads, head_size).to(query.dtype)

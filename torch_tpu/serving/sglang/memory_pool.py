@@ -1,8 +1,8 @@
 """SGLang's KV pool and token allocator on `tpu`.
 
 The pool keeps each layer's keys and values in the layout of torch_tpu's paged
-attention (`torch_tpu.serving.paged_attention`): ``[slots, 1, kv_heads, 2 * head_dim]``,
-one token per block, keys and values side by side, so one scatter writes both and the
+attention (`torch_tpu.serving.paged_attention`): ``[2, kv_heads, slots, 1, head_dim]``,
+one token per block, keys and values in two planes, so one scatter writes both and the
 attention gathers both. One buffer per layer: on tpu a write into a view rewrites its
 whole base buffer, so layers never share one."""
 
@@ -30,12 +30,13 @@ class TpuMHATokenToKVPool(MHATokenToKVPool):
         # Slot 0 (the padded page) absorbs the writes of padding tokens.
         rows = self.size + self.page_size
         self.kv_buffer = [
-            torch.zeros(rows, 1, self.head_num, 2 * self.head_dim, dtype=self.store_dtype,
-                        device=self.device)
+            torch.zeros(pa.kv_cache_shape(rows, 1, self.head_num, self.head_dim),
+                        dtype=self.store_dtype, device=self.device)
             for _ in range(self.layer_num)]
-        # SGLang's own users of k_buffer/v_buffer (sizes, CPU copies) see views.
-        self.k_buffer = [kv[:, 0, :, :self.head_dim] for kv in self.kv_buffer]
-        self.v_buffer = [kv[:, 0, :, self.head_dim:] for kv in self.kv_buffer]
+        # SGLang's own users of k_buffer/v_buffer (sizes, CPU copies) see views, in
+        # SGLang's [slots, heads, head_dim].
+        self.k_buffer = [kv[0, :, :, 0].transpose(0, 1) for kv in self.kv_buffer]
+        self.v_buffer = [kv[1, :, :, 0].transpose(0, 1) for kv in self.kv_buffer]
         self._kv_buffer_descs = None
 
     def _init_data_ptrs_and_strides(self):
@@ -62,8 +63,8 @@ class TpuMHATokenToKVPool(MHATokenToKVPool):
         pa.write_kv(self.get_paged_kv_buffer(layer_id), cache_k, cache_v, loc.to(torch.int64))
 
     def move_kv_cache(self, tgt_loc: torch.Tensor, src_loc: torch.Tensor):
-        for kv in self.kv_buffer:
-            kv[tgt_loc] = kv[src_loc]
+        for kv in self.kv_buffer:  # slots are dimension 2 (one-token blocks)
+            kv[:, :, tgt_loc] = kv[:, :, src_loc]
 
 
 class TpuTokenToKVPoolAllocator(TokenToKVPoolAllocator):

@@ -16,6 +16,7 @@ from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 from vllm.v1.worker.utils import bind_kv_cache
 
 import torch_tpu
+from torch_tpu.serving import paged_attention as pa
 from torch_tpu.serving.buckets import MIN_TOKENS, buckets_up_to, token_bucket
 
 # Under "vllm." so that vLLM's logging configuration shows these messages.
@@ -94,8 +95,8 @@ class TpuModelRunner(GPUModelRunner):
                                     kernel_block_sizes: list[int],
                                     kv_cache_allocation_context=None
                                     ) -> dict[str, torch.Tensor]:
-        """One tensor per layer, [blocks, block_size, kv_heads, 2 * head_size] in the
-        cache dtype. vLLM's default packs every layer into one int8 buffer viewed per
+        """One tensor per layer in the paged-attention layout (`pa.kv_cache_shape`:
+        [2, kv_heads, blocks, block_size, head_size]) and the cache dtype. vLLM's default packs every layer into one int8 buffer viewed per
         layer; on tpu a write into a view rewrites its whole base buffer, so each layer
         owns its buffer and its scatter touches only that layer."""
         kv_caches: dict[str, torch.Tensor] = {}
@@ -112,7 +113,8 @@ class TpuModelRunner(GPUModelRunner):
                     raise NotImplementedError(f"{type(spec).__name__} caches (layer "
                                               f"{name}) are not supported on tpu")
                 kv_caches[name] = torch.zeros(
-                    num_blocks, spec.block_size, spec.num_kv_heads, 2 * spec.head_size,
+                    pa.kv_cache_shape(num_blocks, spec.block_size, spec.num_kv_heads,
+                                      spec.head_size),
                     dtype=spec.dtype, device=self.device)
         for name, target in self.shared_kv_cache_layers.items():
             kv_caches[name] = kv_caches[target]
