@@ -96,9 +96,10 @@ class TpuModelRunner(GPUModelRunner):
                                     kv_cache_allocation_context=None
                                     ) -> dict[str, torch.Tensor]:
         """One tensor per layer in the paged-attention layout (`pa.kv_cache_shape`:
-        [2, kv_heads, blocks, block_size, head_size]) and the cache dtype. vLLM's default packs every layer into one int8 buffer viewed per
-        layer; on tpu a write into a view rewrites its whole base buffer, so each layer
-        owns its buffer and its scatter touches only that layer."""
+        [2, kv_heads, blocks, block_size, head_size]) and the cache dtype. vLLM's
+        default packs every layer into one int8 buffer viewed per layer; on tpu a write
+        into a view rewrites its whole base buffer, so each layer owns its buffer and
+        its scatter touches only that layer."""
         kv_caches: dict[str, torch.Tensor] = {}
         specs = {}
         for group in kv_cache_config.kv_cache_groups:
