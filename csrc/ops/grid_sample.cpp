@@ -5,10 +5,13 @@
 // on the device, each interpolation tap is one gather of C-long rows, and the taps are
 // summed with their weights.
 //
-// The arithmetic is CPU's, in the input's dtype (CPU rounds half types after each step):
-// the 2-d kernel is vectorized and unnormalizes as (g + 1) * (size / 2) - 0.5 and
-// reflects with a truncated division; the 3-d kernel is scalar and unnormalizes as
-// ((g + 1) * size - 1) / 2 and reflects with fmod. Each dim follows its own kernel.
+// The formulas are CPU's: the 2-d kernel is vectorized and unnormalizes as
+// (g + 1) * (size / 2) - 0.5 and reflects with a truncated division; the 3-d kernel is
+// scalar and unnormalizes as ((g + 1) * size - 1) / 2 and reflects with fmod. Each dim
+// follows its own kernel. Half types compute in float32 and round once, at the end, as
+// CUDA's kernel does with its opmath type: rounding each step in the half type (what
+// CPU does, and differently with and without native f16 arithmetic) moves a source
+// coordinate by up to size * eps pixels, enough for nearest to pick another pixel.
 #include <string>
 #include <vector>
 
@@ -145,8 +148,11 @@ LowerFn grid_sampler(int64_t spatial) {
   return [spatial](Node& n) {
     hlo::Builder& b = n.b;
     Math m{b};
-    const Value& x = n.in(0);
-    const Value& grid = n.in(1);
+    auto widen = [&](const Value& v) {
+      return v.type.dtype == DType::F16 || v.type.dtype == DType::BF16 ? b.convert(v, DType::F32) : v;
+    };
+    const Value x = widen(n.in(0));
+    const Value grid = widen(n.in(1));
     const auto interp = static_cast<Interp>(n.i64(2));
     const auto padding = static_cast<Padding>(n.i64(3));
     const bool align = n.flag(4);

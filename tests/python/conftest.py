@@ -35,6 +35,15 @@ def tol(dtype, f32=1e-5, f64=None, low=2e-2, equal_nan=False) -> dict:
     return out
 
 
+def eps_tol(dtype, ulps) -> dict:
+    """rtol = atol = `ulps` times `dtype`'s machine epsilon. For a half-type result
+    compared with the float32 result rounded once, 1 covers that rounding and a last-bit
+    difference in the float32 sums; an op that rounds intermediate results in the half
+    type needs about one more per rounding step on the result's path."""
+    bound = ulps * torch.finfo(dtype).eps
+    return dict(rtol=bound, atol=bound)
+
+
 def rand(shape, dtype, seed=0, scale=1.0):
     """A seeded CPU sample: normal floats times `scale`, small signed ints, fair bools."""
     g = torch.Generator().manual_seed(seed)

@@ -4,6 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from conftest import eps_tol
 from cpu_compare import check, tolerance
 
 
@@ -106,7 +107,7 @@ def test_grid_sample_2d(mode, padding_mode, align_corners, dtype):
     g = grid(2, 4, 6, 2, dtype=dtype)
     kw = dict(mode=mode, padding_mode=padding_mode, align_corners=align_corners)
     check(lambda x, g: F.grid_sample(x, g, **kw), x, g, backward=False,
-          tol=tolerance(dtype, 1e-5) if dtype != torch.float16 else dict(rtol=2e-3, atol=2e-3))
+          tol=tolerance(dtype, 1e-5) if dtype != torch.float16 else eps_tol(dtype, 2))
 
 
 @pytest.mark.parametrize("mode", ["bilinear", "nearest"])
