@@ -4,11 +4,20 @@
 
 #include <cstdint>
 #include <string>
+#include <variant>
 #include <vector>
 
 namespace torch_tpu::pjrt {
 
-std::string encode_compile_options(int num_replicas, int num_partitions, bool portable);
+// One XLA debug option set by name on top of the plugin's defaults (CompileOptionsProto's
+// env_option_overrides: the names of xla.DebugOptions, e.g. "xla_backend_optimization_level").
+struct OptionOverride {
+  std::string name;
+  std::variant<bool, int64_t, double, std::string> value;
+};
+
+std::string encode_compile_options(int num_replicas, int num_partitions, bool portable,
+                                   const std::vector<OptionOverride>& overrides = {});
 // A program of `device_ids.size()` replicas (one partition), replica i on the device of
 // global id device_ids[i] (build options' device_assignment): in-program collectives.
 std::string encode_replicated_options(const std::vector<int64_t>& device_ids);

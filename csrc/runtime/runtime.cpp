@@ -16,6 +16,7 @@
 #include "hlo/builder.h"
 #include "pjrt/compile_options.h"
 #include "pjrt/error.h"
+#include "runtime/compile_policy.h"
 #include "runtime/element_type.h"
 #include "runtime/metrics.h"
 
@@ -132,7 +133,8 @@ std::string Runtime::cache_identity() const {
   if (::stat(config_.plugin_path.c_str(), &st) == 0)
     id += " " + std::to_string(st.st_size) + " " + std::to_string(st.st_mtime);
   id += "; devices " + std::to_string(config_.num_devices) + "; options " +
-        hlo::fingerprint(compile_options_);
+        hlo::fingerprint(compile_options_) + ", " + hlo::fingerprint(fast_compile_options_) +
+        " up to " + std::to_string(fast_compile_elements()) + " elements";
   for (char& c : id)
     if (c == '\n' || c == '\r') c = ' ';
   return id;
@@ -140,8 +142,14 @@ std::string Runtime::cache_identity() const {
 
 Runtime::Runtime(RuntimeConfig config)
     : config_(std::move(config)),
-      cache_([this](const std::string& mlir) { return client_->compile(mlir, compile_options_); }),
+      cache_([this](const std::string& mlir) {
+        const int64_t fast = fast_compile_elements();
+        const bool small = fast > 0 && largest_tensor(mlir) <= fast;
+        return client_->compile(mlir, small ? fast_compile_options_ : compile_options_);
+      }),
       compile_options_(pjrt::encode_compile_options(1, 1, /*portable=*/true)),
+      fast_compile_options_(pjrt::encode_compile_options(
+          1, 1, /*portable=*/true, {{"xla_backend_optimization_level", int64_t{0}}})),
       scalars_(std::make_unique<ScalarCache>()),
       pending_(std::make_unique<Pending>()) {
   const char* blocking = std::getenv("TORCH_TPU_LAUNCH_BLOCKING");

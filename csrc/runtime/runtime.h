@@ -84,6 +84,7 @@ class Runtime {
   std::unique_ptr<pjrt::Client> client_;
   ExecutableCache cache_;
   std::string compile_options_;
+  std::string fast_compile_options_;  // small programs: runtime/compile_policy.h
   std::unique_ptr<DiskCache> disk_;
   struct ScalarCache;
   std::unique_ptr<ScalarCache> scalars_;

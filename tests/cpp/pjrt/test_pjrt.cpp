@@ -64,6 +64,26 @@ TEST(CompileOptions, HandEncodedBytes) {
             std::string(reinterpret_cast<const char*>(replicas), sizeof(replicas)));
 }
 
+TEST(CompileOptions, OverridesAreMapEntries) {
+  // env_option_overrides (field 7) holds one map entry per option: key (field 1), and
+  // the OptionOverrideProto value (field 2) with int_field 3 / bool_field 2.
+  const std::string base = pjrt::encode_compile_options(1, 1, false);
+  const std::string with = pjrt::encode_compile_options(
+      1, 1, false, {{"opt", int64_t{2}}, {"flag", true}});
+  const unsigned char entries[] = {0x3A, 0x09, 0x0A, 0x03, 'o', 'p', 't', 0x12, 0x02, 0x18, 0x02,
+                                   0x3A, 0x0A, 0x0A, 0x04, 'f', 'l', 'a', 'g', 0x12, 0x02, 0x10, 0x01};
+  EXPECT_EQ(with, base + std::string(reinterpret_cast<const char*>(entries), sizeof(entries)));
+}
+
+TEST(CompileOptions, ThePluginAppliesOverrides) {
+  // A real option compiles; an unknown one is the plugin's clear error, not an abort.
+  auto options = [](const char* name) {
+    return pjrt::encode_compile_options(1, 1, false, {{name, int64_t{0}}});
+  };
+  EXPECT_NO_THROW(client().compile(add_one_module(), options("xla_backend_optimization_level")));
+  EXPECT_THROW(client().compile(add_one_module(), options("xla_no_such_option")), pjrt::Error);
+}
+
 TEST(Event, NullEventIsReady) {
   pjrt::Event e(plugin().get(), nullptr);
   EXPECT_TRUE(e.is_ready());

@@ -1,0 +1,51 @@
+#include "runtime/compile_policy.h"
+
+#include <cctype>
+#include <cstdlib>
+#include <limits>
+#include <stdexcept>
+
+namespace torch_tpu::runtime {
+
+int64_t largest_tensor(const std::string& mlir) {
+  constexpr int64_t kUnbounded = std::numeric_limits<int64_t>::max();
+  static const std::string kTensor = "tensor<";
+  int64_t largest = 0;
+  for (size_t at = mlir.find(kTensor); at != std::string::npos; at = mlir.find(kTensor, at)) {
+    at += kTensor.size();
+    // "tensor<4x?x8xf32>": dims are digits or '?' followed by 'x'; the element type ends it.
+    int64_t count = 1;
+    while (at < mlir.size()) {
+      size_t end = at;
+      while (end < mlir.size() && std::isdigit(static_cast<unsigned char>(mlir[end]))) ++end;
+      const bool dynamic = end == at && mlir[at] == '?';
+      if (dynamic) end = at + 1;
+      if (end == at || end >= mlir.size() || mlir[end] != 'x') break;  // the element type
+      if (dynamic) {
+        count = kUnbounded;
+      } else if (count != kUnbounded) {
+        const int64_t dim = std::strtoll(mlir.c_str() + at, nullptr, 10);
+        count = dim != 0 && count > kUnbounded / dim ? kUnbounded : count * dim;
+      }
+      at = end + 1;
+    }
+    if (count > largest) largest = count;
+  }
+  return largest;
+}
+
+int64_t fast_compile_elements() {
+  static const int64_t limit = [] {
+    const char* text = std::getenv("TORCH_TPU_FAST_COMPILE_ELEMENTS");
+    if (text == nullptr || *text == '\0') return int64_t{65536};
+    char* end = nullptr;
+    const long long v = std::strtoll(text, &end, 10);
+    if (*end != '\0' || v < 0)
+      throw std::invalid_argument(std::string("TORCH_TPU_FAST_COMPILE_ELEMENTS must be a ") +
+                                  "non-negative integer, got '" + text + "'");
+    return static_cast<int64_t>(v);
+  }();
+  return limit;
+}
+
+}  // namespace torch_tpu::runtime
