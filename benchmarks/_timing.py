@@ -16,3 +16,18 @@ def timed_rounds(step, sync, rounds: int, steps: int):
         sync()
         times.append((time.perf_counter() - start) / steps)
     return times, result
+
+
+def run_script(code: str, args, env: dict) -> dict:
+    """Runs `code` in a fresh interpreter with `args` as sys.argv[1:] and the environment
+    plus `env`; returns the JSON it printed on a line starting with "RESULT "."""
+    import json
+    import os
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True,
+                          text=True, env=dict(os.environ, **env))
+    lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
+    if not lines:
+        raise RuntimeError(f"{args} {env}: {proc.stderr[-2000:]}")
+    return json.loads(lines[0][len("RESULT "):])

@@ -8,11 +8,9 @@ measures what each eager mode pays in compiles when nothing repeats.
 """
 
 import argparse
-import json
-import os
-import subprocess
-import sys
 import tempfile
+
+from _timing import run_script
 
 CHILD = r"""
 import json, sys, time, torch
@@ -43,12 +41,8 @@ print("RESULT " + json.dumps(out))
 
 
 def run(steps, dim, device, env):
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(steps), str(dim), device],
-                          capture_output=True, text=True, env=dict(os.environ, **env))
-    lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
-    if not lines:
-        raise RuntimeError(f"{device} {env}: {proc.stderr[-2000:]}")
-    return json.loads(lines[0][len("RESULT "):])
+    return run_script(CHILD, [steps, dim, device], env)
+
 
 
 def main():
