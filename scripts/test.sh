@@ -11,7 +11,12 @@ python=${PYTHON:-python3}
 
 if ! (cd /tmp && "$python" -c "import torch_tpu._C") 2> /dev/null; then
   echo "test.sh: torch_tpu is not installed; installing it in editable mode"
-  "$python" -m pip install -q --root-user-action=ignore torch==2.13.0 xla-cpu-pjrt==0.0.1 scikit-build-core pybind11 ninja
+  # The pins are pyproject.toml's: what building needs, and what torch_tpu depends on.
+  "$python" - <<'PY' | xargs "$python" -m pip install -q --root-user-action=ignore ninja
+import tomllib
+p = tomllib.load(open("pyproject.toml", "rb"))
+print("\n".join(dict.fromkeys(p["build-system"]["requires"] + p["project"]["dependencies"])))
+PY
   "$python" -m pip install -q --root-user-action=ignore --no-build-isolation -e .
 fi
 "$python" - <<'PY' | xargs "$python" -m pip install -q --root-user-action=ignore

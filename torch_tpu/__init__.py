@@ -15,7 +15,15 @@ def _autoload() -> None:
 
 import torch  # noqa: E402
 
-__version__ = "0.2.0"
+
+
+def __getattr__(name: str):
+    # The version is written once, in pyproject.toml; reading the installed metadata
+    # takes ~30 ms, so only when asked (every `import torch` imports this module).
+    if name == "__version__":
+        from importlib.metadata import version
+        return version("torch_tpu")
+    raise AttributeError(f"module 'torch_tpu' has no attribute '{name}'")
 
 
 def _start() -> None:

@@ -91,3 +91,16 @@ def test_importing_torch_tpu_before_torch():
     r = run_python("import torch_tpu, torch; print(torch.ones(2, device='tpu').sum().item())")
     assert r.returncode == 0, r.stderr
     assert r.stdout == "2.0\n"
+
+
+def test_version_and_pins_are_pyprojects():
+    # pyproject.toml names the version and the pins; the C++ core, the package and the
+    # commands a newcomer copies (README, .ci/run) agree with it.
+    import tomllib
+    project = tomllib.load(open(os.path.join(ROOT, "pyproject.toml"), "rb"))["project"]
+    assert torch_tpu.__version__ == project["version"]
+    pins = [d for d in project["dependencies"] if "==" in d]
+    for path in ("README.md", ".ci/run"):
+        text = open(os.path.join(ROOT, path)).read()
+        quickstart = next(l for l in text.splitlines() if "pip install torch==" in l)
+        assert all(pin in quickstart.split() for pin in pins), (path, pins)
