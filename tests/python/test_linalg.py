@@ -1,4 +1,4 @@
-"""Linear-algebra ops lowered in csrc/ops/linalg.cpp (trace, linalg.cross, cdist,
+"""Linear-algebra ops lowered in csrc/ops/linalg*.cpp (trace, linalg.cross, cdist,
 pdist, renorm, the factorizations and what follows from them), compared with CPU PyTorch forward and backward, in several dtypes, odd
 sizes, broadcasting and every p-norm branch."""
 import math
