@@ -1,8 +1,10 @@
-// Which XLA compile options a program gets. XLA:CPU spends most of a small program's
-// compile time in LLVM's optimization passes (about 70% of ~90 ms for a one-op program),
-// which buy nothing when every tensor is small enough for the run to be dispatch-bound:
-// such programs compile at backend optimization level 0 (docs/performance.md has the
-// compile and run times this rule was chosen from).
+// Which XLA compile options a program gets. XLA:CPU spends much of a small program's
+// compile time in LLVM's optimization passes. Measured in process CPU time per compile
+// of one-op programs (benchmarks/compile_time.py; docs/performance.md): backend
+// optimization level 1 cuts 18% of it at no measurable cost per run, level 0 cuts 38%
+// but adds ~20-40 us to every run of the program (it doubles a small program's run time),
+// which a training loop pays thousands of times. So programs whose every tensor is small
+// compile at level 1; large ones keep XLA's default, whose kernels are what they are for.
 #pragma once
 
 #include <cstdint>

@@ -149,7 +149,7 @@ Runtime::Runtime(RuntimeConfig config)
       }),
       compile_options_(pjrt::encode_compile_options(1, 1, /*portable=*/true)),
       fast_compile_options_(pjrt::encode_compile_options(
-          1, 1, /*portable=*/true, {{"xla_backend_optimization_level", int64_t{0}}})),
+          1, 1, /*portable=*/true, {{"xla_backend_optimization_level", int64_t{1}}})),
       scalars_(std::make_unique<ScalarCache>()),
       pending_(std::make_unique<Pending>()) {
   const char* blocking = std::getenv("TORCH_TPU_LAUNCH_BLOCKING");
