@@ -245,12 +245,16 @@ def collectives(rank, world_size, init_method):
     m = torch_tpu.metrics.snapshot()
     assert m["host_staged_collectives"] >= 25 and m["host_staged_bytes"] > 0, m
 
-    # a tpu_dist-only group has no backend for CPU tensors
-    only = dist.new_group(backend="tpu_dist")
-    t = per_rank[rank].to(TPU)
-    dist.all_reduce(t, group=only)
-    exact(t, sum(per_rank))
-    return raises(lambda: dist.all_reduce(torch.ones(2), group=only), "")
+    # a "tpu_dist" group serves CPU tensors through its gloo, and a "gloo" group tpu
+    # tensors through tpu_dist (host-staged), as gloo serves cuda tensors on a GPU host
+    for name in ("tpu_dist", "gloo"):
+        group = dist.new_group(backend=name)
+        t, c = per_rank[rank].to(TPU), per_rank[rank].clone()
+        dist.all_reduce(t, group=group)
+        dist.all_reduce(c, group=group)
+        exact(t, sum(per_rank))
+        assert torch.equal(c, sum(per_rank)), name
+        assert {"cpu", "tpu"} <= {d.type for d in group._device_types}, name
 
 
 # --- training: DDP, FSDP2, DCP, tensor parallel, against one-process CPU training -----
@@ -504,7 +508,26 @@ def cpu_gloo(rank, world_size, init_method):
     fsdp_model = _fsdp_model("cpu")
     _train(fsdp_model, rank, world_size, "cpu")
     fsdp_state = {k: v.full_tensor() for k, v in fsdp_model.state_dict().items()}
-    return "torch_tpu" in sys.modules, ddp_state, fsdp_state
+    return "torch_tpu" in sys.modules, ddp_state, fsdp_state, _fsdp_default_mesh(rank, world_size)
+
+
+def _fsdp_default_mesh(rank, world_size):
+    """FSDP2 on a CPU model without a mesh: the default mesh is the accelerator's (tpu once
+    torch_tpu is installed, as cuda on a GPU host), so the model moves there and the
+    group's gloo must serve it; the loss is taken where the output is."""
+    from torch.distributed.fsdp import fully_shard
+
+    model = make_model()
+    for module in (model.fc1, model.fc2, model):
+        fully_shard(module)
+    opt = torch.optim.SGD(model.parameters(), lr=LR)
+    for step in range(STEPS):
+        opt.zero_grad()
+        ((x, y),) = _shard(rank, world_size, 1, step)
+        out = model(x)
+        nn.functional.mse_loss(out, y.to(out.device)).backward()
+        opt.step()
+    return {k: v.full_tensor().cpu() for k, v in model.state_dict().items()}
 
 
 def killed_rank(rank, world_size, init_method, timeout):
@@ -513,9 +536,10 @@ def killed_rank(rank, world_size, init_method, timeout):
     import signal
     import time
 
-    # No backend named: torch.accelerator reports tpu, which maps to tpu_dist.
+    # No backend named: torch.accelerator reports tpu, which maps to tpu_dist (and gloo
+    # serves the group's CPU tensors).
     init(rank, world_size, init_method, backend=None, timeout=timeout)
-    assert dist.get_backend_config() == "tpu:tpu_dist", dist.get_backend_config()
+    assert dist.get_backend_config() == "cpu:gloo,tpu:tpu_dist", dist.get_backend_config()
     t = torch.ones(4, device=TPU)
     dist.all_reduce(t)
     exact(t, torch.full((4,), float(world_size)))
