@@ -76,6 +76,9 @@ def _in_program_plan(options):
 
 
 def _create(options, backend_options=None):
+    from torch_tpu import _sharding
+
+    _sharding.register()
     setting = _transport_setting()
     if setting != "host":
         plan, reason = _in_program_plan(options)

@@ -42,13 +42,13 @@ def batch(step):
     return torch.randn(BATCH, SEQ, HIDDEN, generator=g), torch.randn(BATCH, SEQ, HIDDEN, generator=g)
 
 
-def reference():
-    """One process, CPU, the full batch: the loss of each step."""
-    model = make_model()
+def reference(model_fn=make_model, batch_fn=batch):
+    """One process, CPU, the full batch: the loss of each step (SGD, LR, STEPS)."""
+    model = model_fn()
     opt = torch.optim.SGD(model.parameters(), lr=LR)
     losses = []
     for step in range(STEPS):
-        x, y = batch(step)
+        x, y = batch_fn(step)
         opt.zero_grad()
         loss = nn.functional.mse_loss(model(x), y)
         loss.backward()

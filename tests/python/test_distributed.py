@@ -27,6 +27,14 @@ def test_fsdp2_and_checkpoint(tmp_path):
     launch(w.fsdp, 2, str(tmp_path / "ckpt"), timeout=150)
 
 
+def test_dtensor_attention():
+    launch(w.dtensor_attention, 2, timeout=120)
+
+
+def test_fsdp_tp_attention_2d():
+    launch(w.fsdp_tp_attention, 4, timeout=200)
+
+
 def test_cpu_gloo_unchanged_by_torch_tpu():
     """Installing torch_tpu makes torch.accelerator report tpu; CPU training over gloo
     must still work and give the very same parameters as without it (DDP, FSDP2 on a CPU
