@@ -43,8 +43,13 @@ def _transport_setting() -> str:
 def _host_staged(options):
     # The store is already prefixed for this group and device, so this gloo group's keys
     # never meet those of a "cpu:gloo" backend of the same process group.
-    return dist.ProcessGroupGloo(options.store, options.group_rank, options.group_size,
+    gloo = dist.ProcessGroupGloo(options.store, options.group_rank, options.group_size,
                                  options.timeout)
+    # gloo's split maps the split's ranks through these (only the process's first gloo
+    # group may leave them empty).
+    gloo.options.global_ranks_in_group = list(options.global_ranks_in_group
+                                              or range(options.group_size))
+    return gloo
 
 
 def _in_program_plan(options):
@@ -71,6 +76,9 @@ def _in_program_plan(options):
 
 
 def _create(options, backend_options=None):
+    from torch_tpu import _sharding
+
+    _sharding.register()
     setting = _transport_setting()
     if setting != "host":
         plan, reason = _in_program_plan(options)
@@ -128,8 +136,55 @@ def install_threaded_world() -> None:
     c10d._register_process_group = register_once
 
 
+def _serve_both_devices(device_backend_map: dict) -> None:
+    """A group that names one of gloo (CPU) and tpu_dist (tpu) also gets the other for
+    the other device type, as gloo serves cuda tensors on a GPU host: CPU-only code whose
+    default mesh or device becomes tpu once torch_tpu is installed, and tpu code that puts
+    a CPU tensor through the group, keep working. A device type the user named explicitly
+    ("cpu:gloo", "tpu:tpu_dist") keeps just its backend."""
+    gloo, tpu_dist = dist.Backend.GLOO, dist.Backend("tpu_dist")
+    if device_backend_map.get("cpu") == gloo:
+        device_backend_map.setdefault("tpu", tpu_dist)
+    elif device_backend_map.get("tpu") == tpu_dist and "cpu" not in device_backend_map:
+        # CPU first: c10d creates the backends in this order, and gloo's split of the
+        # default group works only for the process's first gloo group (the default
+        # group's gloo leaves its global ranks empty).
+        rest = dict(device_backend_map)
+        device_backend_map.clear()
+        device_backend_map.update({"cpu": gloo, **rest})
+
+
+def _extend_backend_config() -> None:
+    config = dist.distributed_c10d.BackendConfig
+    if getattr(config.__init__, "_tpu_both_devices", False):
+        return
+    init = config.__init__
+
+    def __init__(self, backend):
+        init(self, backend)
+        if ":" not in str(backend):  # "gloo", "tpu_dist" or none: not a device:backend list
+            _serve_both_devices(self.device_backend_map)
+
+    __init__._tpu_both_devices = True
+    config.__init__ = __init__
+
+
+def _expose_backend_options() -> None:
+    """DeviceMesh splits a group bound to a device (`init_process_group(device_id=...)`)
+    with `split_group`, which reads `backend.options` and passes a deep copy of it to the
+    split; PyTorch's Python binding has that attribute only for its own backends. None
+    (the generic binding's value here) makes the split take each backend's own options
+    in C++ (tpu_dist: its gloo's), which is also what gloo's own split needs: its
+    Python options object cannot be deep-copied."""
+    backend_type = torch._C._distributed_c10d.Backend
+    if "options" not in backend_type.__dict__:
+        backend_type.options = property(lambda backend: None)
+
+
 def register() -> None:
     if not dist.is_available() or not dist.is_gloo_available():
         return
     if "TPU_DIST" not in dist.Backend._plugins:
         dist.Backend.register_backend("tpu_dist", _create, extended_api=True, devices=["tpu"])
+    _extend_backend_config()
+    _expose_backend_options()

@@ -23,8 +23,17 @@ def find_plugin() -> str:
 
 
 def num_devices() -> int:
-    """Virtual device count for the CPU plugin (TORCH_TPU_NUM_DEVICES, default 1)."""
-    value = os.environ.get("TORCH_TPU_NUM_DEVICES", "1")
+    """Virtual device count for the CPU plugin: TORCH_TPU_NUM_DEVICES if set; else, under a
+    launcher (torchrun sets LOCAL_WORLD_SIZE), one per local process, so that
+    `tpu:LOCAL_RANK` exists in every process as `cuda:LOCAL_RANK` does on a GPU host;
+    else 1. Other plugins report their own devices."""
+    value = os.environ.get("TORCH_TPU_NUM_DEVICES")
+    if value is None:
+        value = os.environ.get("LOCAL_WORLD_SIZE", "1")
+        try:
+            return max(1, int(value))
+        except ValueError:
+            raise ValueError(f"LOCAL_WORLD_SIZE must be an integer, got {value!r}") from None
     try:
         count = int(value)
     except ValueError:

@@ -16,9 +16,11 @@ thread_local c10::DeviceIndex current = 0;
 c10::DeviceIndex current_device() { return current; }
 
 c10::DeviceIndex device_count() {
-  return runtime::Runtime::available()
-             ? static_cast<c10::DeviceIndex>(runtime::Runtime::get().device_count())
-             : 0;
+  try {
+    return static_cast<c10::DeviceIndex>(runtime::Runtime::configured_device_count());
+  } catch (const std::exception&) {
+    return 0;
+  }
 }
 
 void check_device(c10::DeviceIndex index) {

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <ATen/ThreadLocalState.h>
 #include <c10/core/DeviceGuard.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
@@ -555,6 +556,19 @@ class HostStagedBackend final : public c10d::Backend {
 
   void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override {
     host_->monitoredBarrier(opts, wait_all_ranks);
+  }
+  // DeviceMesh splits a group bound to a device (init_process_group(device_id=...))
+  // with split_group: the host group splits and the part is staged as this group is.
+  // The group's own gloo (for CPU tensors) splits over the same store, hence a prefix.
+  bool supportsSplitting() const override { return host_->supportsSplitting(); }
+  c10::intrusive_ptr<Options> getBackendOptions() override { return host_->getBackendOptions(); }
+  c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store,
+                                          const std::vector<int>& ranks,
+                                          const c10::intrusive_ptr<Options>& opts) override {
+    auto part = host_->split(c10::make_intrusive<c10d::PrefixStore>("tpu_dist", store), ranks,
+                             opts);
+    if (!part) return nullptr;  // this rank is not in `ranks`
+    return c10::make_intrusive<HostStagedBackend>(std::move(part));
   }
   void setSequenceNumberForGroup() override { host_->setSequenceNumberForGroup(); }
   uint64_t getSequenceNumberForGroup() override { return host_->getSequenceNumberForGroup(); }

@@ -111,12 +111,31 @@ Runtime& Runtime::get() {
   return *instance.load(std::memory_order_acquire);
 }
 
+bool RuntimeConfig::virtual_devices() const {
+  const std::string file = plugin_path.substr(plugin_path.rfind('/') + 1);
+  return file.find("cpu") != std::string::npos;
+}
+
 bool Runtime::available() {
   try {
-    return get().device_count() > 0;
+    return configured_device_count() > 0;
   } catch (const std::exception&) {
     return false;
   }
+}
+
+int Runtime::configured_device_count() {
+  if (Runtime* r = instance.load(std::memory_order_acquire)) return r->device_count();
+  {
+    std::lock_guard<std::mutex> lock(init_mutex());
+    if (init_error != nullptr) throw pjrt::Error(PJRT_Error_Code_FAILED_PRECONDITION, *init_error);
+    const RuntimeConfig& config = pending_config();
+    struct stat st {};
+    // A plugin file that is not there cannot start: get() reports why.
+    if (config.virtual_devices() && ::stat(config.plugin_path.c_str(), &st) == 0)
+      return static_cast<int>(config.num_devices);
+  }
+  return get().device_count();
 }
 
 bool Runtime::initialized() { return instance.load(std::memory_order_acquire) != nullptr; }
@@ -165,11 +184,7 @@ Runtime::Runtime(RuntimeConfig config)
   if (verbose == nullptr || std::string(verbose) != "1") setenv("TF_CPP_MIN_LOG_LEVEL", "1", 0);
   auto plugin = pjrt::Plugin::load(config_.plugin_path);
   std::vector<pjrt::CreateOption> options;
-  // Only XLA:CPU understands cpu_device_count; other plugins reject unknown options.
-  const std::string file = config_.plugin_path.substr(config_.plugin_path.rfind('/') + 1);
-  if (file.find("cpu") != std::string::npos) {
-    options.push_back({"cpu_device_count", config_.num_devices});
-  }
+  if (config_.virtual_devices()) options.push_back({"cpu_device_count", config_.num_devices});
   client_ = std::make_unique<pjrt::Client>(std::move(plugin), options);
   disk_ = std::make_unique<DiskCache>(disk_cache_config_from_env(), cache_identity());
   cache_.set_disk_tier(disk_.get(), [this](const std::string& bytes) {

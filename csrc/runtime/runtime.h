@@ -16,6 +16,8 @@ namespace torch_tpu::runtime {
 struct RuntimeConfig {
   std::string plugin_path;
   int64_t num_devices = 1;  // virtual devices, for plugins that take cpu_device_count
+  // XLA:CPU, the only plugin that takes cpu_device_count (others reject unknown options).
+  bool virtual_devices() const;
 };
 
 class Runtime {
@@ -24,9 +26,15 @@ class Runtime {
   static void configure(RuntimeConfig config);
   // The runtime, loading the plugin on first call; throws pjrt::Error if it cannot.
   static Runtime& get();
-  // Whether get() would succeed, without throwing.
+  // Whether get() would succeed, without throwing. Does not start the runtime where
+  // device_count() does not.
   static bool available();
   static bool initialized();
+  // The number of devices get() has or will have. XLA:CPU's is the configured number of
+  // virtual devices, known without starting the runtime (so that, as with CUDA, counting
+  // devices leaves torch.tpu.is_initialized() False); other plugins are asked, which
+  // starts it. Throws get()'s error if the runtime cannot start.
+  static int configured_device_count();
 
   const pjrt::Client& client() const { return *client_; }
   int device_count() const { return static_cast<int>(client_->devices().size()); }

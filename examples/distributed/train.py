@@ -1,5 +1,6 @@
 """Distributed training of the tiny Hugging Face Llama (examples/hf_tiny.py) on `tpu`
-over the c10d backend `tpu_dist`:
+over the c10d backend `tpu_dist`, written as for CUDA (device from LOCAL_RANK), with no
+environment variable to set:
 
     torchrun --standalone --nproc-per-node 2 examples/distributed/train.py --dp 2
     torchrun --standalone --nproc-per-node 2 examples/distributed/train.py --fsdp
@@ -32,7 +33,8 @@ def parallelize(model, args, world):
     dp = args.dp or world // args.tp
     if dp * args.tp != world:
         raise SystemExit(f"--dp {dp} x --tp {args.tp} must equal the {world} processes")
-    mesh = init_device_mesh("tpu", (dp, args.tp), mesh_dim_names=("dp", "tp"))
+    mesh = init_device_mesh(torch.accelerator.current_accelerator().type, (dp, args.tp),
+                            mesh_dim_names=("dp", "tp"))
     if args.tp > 1:
         from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
                                                        parallelize_module)
@@ -85,14 +87,21 @@ def main():
     args = p.parse_args()
 
     data = batches(args.steps, args.batch, args.seq, args.seed)
-    model = build("llama", args.seed).to("tpu")
     if args.reference:
+        model = build("llama", args.seed).to("tpu")
         report = lambda step, loss: print(f"step {step} loss {loss.item():.6f}", flush=True)
         train(model, data, "tpu", on_step=report)
         return
 
-    dist.init_process_group("cpu:gloo,tpu:tpu_dist")
+    # CUDA's convention: one process per device, tpu:LOCAL_RANK (under torchrun the
+    # XLA:CPU engine has one device per local process), the device's default backend
+    # (tpu_dist, with gloo for CPU tensors), the group bound to the device.
+    device = torch.device(torch.accelerator.current_accelerator().type,
+                          int(os.environ.get("LOCAL_RANK", 0)))
+    torch.accelerator.set_device_index(device.index)
+    dist.init_process_group(dist.get_default_backend_for_device(device), device_id=device)
     rank, world = dist.get_rank(), dist.get_world_size()
+    model = build("llama", args.seed).to(device)
     model, dp_mesh = parallelize(model, args, world)
     dp, dp_rank = dp_mesh.size(), dp_mesh.get_local_rank()
     if args.batch % dp:
@@ -107,7 +116,8 @@ def main():
             print(f"step {step} loss {loss.item():.6f}", flush=True)
 
     clip = clip_grad_norm if args.tp > 1 else torch.nn.utils.clip_grad_norm_
-    train(model, [b.chunk(dp)[dp_rank] for b in data], "tpu", on_step=report, clip_grad_norm=clip)
+    train(model, [b.chunk(dp)[dp_rank] for b in data], device, on_step=report,
+          clip_grad_norm=clip)
     dist.destroy_process_group()
 
 

@@ -13,9 +13,10 @@ def run_python(code: str, env: dict | None = None) -> subprocess.CompletedProces
     """Runs `code` in a fresh interpreter (for plugin choice, device count, autoload).
 
     It runs outside the checkout so `import torch_tpu` finds the installed package, not
-    the source tree (which has no built extension)."""
+    the source tree (which has no built extension). A None value in `env` unsets it."""
     full_env = dict(os.environ)
     full_env.update(env or {})
+    full_env = {k: v for k, v in full_env.items() if v is not None}
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env=full_env, timeout=300, cwd=tempfile.gettempdir())
 

@@ -199,7 +199,8 @@ def collectives(world):
     out = all_ok(run_ranks(world, _collectives))
     after = torch_tpu.metrics.snapshot()
     assert after["in_program_groups"] - before["in_program_groups"] == world
-    assert after["in_program_collectives"] - before["in_program_collectives"] > 30
+    # (all_gather_object and barrier go to the group's gloo: a group serves CPU tensors)
+    assert after["in_program_collectives"] - before["in_program_collectives"] > 25
 
 
 def _subgroups(rank, W):

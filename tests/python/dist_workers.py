@@ -245,12 +245,16 @@ def collectives(rank, world_size, init_method):
     m = torch_tpu.metrics.snapshot()
     assert m["host_staged_collectives"] >= 25 and m["host_staged_bytes"] > 0, m
 
-    # a tpu_dist-only group has no backend for CPU tensors
-    only = dist.new_group(backend="tpu_dist")
-    t = per_rank[rank].to(TPU)
-    dist.all_reduce(t, group=only)
-    exact(t, sum(per_rank))
-    return raises(lambda: dist.all_reduce(torch.ones(2), group=only), "")
+    # a "tpu_dist" group serves CPU tensors through its gloo, and a "gloo" group tpu
+    # tensors through tpu_dist (host-staged), as gloo serves cuda tensors on a GPU host
+    for name in ("tpu_dist", "gloo"):
+        group = dist.new_group(backend=name)
+        t, c = per_rank[rank].to(TPU), per_rank[rank].clone()
+        dist.all_reduce(t, group=group)
+        dist.all_reduce(c, group=group)
+        exact(t, sum(per_rank))
+        assert torch.equal(c, sum(per_rank)), name
+        assert {"cpu", "tpu"} <= {d.type for d in group._device_types}, name
 
 
 # --- training: DDP, FSDP2, DCP, tensor parallel, against one-process CPU training -----
@@ -504,7 +508,26 @@ def cpu_gloo(rank, world_size, init_method):
     fsdp_model = _fsdp_model("cpu")
     _train(fsdp_model, rank, world_size, "cpu")
     fsdp_state = {k: v.full_tensor() for k, v in fsdp_model.state_dict().items()}
-    return "torch_tpu" in sys.modules, ddp_state, fsdp_state
+    return "torch_tpu" in sys.modules, ddp_state, fsdp_state, _fsdp_default_mesh(rank, world_size)
+
+
+def _fsdp_default_mesh(rank, world_size):
+    """FSDP2 on a CPU model without a mesh: the default mesh is the accelerator's (tpu once
+    torch_tpu is installed, as cuda on a GPU host), so the model moves there and the
+    group's gloo must serve it; the loss is taken where the output is."""
+    from torch.distributed.fsdp import fully_shard
+
+    model = make_model()
+    for module in (model.fc1, model.fc2, model):
+        fully_shard(module)
+    opt = torch.optim.SGD(model.parameters(), lr=LR)
+    for step in range(STEPS):
+        opt.zero_grad()
+        ((x, y),) = _shard(rank, world_size, 1, step)
+        out = model(x)
+        nn.functional.mse_loss(out, y.to(out.device)).backward()
+        opt.step()
+    return {k: v.full_tensor().cpu() for k, v in model.state_dict().items()}
 
 
 def killed_rank(rank, world_size, init_method, timeout):
@@ -513,9 +536,10 @@ def killed_rank(rank, world_size, init_method, timeout):
     import signal
     import time
 
-    # No backend named: torch.accelerator reports tpu, which maps to tpu_dist.
+    # No backend named: torch.accelerator reports tpu, which maps to tpu_dist (and gloo
+    # serves the group's CPU tensors).
     init(rank, world_size, init_method, backend=None, timeout=timeout)
-    assert dist.get_backend_config() == "tpu:tpu_dist", dist.get_backend_config()
+    assert dist.get_backend_config() == "cpu:gloo,tpu:tpu_dist", dist.get_backend_config()
     t = torch.ones(4, device=TPU)
     dist.all_reduce(t)
     exact(t, torch.full((4,), float(world_size)))
@@ -527,3 +551,109 @@ def killed_rank(rank, world_size, init_method, timeout):
     except RuntimeError as e:
         return time.monotonic() - start, str(e)
     raise AssertionError("all_reduce with a dead rank returned")
+
+
+def dtensor_attention(rank, world_size, init_method):
+    """F.scaled_dot_product_attention on DTensors sharded over heads (tensor parallel
+    attention): plain, causal, grouped-query and masked; the output stays sharded over
+    heads, and output and gradients match CPU."""
+    import torch.nn.functional as F
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+
+    init(rank, world_size, init_method)
+    mesh = init_device_mesh("tpu", (world_size,))
+    g = torch.Generator().manual_seed(0)
+    for hkv, causal, mask in [(4, False, None), (4, True, None), (2, True, None),
+                              (4, False, "bool"), (2, False, "float")]:
+        q = torch.randn(2, 4, 5, 8, generator=g)
+        k, v = torch.randn(2, hkv, 6, 8, generator=g), torch.randn(2, hkv, 6, 8, generator=g)
+        m = None if mask is None else (torch.rand(5, 6, generator=g) > 0.3 if mask == "bool"
+                                       else torch.randn(2, 1, 5, 6, generator=g))
+        grad = torch.randn(2, 4, 5, 8, generator=g)
+        kw = dict(is_causal=causal, enable_gqa=hkv != 4)
+        cpu = [t.clone().requires_grad_() for t in (q, k, v)]
+        ref = F.scaled_dot_product_attention(*cpu, attn_mask=m, **kw)
+        ref.backward(grad)
+        dt = [distribute_tensor(t.to(TPU), mesh, [Shard(1)]).requires_grad_() for t in (q, k, v)]
+        dm = None if m is None else distribute_tensor(m.to(TPU), mesh, [Replicate()])
+        out = F.scaled_dot_product_attention(*dt, attn_mask=dm, **kw)
+        assert out.placements == (Shard(1),), out.placements
+        out.backward(distribute_tensor(grad.to(TPU), mesh, [Shard(1)]))
+        case = (hkv, causal, mask)
+        torch.testing.assert_close(out.full_tensor().cpu(), ref.detach(), rtol=1e-5, atol=1e-5,
+                                   msg=str(case))
+        for name, a, b in zip("qkv", dt, cpu):
+            torch.testing.assert_close(a.grad.full_tensor().cpu(), b.grad, rtol=1e-5, atol=1e-5,
+                                       msg=f"{case} grad {name}")
+
+
+class _AttentionBlock(nn.Module):
+    """A pre-norm transformer block with grouped-query causal attention (4 query heads,
+    2 key/value heads) and an MLP, in the layout tensor parallelism shards."""
+
+    def __init__(self, dim=16, heads=4, kv_heads=2):
+        super().__init__()
+        self.head_dim = dim // heads
+        self.norm = nn.LayerNorm(dim)
+        self.wq = nn.Linear(dim, heads * self.head_dim, bias=False)
+        self.wk = nn.Linear(dim, kv_heads * self.head_dim, bias=False)
+        self.wv = nn.Linear(dim, kv_heads * self.head_dim, bias=False)
+        self.wo = nn.Linear(heads * self.head_dim, dim, bias=False)
+        self.fc1 = nn.Linear(dim, 32)
+        self.fc2 = nn.Linear(32, dim)
+
+    def forward(self, x):
+        b, s, _ = x.shape
+        h = self.norm(x)
+        q, k, v = (w(h).view(b, s, -1, self.head_dim).transpose(1, 2)
+                   for w in (self.wq, self.wk, self.wv))
+        a = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        x = x + self.wo(a.transpose(1, 2).reshape(b, s, -1))
+        return x + self.fc2(torch.relu(self.fc1(self.norm(x))))
+
+
+def _attention_batch(step):
+    g = torch.Generator().manual_seed(200 + step)
+    return torch.randn(4, 6, 16, generator=g), torch.randn(4, 6, 16, generator=g)
+
+
+def _attention_block():
+    torch.manual_seed(0)
+    return _AttentionBlock()
+
+
+def fsdp_tp_attention(rank, world_size, init_method):
+    """2-D parallelism on a (dp=2, tp=2) mesh: attention heads and the MLP split over tp
+    (q/k/v stay DTensors, so scaled_dot_product_attention runs on DTensors sharded over
+    heads), FSDP2 over dp. The losses equal one CPU process on the full batch."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
+                                                   parallelize_module)
+
+    import dist_cuda_convention as ref  # the one-process CPU training to match
+
+    init(rank, world_size, init_method)
+    mesh = init_device_mesh("tpu", (2, world_size // 2), mesh_dim_names=("dp", "tp"))
+    model = _attention_block().to(TPU)
+    colwise = ColwiseParallel(use_local_output=False)
+    parallelize_module(model, mesh["tp"], {"wq": colwise, "wk": colwise, "wv": colwise,
+                                           "wo": RowwiseParallel(), "fc1": ColwiseParallel(),
+                                           "fc2": RowwiseParallel()})
+    fully_shard(model, mesh=mesh["dp"])
+    dp = mesh["dp"].get_local_rank()
+    opt = torch.optim.SGD(model.parameters(), lr=ref.LR, foreach=False)
+    losses = []
+    for step in range(ref.STEPS):
+        x, y = (t.chunk(2)[dp].to(TPU) for t in _attention_batch(step))
+        opt.zero_grad()
+        loss = nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        report = loss.detach().clone()
+        dist.all_reduce(report, op=dist.ReduceOp.AVG, group=mesh["dp"].get_group())
+        losses.append(report.item())
+    torch.testing.assert_close(torch.tensor(losses),
+                               torch.tensor(ref.reference(_attention_block, _attention_batch)),
+                               rtol=1e-5, atol=1e-6)

@@ -103,3 +103,29 @@ def test_dropout_is_seeded_and_is_the_math_path_with_that_mask():
     expected.backward(grad)
     for c, t in zip(cpu, tpu):
         assert_same(t.grad, c.grad, rtol=1e-4, atol=1e-5)
+
+
+def test_eager_runs_the_fused_op_and_math_stays_selectable():
+    """Eager attention is PyTorch's fused op for out-of-tree backends (one op DTensor can
+    shard, see dist_workers.dtensor_attention); sdpa_kernel(MATH) still picks the math
+    path."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Ops(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.names = set()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.names.add(func.__name__)
+            return func(*args, **(kwargs or {}))
+
+    _, (q, k, v) = inputs(1, 2, 2, 3, 3, 4)
+    fused = "_scaled_dot_product_fused_attention_overrideable.default"
+    with Ops() as seen:
+        F.scaled_dot_product_attention(q, k, v, is_causal=True).sum().backward()
+    assert fused in seen.names and fused.replace(".default", "_backward.default") in seen.names
+    with sdpa_kernel(SDPBackend.MATH), Ops() as seen:
+        F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    assert fused not in seen.names, seen.names

@@ -105,3 +105,34 @@ print('ok')
     r = run_python(code, {"TORCH_TPU_NUM_DEVICES": "2"})
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "ok"
+
+
+def test_lazy_init_and_one_device_per_launched_process():
+    """As with CUDA: counting devices and asking for the accelerator start nothing (so
+    DeviceMesh's LOCAL_RANK device selection applies), and under a launcher every process
+    sees one XLA:CPU device per local process, so tpu:LOCAL_RANK exists."""
+    code = """
+import torch
+assert torch.tpu.device_count() == 3 and torch.tpu.is_available()
+assert torch.accelerator.is_available() and torch.accelerator.device_count() == 3
+assert str(torch._C._get_accelerator()) == 'tpu'  # the C++ hook isAvailable()
+assert not torch.tpu.is_initialized()
+torch.accelerator.set_device_index(2)
+assert torch.accelerator.current_device_index() == 2
+with torch.accelerator.device_index(1):
+    assert torch.tpu.current_device() == 1
+    x = torch.ones(2, device='tpu')
+    assert x.device.index == 1
+with torch.accelerator.device_index(None):
+    assert torch.tpu.current_device() == 2
+assert torch.tpu.current_device() == 2
+assert torch.tpu.is_initialized() and torch.tpu.device_count() == 3
+print('ok')
+"""
+    r = run_python(code, {"LOCAL_WORLD_SIZE": "3", "TORCH_TPU_NUM_DEVICES": None})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "ok"
+    # An explicit count wins.
+    r = run_python("import torch; print(torch.tpu.device_count())",
+                   {"LOCAL_WORLD_SIZE": "3", "TORCH_TPU_NUM_DEVICES": "2"})
+    assert r.returncode == 0 and r.stdout.strip() == "2", r.stderr
