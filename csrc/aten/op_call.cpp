@@ -15,6 +15,7 @@
 #include "runtime/fused_group.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
+#include "runtime/trace.h"
 
 namespace torch_tpu::aten {
 
@@ -434,6 +435,9 @@ void to_host_into(const at::Tensor& tensor, const at::Tensor& host) {
         [](hlo::Builder&, const std::vector<hlo::Value>& in) { return in; })[0];
     buffer = group.ready(device_buffer(dense));
   }
+  runtime::trace::Scope traced("tpu::device_to_host");
+  traced.number("bytes", static_cast<double>(host.nbytes()));
+  traced.number("device", static_cast<double>(tensor.get_device()));
   try {
     buffer->to_host(host.data_ptr(), host.nbytes());
   } catch (const std::exception& e) {

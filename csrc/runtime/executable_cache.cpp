@@ -9,6 +9,7 @@
 
 #include "hlo/builder.h"
 #include "runtime/metrics.h"
+#include "runtime/trace.h"
 
 namespace torch_tpu::runtime {
 
@@ -86,6 +87,7 @@ std::shared_ptr<const CompiledProgram> ExecutableCache::get(
   lock.unlock();
   metrics().cache_misses++;
   if (check) keep_within_mapping_budget();
+  trace::Scope traced("tpu::compile");
   try {
     auto start = std::chrono::steady_clock::now();
     Program program = build();
@@ -115,6 +117,11 @@ std::shared_ptr<const CompiledProgram> ExecutableCache::get(
       metrics().compiles++;
       metrics().compile_ns += ns;
     }
+    traced.name("tpu::compile " + compiled->label);
+    traced.text("program", compiled->fingerprint);
+    traced.text("cache", compiled_here ? "miss: compiled" : "miss: loaded from disk");
+    traced.number("seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                                           start).count());
     promise.set_value(compiled);
     return compiled;
   } catch (...) {

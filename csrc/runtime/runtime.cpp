@@ -18,6 +18,7 @@
 #include "pjrt/error.h"
 #include "runtime/element_type.h"
 #include "runtime/metrics.h"
+#include "runtime/trace.h"
 
 namespace torch_tpu::runtime {
 
@@ -184,6 +185,9 @@ std::unique_ptr<pjrt::Buffer> Runtime::upload(const void* data, hlo::DType dtype
   int64_t n = 1;
   for (int64_t d : dims) n *= d;
   metrics().host_to_device_bytes += n * hlo::byte_width(dtype);
+  trace::Scope traced("tpu::host_to_device");
+  traced.number("bytes", static_cast<double>(n * hlo::byte_width(dtype)));
+  traced.number("device", device);
   return client_->buffer_from_host(data, to_pjrt(dtype), dims, device);
 }
 
@@ -228,12 +232,17 @@ std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::execute(
     metrics().donated_bytes += bytes;
     donated.push_back(args[arg]);
   }
+  const int64_t launch_ns = trace::enabled() ? trace::now_ns() : 0;
   std::unique_ptr<pjrt::Event> complete;
   auto results =
       program.executable->execute(raw.data(), raw.size(), this->device(device), &complete, kept);
   std::vector<std::shared_ptr<pjrt::Buffer>> outputs(std::make_move_iterator(results.begin()),
                                                      std::make_move_iterator(results.end()));
   std::shared_ptr<pjrt::Event> done = std::move(complete);
+  if (launch_ns != 0) {
+    auto run = trace::device_run(program.label, program.fingerprint, device, launch_ns);
+    done->on_ready([run] { run->end_ns = trace::now_ns(); });
+  }
   if (launch_blocking_) {
     done->await();
     return outputs;
