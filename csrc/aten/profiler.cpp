@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <deque>
 #include <map>
 #include <memory>
@@ -47,7 +48,9 @@ class TpuProfilerSession final : public libkineto::IActivityProfilerSession {
  public:
   // Once registered, Kineto configures this profiler for every session, CPU-only ones
   // too: such a session records nothing.
-  explicit TpuProfilerSession(bool active) : active_(active) {}
+  TpuProfilerSession(bool devices, bool host) : active_(devices || host), host_(host) {
+    devices_wanted_ = devices;
+  }
 
   void start() override {
     if (!active_) return;
@@ -79,8 +82,8 @@ class TpuProfilerSession final : public libkineto::IActivityProfilerSession {
                     int64_t end) override {
     if (!active_) return;
     span_ = std::make_unique<libkineto::TraceSpan>(start, end, "tpu");
-    emit_runs(logger, linked);
-    emit_spans(logger, linked);
+    if (devices_wanted_) emit_runs(logger, linked);
+    if (host_) emit_spans(logger, linked);
     status_ = libkineto::TraceStatus::READY;
   }
 
@@ -157,7 +160,7 @@ class TpuProfilerSession final : public libkineto::IActivityProfilerSession {
     }
   }
 
-  bool active_;
+  bool active_, host_, devices_wanted_;
   runtime::trace::Recording recording_;
   std::vector<int> devices_;
   // Kineto's logger keeps pointers to the activities: they live as long as the session.
@@ -166,6 +169,12 @@ class TpuProfilerSession final : public libkineto::IActivityProfilerSession {
 };
 
 class TpuActivityProfiler final : public libkineto::IActivityProfiler {
+  static int level(const std::string& config, const std::string& name) {
+    size_t at = config.find(name + ":");
+    if (at == std::string::npos || (at > 0 && config[at - 1] != ',')) return 1;
+    return std::atoi(config.c_str() + at + name.size() + 1);
+  }
+
  public:
   const std::string& name() const override {
     static const std::string n = "torch_tpu";
@@ -174,9 +183,14 @@ class TpuActivityProfiler final : public libkineto::IActivityProfiler {
   const std::set<ActivityType>& availableActivities() const override {
     return device_activities();
   }
+  // torch.tpu.profiler.TpuProfilerConfig's levels arrive in Kineto's custom config
+  // ("host_tracer_level:2,device_tracer_level:1,..."): level 0 turns that side off.
   std::unique_ptr<libkineto::IActivityProfilerSession> configure(
-      const std::set<ActivityType>& types, const libkineto::Config&) override {
-    return std::make_unique<TpuProfilerSession>(types.count(ActivityType::CONCURRENT_KERNEL) > 0);
+      const std::set<ActivityType>& types, const libkineto::Config& config) override {
+    const bool asked = types.count(ActivityType::CONCURRENT_KERNEL) > 0;
+    return std::make_unique<TpuProfilerSession>(
+        asked && level(config.getCustomConfig(), "device_tracer_level") != 0,
+        asked && level(config.getCustomConfig(), "host_tracer_level") != 0);
   }
   std::unique_ptr<libkineto::IActivityProfilerSession> configure(
       int64_t, int64_t, const std::set<ActivityType>& types,

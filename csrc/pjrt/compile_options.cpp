@@ -1,6 +1,7 @@
 #include "pjrt/compile_options.h"
 
 #include <cstdint>
+#include <cstring>
 
 namespace torch_tpu::pjrt {
 
@@ -37,10 +38,39 @@ constexpr int kAssignmentComputationDevices = 3;
 constexpr int kComputationReplicaDeviceIds = 1;
 constexpr int kOptionsExecutableBuildOptions = 3;
 constexpr int kOptionsCompilePortableExecutable = 4;
+constexpr int kOptionsEnvOptionOverrides = 7;  // map<string, OptionOverrideProto>
+constexpr int kMapKey = 1;
+constexpr int kMapValue = 2;
+// xla.OptionOverrideProto's oneof.
+constexpr int kOverrideString = 1;
+constexpr int kOverrideBool = 2;
+constexpr int kOverrideInt = 3;
+constexpr int kOverrideDouble = 4;
+
+std::string encode_override(const OptionOverride& o) {
+  std::string value;
+  if (const auto* b = std::get_if<bool>(&o.value)) {
+    put_int_field(value, kOverrideBool, *b ? 1 : 0);
+  } else if (const auto* i = std::get_if<int64_t>(&o.value)) {
+    put_int_field(value, kOverrideInt, *i);
+  } else if (const auto* d = std::get_if<double>(&o.value)) {
+    uint64_t bits;
+    std::memcpy(&bits, d, sizeof bits);
+    put_varint(value, (static_cast<uint64_t>(kOverrideDouble) << 3) | 1);  // wire type 1: 64-bit
+    for (int i = 0; i < 8; ++i) value.push_back(static_cast<char>((bits >> (8 * i)) & 0xFF));
+  } else {
+    put_bytes_field(value, kOverrideString, std::get<std::string>(o.value));
+  }
+  std::string entry;
+  put_bytes_field(entry, kMapKey, o.name);
+  put_bytes_field(entry, kMapValue, value);
+  return entry;
+}
 
 }  // namespace
 
-std::string encode_compile_options(int num_replicas, int num_partitions, bool portable) {
+std::string encode_compile_options(int num_replicas, int num_partitions, bool portable,
+                                   const std::vector<OptionOverride>& overrides) {
   std::string build;
   put_int_field(build, kBuildDeviceOrdinal, -1);
   put_int_field(build, kBuildNumReplicas, num_replicas);
@@ -48,6 +78,8 @@ std::string encode_compile_options(int num_replicas, int num_partitions, bool po
   std::string options;
   put_bytes_field(options, kOptionsExecutableBuildOptions, build);
   if (portable) put_int_field(options, kOptionsCompilePortableExecutable, 1);
+  for (const OptionOverride& o : overrides)
+    put_bytes_field(options, kOptionsEnvOptionOverrides, encode_override(o));
   return options;
 }
 

@@ -16,6 +16,7 @@
 #include "hlo/builder.h"
 #include "pjrt/compile_options.h"
 #include "pjrt/error.h"
+#include "runtime/compile_overrides.h"
 #include "runtime/element_type.h"
 #include "runtime/metrics.h"
 #include "runtime/trace.h"
@@ -141,7 +142,12 @@ std::string Runtime::cache_identity() const {
 
 Runtime::Runtime(RuntimeConfig config)
     : config_(std::move(config)),
-      cache_([this](const std::string& mlir) { return client_->compile(mlir, compile_options_); }),
+      cache_([this](const std::string& mlir) {
+        const CompileOverrides& extra = current_overrides();
+        return client_->compile(mlir, extra.options.empty()
+                                          ? compile_options_
+                                          : pjrt::encode_compile_options(1, 1, true, extra.options));
+      }),
       compile_options_(pjrt::encode_compile_options(1, 1, /*portable=*/true)),
       scalars_(std::make_unique<ScalarCache>()),
       pending_(std::make_unique<Pending>()) {
