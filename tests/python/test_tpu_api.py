@@ -12,13 +12,14 @@ from conftest import assert_same, rand, run_python
 
 def test_names_exist():
     for name in ("EagerMode", "set_eager_mode", "eager_mode", "Precision", "precision",
-                 "allow_excess_precision", "compiler", "profiler", "default_generators",
+                 "allow_excess_precision", "compiler", "profiler", "ops", "default_generators",
                  "get_device_properties", "get_amp_supported_dtype", "topology_aware_mesh",
                  "Stream", "Event", "synchronize", "manual_seed", "memory_allocated",
                  "cache_stats"):
         assert hasattr(torch.tpu, name), name
     from torch.tpu.compiler import custom_compiler_options  # noqa: F401
     from torch.tpu.profiler import TpuProfilerConfig  # noqa: F401
+    from torch.tpu.ops import all_gather_dim, ragged_dot  # noqa: F401
 
 
 @pytest.fixture
