@@ -167,8 +167,8 @@ def register() -> None:
     register_optimizer_step_pre_hook(_step_pre_hook)
     register_optimizer_step_post_hook(_step_post_hook)
     _wrap_clip_grad_norm()
-    mode = os.environ.get("TORCH_TPU_EAGER_MODE",
-                          "fused" if os.environ.get("TORCH_TPU_DEFER_AND_FUSE") == "1" else "op")
+    mode = os.environ.get("TORCH_TPU_EAGER_MODE") or (
+        "fused" if os.environ.get("TORCH_TPU_DEFER_AND_FUSE") == "1" else "op")
     if mode not in _MODES:
         raise ValueError(f"TORCH_TPU_EAGER_MODE={mode!r}: expected one of {_MODES}")
     set_eager_mode(mode)
