@@ -6,8 +6,8 @@
 #include <string>
 
 #include "runtime/metrics.h"
-#include "runtime/trace.h"
 #include "runtime/runtime.h"
+#include "runtime/trace.h"
 
 namespace torch_tpu::runtime {
 

@@ -84,19 +84,25 @@ def collectives_worker(rank, world, init_method):
     import torch_tpu  # noqa: F401
     dist.init_process_group("cpu:gloo,tpu:tpu_dist", init_method=init_method, rank=rank,
                             world_size=world, timeout=datetime.timedelta(seconds=60))
+    from torch.profiler import ProfilerActivity, profile
+
     base = torch.arange(12.).reshape(3, 4)
-    g = torch.tpu.ops.all_gather_dim((base + 100 * rank).to("tpu"), 1).cpu()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+        g = torch.tpu.ops.all_gather_dim((base + 100 * rank).to("tpu"), 1).cpu()
+    staged = [e for e in prof.events() if e.name == "tpu_dist::stage_to_host"]
     want_g = torch.cat([base + 100 * r for r in range(world)], 1)
     y = torch.arange(8.).reshape(4, 2)
     s = torch.tpu.ops.reduce_scatter_dim((y * (rank + 1)).to("tpu"), 0).cpu()
     want_s = sum(y * (r + 1) for r in range(world)).chunk(world, 0)[rank]
     m = torch.tpu.ops.reduce_scatter_dim((y * (rank + 1)).to("tpu"), -1, reduce_op="max").cpu()
     want_m = (y * world).chunk(world, 1)[rank]
-    return [torch.equal(g, want_g), torch.equal(s, want_s), torch.equal(m, want_m)]
+    return [torch.equal(g, want_g), torch.equal(s, want_s), torch.equal(m, want_m),
+            len(staged) >= 1]
 
 
 def test_all_gather_and_reduce_scatter_dim():
     from dist_launch import launch
 
     out = launch(collectives_worker, 2, timeout=200)
-    assert out == {0: [True, True, True], 1: [True, True, True]}
+    # values, and the profiler's host event for the staging of the all-gather
+    assert out == {0: [True] * 4, 1: [True] * 4}
