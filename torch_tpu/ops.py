@@ -1,5 +1,6 @@
 """`torch.tpu.ops`: TorchTPU 0.2's custom ops that this engine provides.
 
+`optimization_barrier` is one program through `stablehlo.optimization_barrier` (eager).
 `ragged_dot` and `ragged_dot_weight_grad` are written with tpu ops (masks built on the
 device from `group_sizes`, batched products): no host read, differentiable by autograd,
 traceable by `torch.compile`. They do g times the work of one product (every row is
@@ -12,6 +13,32 @@ from __future__ import annotations
 from typing import Optional
 
 import torch
+
+from torch_tpu import _C
+
+
+class _Barrier(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, *inputs):
+        return tuple(_C._optimization_barrier(list(inputs)))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        # The gradients pass through a barrier of their own, as in JAX.
+        present = [g for g in grads if g is not None]
+        through = iter(_C._optimization_barrier(present))
+        return tuple(next(through) if g is not None else None for g in grads)
+
+
+def optimization_barrier(inputs) -> list:
+    """`inputs` (tpu tensors) through one `stablehlo.optimization_barrier`: the same
+    values, as new tensors in the same order, that XLA will not fuse with, move work
+    across or deduplicate. Use the returned tensors afterwards. Eager (op and fused
+    mode) and differentiable; inside `torch.compile` it is a graph break for now."""
+    inputs = list(inputs)
+    if not all(isinstance(t, torch.Tensor) for t in inputs):
+        raise TypeError("optimization_barrier: expected a sequence of tensors")
+    return list(_Barrier.apply(*inputs))
 
 
 def _check_ragged(lhs: torch.Tensor, group_sizes: torch.Tensor, g: int) -> None:

@@ -3,6 +3,7 @@
 #include <torch/extension.h>
 
 #include "aten/allocator.h"
+#include "aten/barrier_kernel.h"
 #include "aten/device.h"
 #include "aten/generator.h"
 #include "aten/lowered_kernel.h"
@@ -227,6 +228,7 @@ PYBIND11_MODULE(_C, m) {
     return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(
         aten::default_generator(static_cast<c10::DeviceIndex>(d))));
   });
+  m.def("_optimization_barrier", &aten::optimization_barrier);
   m.def("_matmul_precision", [] { return static_cast<int>(aten::matmul_precision()); });
   m.def("_push_precision", [](int p) {
     TORCH_CHECK(p >= 0 && p <= 2, "torch_tpu: unknown precision ", p);

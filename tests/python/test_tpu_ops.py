@@ -106,3 +106,32 @@ def test_all_gather_and_reduce_scatter_dim():
     out = launch(collectives_worker, 2, timeout=200)
     # values, and the profiler's host event for the staging of the all-gather
     assert out == {0: [True] * 4, 1: [True] * 4}
+
+
+def test_optimization_barrier_values_and_gradient():
+    a = rand((3, 4), torch.float32, seed=5).requires_grad_()
+    b = rand((5,), torch.int64, seed=6)
+    ta = a.detach().to("tpu").requires_grad_()
+    x, y = torch.tpu.ops.optimization_barrier([ta * 2, b.to("tpu")])
+    assert_same(x.detach(), (a * 2).detach())
+    assert_same(y, b)
+    x.sin().sum().backward()
+    (a * 2).sin().sum().backward()
+    assert_same(ta.grad, a.grad)
+    assert torch.tpu.ops.optimization_barrier([]) == []
+    with pytest.raises(RuntimeError, match="expected tpu tensors"):
+        torch.tpu.ops.optimization_barrier([a])
+
+
+def test_optimization_barrier_is_in_the_program(tmp_path):
+    from conftest import run_python
+
+    out = run_python(
+        "import torch, torch_tpu\n"
+        "x = torch.arange(4.).to('tpu')\n"
+        "print(torch.tpu.ops.optimization_barrier([x + 1])[0].cpu().tolist())\n",
+        env={"TORCH_TPU_DUMP_DIR": str(tmp_path), "TORCH_TPU_DISK_CACHE": "0"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[1.0, 2.0, 3.0, 4.0]"
+    texts = [p.read_text() for p in tmp_path.glob("*.mlir")]
+    assert sum("stablehlo.optimization_barrier" in t for t in texts) == 1
