@@ -140,6 +140,25 @@ def build(model_name: str, device: str):
     return model, [optimizer], batch, loss_of
 
 
+def make_step(run, model, optimizers, batch, loss_of):
+    """One training step of `model` called as `run` (itself, or compiled): forward, loss,
+    backward, clip_grad_norm_, the optimizers' steps; returns the loss."""
+    import torch
+
+    def step():
+        a, kw = batch()
+        loss = loss_of(run(*a, **kw))
+        for optimizer in optimizers:
+            optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        for optimizer in optimizers:
+            optimizer.step()
+        return loss.detach()
+
+    return step
+
+
 def child(args) -> None:
     """Runs in the subprocess: trains and prints one JSON line of results."""
     import torch
@@ -168,17 +187,7 @@ def child(args) -> None:
     elif how == "inductor":
         run = torch.compile(model, backend="inductor")
 
-    def step():
-        a, kw = batch()
-        loss = loss_of(run(*a, **kw))
-        for optimizer in optimizers:
-            optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        for optimizer in optimizers:
-            optimizer.step()
-        return loss.detach()
-
+    step = make_step(run, model, optimizers, batch, loss_of)
     start = time.perf_counter()
     loss = step()
     result["first_loss"] = loss.item()

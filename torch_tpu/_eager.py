@@ -8,6 +8,7 @@ the same way (PyTorch has no hook there, so the function is wrapped)."""
 
 from __future__ import annotations
 
+import enum
 import functools
 import os
 
@@ -50,6 +51,53 @@ def set_eager_mode(mode: str) -> None:
 
 def get_eager_mode() -> str:
     return _mode
+
+
+class EagerMode(enum.Enum):
+    """TorchTPU's names for the eager modes: DEFER_AND_FUSE is `"fused"`, DEFER_NEVER is
+    `"op"`, DEFER_NEVER_AND_LAUNCH_BLOCKING is `"op"` waiting for every program
+    (TORCH_TPU_LAUNCH_BLOCKING=1)."""
+
+    DEFER_AND_FUSE = "fused"
+    DEFER_NEVER = "op"
+    DEFER_NEVER_AND_LAUNCH_BLOCKING = "op, launch blocking"
+
+
+def eager_mode() -> EagerMode:
+    if _mode == "fused":
+        return EagerMode.DEFER_AND_FUSE
+    if _C._launch_blocking():
+        return EagerMode.DEFER_NEVER_AND_LAUNCH_BLOCKING
+    return EagerMode.DEFER_NEVER
+
+
+def _apply(mode) -> None:
+    """Switches to `mode`: an EagerMode, or its alias "op" / "fused"."""
+    if isinstance(mode, str) and mode in _MODES:
+        mode = EagerMode(mode)
+    if not isinstance(mode, EagerMode):
+        raise ValueError(f"torch.tpu.set_eager_mode: unknown mode {mode!r}; expected a "
+                         f"torch.tpu.EagerMode or one of {_MODES}")
+    set_eager_mode("fused" if mode is EagerMode.DEFER_AND_FUSE else "op")
+    _C._set_launch_blocking(mode is EagerMode.DEFER_NEVER_AND_LAUNCH_BLOCKING)
+
+
+class set_tpu_eager_mode:
+    """`torch.tpu.set_eager_mode(mode)`: switches now; used as a context manager, the
+    previous mode comes back at the end of the block."""
+
+    def __init__(self, mode):
+        if torch.compiler.is_compiling():
+            raise RuntimeError("torch.tpu.set_eager_mode cannot be used inside a compiled "
+                               "region: a compiled graph does not dispatch eager ops")
+        self._previous = eager_mode()
+        _apply(mode)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _apply(self._previous)
 
 
 def flush() -> None:
@@ -119,7 +167,8 @@ def register() -> None:
     register_optimizer_step_pre_hook(_step_pre_hook)
     register_optimizer_step_post_hook(_step_post_hook)
     _wrap_clip_grad_norm()
-    mode = os.environ.get("TORCH_TPU_EAGER_MODE", "op")
+    mode = os.environ.get("TORCH_TPU_EAGER_MODE") or (
+        "fused" if os.environ.get("TORCH_TPU_DEFER_AND_FUSE") == "1" else "op")
     if mode not in _MODES:
         raise ValueError(f"TORCH_TPU_EAGER_MODE={mode!r}: expected one of {_MODES}")
     set_eager_mode(mode)

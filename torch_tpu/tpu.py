@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
+import math
+import sys
+import types
 from typing import Any, Optional, Union
 
 import torch
 
-from torch_tpu import _C
+from torch_tpu import _C, _eager, _precision, compiler, ops, profiler  # noqa: F401
+from torch_tpu._eager import EagerMode  # noqa: F401
+from torch_tpu._eager import set_tpu_eager_mode as set_eager_mode  # noqa: F401
+from torch_tpu._precision import Precision, precision  # noqa: F401
 from torch_tpu._streams import (  # noqa: F401
     Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream)
 
@@ -223,3 +229,70 @@ def is_bf16_supported() -> bool:
 
 def _lazy_init() -> None:
     init()
+
+
+# --- TorchTPU 0.2 names --------------------------------------------------------
+
+_generators: Optional[tuple] = None
+
+
+def _default_generators() -> tuple:
+    """One torch.Generator per device, the same objects every time (as torch.cuda's)."""
+    global _generators
+    if _generators is None:
+        init()
+        _generators = tuple(_C._default_generator(i) for i in range(device_count()))
+    return _generators
+
+
+def topology_aware_mesh(mesh_shape: tuple, *, dcn_mesh_shape: Optional[tuple] = None,
+                        allow_split_physical_axes: bool = False,
+                        contiguous_submeshes: bool = False) -> torch.Tensor:
+    """The global ranks laid out as `mesh_shape` (an int64 tensor, e.g. for
+    `DeviceMesh("tpu", mesh)`). TorchTPU orders ranks by the TPU's physical links; the
+    devices of this engine have no topology, so it is the plain row-major mesh. The
+    other arguments are accepted for compatibility: there are no slices to split."""
+    shape = tuple(int(d) for d in mesh_shape)
+    if not shape or any(d <= 0 for d in shape):
+        raise ValueError(f"topology_aware_mesh: mesh_shape must be positive sizes, got {mesh_shape}")
+    import torch.distributed as dist
+
+    world = dist.get_world_size() if dist.is_available() and dist.is_initialized() \
+        else device_count()
+    if math.prod(shape) != world:
+        raise ValueError(f"topology_aware_mesh: mesh_shape {shape} holds {math.prod(shape)} "
+                         f"ranks, the world has {world}")
+    if dcn_mesh_shape is not None and math.prod(dcn_mesh_shape) != 1:
+        raise ValueError(f"topology_aware_mesh: dcn_mesh_shape {dcn_mesh_shape}: this engine "
+                         f"has a single slice")
+    return torch.arange(world, dtype=torch.int64).reshape(shape)
+
+
+class _TpuModule(types.ModuleType):
+    """`torch.tpu`'s settable properties (TorchTPU's `torch.tpu.eager_mode = ...`)."""
+
+    @property
+    def eager_mode(self) -> EagerMode:
+        return _eager.eager_mode()
+
+    @eager_mode.setter
+    def eager_mode(self, mode) -> None:
+        _eager._apply(mode)
+
+    @property
+    def allow_excess_precision(self) -> bool:
+        return _precision.allow_excess_precision()
+
+    @allow_excess_precision.setter
+    def allow_excess_precision(self, value: bool) -> None:
+        _precision.set_allow_excess_precision(value)
+
+    @property
+    def default_generators(self) -> tuple:
+        return _default_generators()
+
+
+sys.modules[__name__].__class__ = _TpuModule
+sys.modules.setdefault("torch.tpu.compiler", compiler)
+sys.modules.setdefault("torch.tpu.profiler", profiler)
+sys.modules.setdefault("torch.tpu.ops", ops)

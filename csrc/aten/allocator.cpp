@@ -32,11 +32,20 @@ std::array<DeviceCounters, kMaxDevices>& counters() {
   return c;
 }
 
+// torch.profiler(profile_memory=True): allocations and frees become its memory events.
+void report_to_profiler(const runtime::DeviceBuffer& buffer, int64_t delta, int64_t allocated) {
+  if (!c10::memoryProfilingEnabled()) return;
+  c10::reportMemoryUsageToProfiler(reinterpret_cast<void*>(buffer.address), delta, allocated,
+                                   allocated,
+                                   c10::Device(c10::DeviceType::PrivateUse1, buffer.device));
+}
+
 void delete_buffer(void* context) {
   auto* buffer = static_cast<runtime::DeviceBuffer*>(context);
   DeviceCounters& c = counters()[buffer->device];
-  c.allocated -= static_cast<int64_t>(buffer->nbytes);
+  int64_t now = (c.allocated -= static_cast<int64_t>(buffer->nbytes));
   c.frees++;
+  report_to_profiler(*buffer, -static_cast<int64_t>(buffer->nbytes), now);
   if (buffer->pending >= 0) runtime::FusedGroup::get().forget(*buffer);
   delete buffer;
 }
@@ -65,6 +74,8 @@ class TpuAllocator final : public c10::DeviceAllocator {
     uint64_t offset = c.next_address.fetch_add((nbytes + 127) / 64 * 64);
     void* address = reinterpret_cast<void*>((static_cast<uint64_t>(device + 1) << kDeviceShift) |
                                             (offset & ((1ULL << kDeviceShift) - 1)));
+    buffer->address = reinterpret_cast<uintptr_t>(address);
+    report_to_profiler(*buffer, static_cast<int64_t>(nbytes), now);
     return {address, buffer, &delete_buffer, c10::Device(c10::DeviceType::PrivateUse1, device)};
   }
 

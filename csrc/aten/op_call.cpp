@@ -11,10 +11,12 @@
 #include "aten/allocator.h"
 #include "aten/device.h"
 #include "aten/dtype.h"
+#include "aten/precision.h"
 #include "ops/elementwise.h"
 #include "runtime/fused_group.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
+#include "runtime/trace.h"
 
 namespace torch_tpu::aten {
 
@@ -78,8 +80,9 @@ std::shared_ptr<const std::vector<hlo::TensorType>> cached_signature(
 
 }  // namespace
 
-OpCall::OpCall(const char* name) : name_(name) {
+OpCall::OpCall(const char* name) : name_(name), precision_(matmul_precision()) {
   key_.add(name);
+  key_.add(static_cast<int64_t>(precision_));
   runtime::FusedGroup& group = runtime::FusedGroup::get();
   if (group.recording()) group.flush_if_full();
 }
@@ -321,7 +324,11 @@ std::vector<hlo::Value> OpCall::emit(hlo::Builder& b, const std::vector<hlo::Val
   };
   std::vector<hlo::Value> values;
   for (const Operand& op : inputs_) values.push_back(read(op));
+  // The precision in effect when the op was called, also when a fused group emits it later.
+  const hlo::Precision outer = b.matmul_precision();
+  b.set_matmul_precision(precision_);
   std::vector<hlo::Value> results = lower(b, values);
+  b.set_matmul_precision(outer);
   if (fresh == static_cast<size_t>(-1)) fresh = results.size() - outs.size();
   TORCH_CHECK(results.size() == fresh + outs.size(), name_, ": lowering gave ",
               results.size(), " results for ", fresh + outs.size(), " outputs");
@@ -434,6 +441,9 @@ void to_host_into(const at::Tensor& tensor, const at::Tensor& host) {
         [](hlo::Builder&, const std::vector<hlo::Value>& in) { return in; })[0];
     buffer = group.ready(device_buffer(dense));
   }
+  runtime::trace::Scope traced("tpu::device_to_host");
+  traced.number("bytes", static_cast<double>(host.nbytes()));
+  traced.number("device", static_cast<double>(tensor.get_device()));
   try {
     buffer->to_host(host.data_ptr(), host.nbytes());
   } catch (const std::exception& e) {

@@ -115,6 +115,7 @@ class OpCall {
 
   const char* name_;
   int device_ = -1;
+  hlo::Precision precision_;  // of f32 matrix products (aten/precision.h)
   runtime::ProgramKey key_;
   std::vector<hlo::TensorType> params_;
   std::vector<Arg> args_;

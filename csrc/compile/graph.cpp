@@ -16,6 +16,7 @@
 #include "aten/generator.h"
 #include "aten/node_builder.h"
 #include "aten/op_call.h"
+#include "aten/precision.h"
 #include "aten/schema_args.h"
 #include "hlo/builder.h"
 #include "ops/registry.h"
@@ -296,7 +297,8 @@ struct Lowerer {
 
 }  // namespace
 
-Graph::Graph(const py::handle& spec_handle) {
+Graph::Graph(const py::handle& spec_handle)
+    : precision_(aten::matmul_precision()), spec_(py::reinterpret_borrow<py::object>(spec_handle)) {
   auto start = std::chrono::steady_clock::now();
   auto spec = spec_handle.cast<py::tuple>();
   py::list inputs = spec[0], values = spec[1], nodes = spec[2], outputs = spec[3],
@@ -309,6 +311,7 @@ Graph::Graph(const py::handle& spec_handle) {
   }
 
   hlo::Builder b;
+  b.set_matmul_precision(precision_);
   Lowerer lw{b, types, std::vector<std::optional<hlo::Value>>(types.size())};
   std::vector<std::optional<hlo::Value>> params;  // per input: its program argument
   for (py::handle in : inputs) {
@@ -476,6 +479,14 @@ std::vector<int64_t> Graph::vetoed_donations(
     if (buffer.use_count() != holders) keep.push_back(a);
   }
   return keep;
+}
+
+const Graph& Graph::for_current_precision() const {
+  hlo::Precision now = aten::matmul_precision();
+  if (now == precision_) return *this;
+  auto& sibling = siblings_[now];
+  if (!sibling) sibling = std::make_shared<const Graph>(spec_);
+  return *sibling;
 }
 
 std::vector<at::Tensor> Graph::run(const std::vector<at::Tensor>& inputs) const {

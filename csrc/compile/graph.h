@@ -17,6 +17,7 @@
 #include <ATen/core/Tensor.h>
 #include <pybind11/pybind11.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,6 +39,9 @@ class Graph {
   // None. Mutated inputs are written in place.
   std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs) const;
 
+  // This graph lowered for the f32 matmul precision in effect now (aten/precision.h):
+  // itself, or a sibling lowered from the same spec on first use (needs the GIL).
+  const Graph& for_current_precision() const;
   const std::string& fingerprint() const { return program_->fingerprint; }
   size_t num_nodes() const { return num_nodes_; }
 
@@ -63,6 +67,9 @@ class Graph {
   bool random_ = false;
   size_t num_nodes_ = 0;
   std::shared_ptr<const runtime::CompiledProgram> program_;
+  hlo::Precision precision_;
+  pybind11::object spec_;
+  mutable std::map<hlo::Precision, std::shared_ptr<const Graph>> siblings_;
 };
 
 }  // namespace torch_tpu::compile

@@ -20,6 +20,7 @@
 #include "runtime/fused_group.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
+#include "runtime/trace.h"
 
 namespace torch_tpu::distributed {
 
@@ -199,6 +200,9 @@ using Pool = std::shared_ptr<StagingPool>;
 // tensor, where copy_ would stage it once more. With a pool, into one of its buffers.
 at::Tensor to_host(const at::Tensor& t, StagingPool* pool = nullptr) {
   runtime::metrics().host_staged_bytes += t.nbytes();
+  runtime::trace::Scope traced("tpu_dist::stage_to_host");
+  traced.text("transport", "host-staged");
+  traced.number("bytes", static_cast<double>(t.nbytes()));
   if (pool == nullptr) return aten::to_host(t).contiguous();
   at::Tensor host = pool->take(t.numel(), t.scalar_type()).view(t.sizes());
   aten::to_host_into(t, host);

@@ -26,6 +26,7 @@
 #include "runtime/fused_group.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
+#include "runtime/trace.h"
 
 namespace torch_tpu::distributed {
 
@@ -438,6 +439,10 @@ class Rendezvous {
             args[r].push_back(b->raw());
           }
         }
+        runtime::trace::Scope traced("tpu_dist::in_program_collective");
+        traced.text("transport", "in-program");
+        traced.text("program", program->fingerprint);
+        traced.number("ranks", size_);
         auto outputs = runtime::Runtime::get().execute_replicated(*program->executable, args);
         runtime::metrics().in_program_collectives++;
         for (int r = 0; r < size_; ++r) {

@@ -378,7 +378,17 @@ Value Builder::dot_general(const Value& lhs, const Value& rhs,
                       i64_list(lhs_batch) + ", rhs_batching_dimensions = " + i64_list(rhs_batch) +
                       ", lhs_contracting_dimensions = " + i64_list(lhs_contract) +
                       ", rhs_contracting_dimensions = " + i64_list(rhs_contract) + ">";
-  return emit("stablehlo.dot_general", {lhs, rhs}, attrs, TensorType{result, shape});
+  return emit("stablehlo.dot_general", {lhs, rhs}, attrs + precision_config(lhs, rhs),
+              TensorType{result, shape});
+}
+
+std::string Builder::precision_config(const Value& lhs, const Value& rhs) const {
+  if (lhs.type.dtype != DType::F32 && rhs.type.dtype != DType::F32) return "";
+  const char* name = precision_ == Precision::Highest ? "HIGHEST"
+                     : precision_ == Precision::High  ? "HIGH"
+                                                      : "DEFAULT";
+  const std::string one = std::string("#stablehlo<precision ") + name + ">";
+  return ", precision_config = [" + one + ", " + one + "]";
 }
 
 Value Builder::reduce(const Value& x, const Value& init, const std::vector<int64_t>& dims,

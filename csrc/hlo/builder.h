@@ -96,6 +96,15 @@ class Builder {
   // The module text, returning `outputs` from `main`.
   std::string module(const std::vector<Value>& outputs) const;
 
+  // The precision of f32 matrix products (dot_general, convolution) emitted from now
+  // on: StableHLO's precision_config, which lets a backend use fewer bf16 passes (TPU)
+  // or TF32 (GPU) below HIGHEST. Low-precision products always keep DEFAULT.
+  void set_matmul_precision(Precision p) { precision_ = p; }
+  Precision matmul_precision() const { return precision_; }
+  // The precision_config attribute for a product of `lhs` and `rhs` (with its leading
+  // ", "), or "" where none applies.
+  std::string precision_config(const Value& lhs, const Value& rhs) const;
+
  private:
   std::string line(const std::string& lhs, const std::string& op,
                    const std::vector<Value>& operands, const std::string& attributes,
@@ -104,6 +113,7 @@ class Builder {
   std::vector<Value> params_;
   std::vector<int> aliases_;  // per parameter: the output it is donated to, or -1
   int next_id_ = 0;
+  Precision precision_ = Precision::Highest;
 };
 
 // Stable 128-bit fingerprint of a module's text, as 32 hex digits.

@@ -45,7 +45,8 @@ Value convolution(hlo::Builder& b, const Value& lhs, const Value& rhs, const std
                       ">, feature_group_count = " + std::to_string(feature_groups) +
                       " : i64, lhs_dilation = " + hlo::i64_array(w.lhs_dilation) +
                       ", padding = " + padding + ", rhs_dilation = " + hlo::i64_array(w.rhs_dilation) +
-                      ", window_strides = " + hlo::i64_array(w.strides);
+                      ", window_strides = " + hlo::i64_array(w.strides) +
+                      b.precision_config(lhs, rhs);
   hlo::TensorType acc{accumulator(result.dtype), result.shape};
   return b.convert(b.emit("stablehlo.convolution", {lhs, rhs}, attrs, acc), result.dtype);
 }

@@ -9,11 +9,11 @@
 
 namespace torch_tpu::pjrt {
 
-// One XLA debug option set by name on top of the plugin's defaults (CompileOptionsProto's
-// env_option_overrides: the names of xla.DebugOptions, e.g. "xla_backend_optimization_level").
+// One XLA option set for a compile (CompileOptionsProto.env_option_overrides): a
+// DebugOptions flag such as "xla_dump_to", or a build option XLA knows by name.
 struct OptionOverride {
   std::string name;
-  std::variant<bool, int64_t, double, std::string> value;
+  std::variant<std::string, bool, int64_t, double> value;
 };
 
 std::string encode_compile_options(int num_replicas, int num_partitions, bool portable,

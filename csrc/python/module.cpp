@@ -1,14 +1,18 @@
 // torch_tpu._C: the bindings. No logic lives here.
+#include <torch/csrc/Generator.h>
 #include <torch/extension.h>
 
 #include "aten/allocator.h"
+#include "aten/barrier_kernel.h"
 #include "aten/device.h"
 #include "aten/generator.h"
 #include "aten/lowered_kernel.h"
+#include "aten/precision.h"
 #include "aten/registration.h"
 #include "compile/graph.h"
 #include "ops/registry.h"
 #include "pjrt/error.h"
+#include "runtime/compile_overrides.h"
 #include "runtime/fused_group.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
@@ -194,6 +198,44 @@ PYBIND11_MODULE(_C, m) {
     return runtime::Runtime::initialized() ? runtime::Runtime::get().cache().size() : 0;
   });
 
+  m.def("_push_compiler_options", [](const py::dict& options) {
+    std::vector<pjrt::OptionOverride> list;
+    for (auto [k, v] : options) {
+      pjrt::OptionOverride o{py::str(k)};
+      if (py::isinstance<py::bool_>(v)) o.value = v.cast<bool>();
+      else if (py::isinstance<py::int_>(v)) o.value = v.cast<int64_t>();
+      else if (py::isinstance<py::float_>(v)) o.value = v.cast<double>();
+      else o.value = v.cast<std::string>();
+      list.push_back(std::move(o));
+    }
+    runtime::push_overrides(std::move(list));
+  });
+  m.def("_pop_compiler_options", &runtime::pop_overrides);
+  m.def("_compiler_options", [] { return runtime::current_overrides().text; });
+  m.def("_set_global_compiler_option", [](const std::string& name, bool value, bool set) {
+    runtime::set_global_override({name, value}, set);
+  });
+  m.def("_launch_blocking", [] { return runtime::Runtime::get().launch_blocking(); });
+  m.def("_set_launch_blocking", [](bool on) {
+    runtime::Runtime& rt = runtime::Runtime::get();
+    if (on && !rt.launch_blocking())
+      for (int d = 0; d < rt.device_count(); ++d) rt.synchronize(d);
+    rt.set_launch_blocking(on);
+  });
+  // The device's default generator as a torch.Generator (the same Python object each
+  // time, as torch.cuda.default_generators gives).
+  m.def("_default_generator", [](int d) {
+    return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(
+        aten::default_generator(static_cast<c10::DeviceIndex>(d))));
+  });
+  m.def("_optimization_barrier", &aten::optimization_barrier);
+  m.def("_matmul_precision", [] { return static_cast<int>(aten::matmul_precision()); });
+  m.def("_push_precision", [](int p) {
+    TORCH_CHECK(p >= 0 && p <= 2, "torch_tpu: unknown precision ", p);
+    aten::push_precision(static_cast<hlo::Precision>(p));
+  });
+  m.def("_pop_precision", &aten::pop_precision);
+
   py::class_<compile::Graph, std::shared_ptr<compile::Graph>>(m, "_Graph", py::dynamic_attr())
       .def(py::init<const py::handle&>())
       .def("__call__",
@@ -204,7 +246,7 @@ PYBIND11_MODULE(_C, m) {
              inputs.reserve(args.size());
              for (py::handle a : args) inputs.push_back(a.cast<at::Tensor>());
              args.attr("clear")();
-             return g.run(inputs);
+             return g.for_current_precision().run(inputs);
            })
       .def_property_readonly("fingerprint", &compile::Graph::fingerprint)
       .def_property_readonly("num_nodes", &compile::Graph::num_nodes);

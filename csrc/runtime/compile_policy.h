@@ -12,6 +12,10 @@
 
 namespace torch_tpu::runtime {
 
+// The XLA option the rule sets, and the level small programs compile at.
+inline constexpr const char* kOptimizationLevel = "xla_backend_optimization_level";
+inline constexpr int64_t kFastOptimizationLevel = 1;
+
 // The element count of the largest tensor type written in `mlir` (a dynamic dimension
 // counts as unbounded: INT64_MAX).
 int64_t largest_tensor(const std::string& mlir);

@@ -17,6 +17,9 @@ struct DeviceBuffer {
 
   int device;
   size_t nbytes;
+  // The storage's synthetic data pointer (see the allocator): the profiler's memory
+  // events name allocations by it.
+  uintptr_t address = 0;
   // Null until the first write: allocation is lazy.
   std::shared_ptr<pjrt::Buffer> buffer;
   // Element type and length of `buffer` (a storage may be written as bytes and read

@@ -8,7 +8,9 @@
 #include <fstream>
 
 #include "hlo/builder.h"
+#include "runtime/compile_overrides.h"
 #include "runtime/metrics.h"
+#include "runtime/trace.h"
 
 namespace torch_tpu::runtime {
 
@@ -66,7 +68,15 @@ void ExecutableCache::keep_within_mapping_budget() {
 }
 
 std::shared_ptr<const CompiledProgram> ExecutableCache::get(
-    const ProgramKey& key, const std::function<Program()>& build) {
+    const ProgramKey& program_key, const std::function<Program()>& build) {
+  // Compile options set for this block (compile_overrides.h) make another program.
+  const CompileOverrides& overrides = current_overrides();
+  ProgramKey with_overrides;
+  if (overrides.id != 0) {
+    with_overrides = program_key;
+    with_overrides.add(overrides.id);
+  }
+  const ProgramKey& key = overrides.id != 0 ? with_overrides : program_key;
   std::promise<std::shared_ptr<const CompiledProgram>> promise;
   std::unique_lock<std::mutex> lock(mutex_);
   auto it = entries_.find(key);
@@ -86,9 +96,11 @@ std::shared_ptr<const CompiledProgram> ExecutableCache::get(
   lock.unlock();
   metrics().cache_misses++;
   if (check) keep_within_mapping_budget();
+  trace::Scope traced("tpu::compile");
   try {
     auto start = std::chrono::steady_clock::now();
     Program program = build();
+    if (overrides.id != 0) program.mlir += "\n// XLA options: " + overrides.text + "\n";
     auto compiled = std::make_shared<CompiledProgram>();
     compiled->fingerprint = hlo::fingerprint(program.mlir);
     compiled->label = std::move(program.label);
@@ -115,6 +127,11 @@ std::shared_ptr<const CompiledProgram> ExecutableCache::get(
       metrics().compiles++;
       metrics().compile_ns += ns;
     }
+    traced.name("tpu::compile " + compiled->label);
+    traced.text("program", compiled->fingerprint);
+    traced.text("cache", compiled_here ? "miss: compiled" : "miss: loaded from disk");
+    traced.number("seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                                           start).count());
     promise.set_value(compiled);
     return compiled;
   } catch (...) {

@@ -7,6 +7,7 @@
 
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
+#include "runtime/trace.h"
 
 namespace torch_tpu::runtime {
 
@@ -171,6 +172,9 @@ void FusedGroup::flush_locked() {
   };
   Runtime& rt = Runtime::get();
   std::vector<std::shared_ptr<pjrt::Buffer>> results;
+  trace::Scope traced("tpu::fused_flush");
+  traced.number("ops", static_cast<double>(ops_.size()));
+  traced.number("outputs", static_cast<double>(live.size()));
   try {
     ProgramKey key = group_key(live, donate);
     auto program = rt.cache().get(key, [&] { return build(live, donate); });

@@ -17,8 +17,10 @@
 #include "pjrt/compile_options.h"
 #include "pjrt/error.h"
 #include "runtime/compile_policy.h"
+#include "runtime/compile_overrides.h"
 #include "runtime/element_type.h"
 #include "runtime/metrics.h"
+#include "runtime/trace.h"
 
 namespace torch_tpu::runtime {
 
@@ -162,13 +164,20 @@ std::string Runtime::cache_identity() const {
 Runtime::Runtime(RuntimeConfig config)
     : config_(std::move(config)),
       cache_([this](const std::string& mlir) {
+        std::vector<pjrt::OptionOverride> options = current_overrides().options;
         const int64_t fast = fast_compile_elements();
         const bool small = fast > 0 && largest_tensor(mlir) <= fast;
-        return client_->compile(mlir, small ? fast_compile_options_ : compile_options_);
+        if (options.empty()) return client_->compile(mlir, small ? fast_compile_options_ : compile_options_);
+        // A block's own options, plus the small-program level unless the block sets one.
+        const bool sets_level = std::any_of(options.begin(), options.end(), [](const auto& o) {
+          return o.name == kOptimizationLevel;
+        });
+        if (small && !sets_level) options.push_back({kOptimizationLevel, kFastOptimizationLevel});
+        return client_->compile(mlir, pjrt::encode_compile_options(1, 1, /*portable=*/true, options));
       }),
       compile_options_(pjrt::encode_compile_options(1, 1, /*portable=*/true)),
       fast_compile_options_(pjrt::encode_compile_options(
-          1, 1, /*portable=*/true, {{"xla_backend_optimization_level", int64_t{1}}})),
+          1, 1, /*portable=*/true, {{kOptimizationLevel, kFastOptimizationLevel}})),
       scalars_(std::make_unique<ScalarCache>()),
       pending_(std::make_unique<Pending>()) {
   const char* blocking = std::getenv("TORCH_TPU_LAUNCH_BLOCKING");
@@ -207,6 +216,9 @@ std::unique_ptr<pjrt::Buffer> Runtime::upload(const void* data, hlo::DType dtype
   int64_t n = 1;
   for (int64_t d : dims) n *= d;
   metrics().host_to_device_bytes += n * hlo::byte_width(dtype);
+  trace::Scope traced("tpu::host_to_device");
+  traced.number("bytes", static_cast<double>(n * hlo::byte_width(dtype)));
+  traced.number("device", device);
   return client_->buffer_from_host(data, to_pjrt(dtype), dims, device);
 }
 
@@ -251,12 +263,17 @@ std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::execute(
     metrics().donated_bytes += bytes;
     donated.push_back(args[arg]);
   }
+  const int64_t launch_ns = trace::enabled() ? trace::now_ns() : 0;
   std::unique_ptr<pjrt::Event> complete;
   auto results =
       program.executable->execute(raw.data(), raw.size(), this->device(device), &complete, kept);
   std::vector<std::shared_ptr<pjrt::Buffer>> outputs(std::make_move_iterator(results.begin()),
                                                      std::make_move_iterator(results.end()));
   std::shared_ptr<pjrt::Event> done = std::move(complete);
+  if (launch_ns != 0) {
+    auto run = trace::device_run(program.label, program.fingerprint, device, launch_ns);
+    done->on_ready([run] { run->end_ns = trace::now_ns(); });
+  }
   if (launch_blocking_) {
     done->await();
     return outputs;

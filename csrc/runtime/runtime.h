@@ -69,6 +69,9 @@ class Runtime {
   // The global id of device `index` (what a device assignment names).
   int64_t device_id(int index) const { return client_->device_id(index); }
 
+  // TORCH_TPU_LAUNCH_BLOCKING=1 at start; torch.tpu.EagerMode switches it later.
+  bool launch_blocking() const { return launch_blocking_; }
+  void set_launch_blocking(bool on) { launch_blocking_ = on; }
   // Whether programs may donate the buffers they overwrite (TORCH_TPU_DONATE=0: never,
   // to measure what donation saves).
   static bool donation_enabled();

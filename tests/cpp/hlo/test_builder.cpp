@@ -1,5 +1,7 @@
 #include <cmath>
 #include <limits>
+#include <string>
+#include <utility>
 #include <stdexcept>
 
 #include "../test_support.h"
@@ -9,6 +11,7 @@ namespace {
 
 using hlo::Builder;
 using hlo::DType;
+using hlo::Precision;
 using hlo::TensorType;
 using hlo::Value;
 using test::run1;
@@ -119,6 +122,38 @@ TEST(Builder, DotGeneral) {
   auto by = upload<float>({1, 0, 0, 1, 1, 1}, {3, 2});
   // [[1+3, 2+3], [4+6, 5+6]]
   EXPECT_EQ(run1<float>(b, z, {bx.get(), by.get()}), (std::vector<float>{4, 5, 10, 11}));
+}
+
+TEST(Builder, MatmulPrecisionOnF32ProductsOnly) {
+  for (auto [p, name] : {std::pair{Precision::Highest, "HIGHEST"}, {Precision::High, "HIGH"},
+                         {Precision::Default, "DEFAULT"}}) {
+    Builder b;
+    b.set_matmul_precision(p);
+    Value x = b.parameter({DType::F32, {2, 3}});
+    Value y = b.parameter({DType::F32, {3, 2}});
+    Value h = b.parameter({DType::BF16, {2, 3}});
+    Value k = b.parameter({DType::BF16, {3, 2}});
+    Value z = b.dot_general(x, y, {}, {}, {1}, {0}, DType::F32);
+    Value w = b.dot_general(h, k, {}, {}, {1}, {0}, DType::F32);
+    std::string text = b.module({z, w});
+    std::string attr = std::string("#stablehlo<precision ") + name + ">";
+    // One attribute per operand, both on the f32 product; none on the bf16 one.
+    size_t first = text.find(attr);
+    ASSERT_NE(first, std::string::npos) << text;
+    size_t second = text.find(attr, first + 1);
+    ASSERT_NE(second, std::string::npos);
+    EXPECT_EQ(text.find("precision_config", text.find("precision_config") + 1),
+              std::string::npos);
+    auto bx = upload<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+    auto by = upload<float>({1, 0, 0, 1, 1, 1}, {3, 2});
+    Builder one;
+    one.set_matmul_precision(p);
+    Value a = one.parameter({DType::F32, {2, 3}});
+    Value c = one.parameter({DType::F32, {3, 2}});
+    EXPECT_EQ(run1<float>(one, one.dot_general(a, c, {}, {}, {1}, {0}, DType::F32),
+                          {bx.get(), by.get()}),
+              (std::vector<float>{4, 5, 10, 11}));
+  }
 }
 
 TEST(Builder, DotGeneralBatched) {

@@ -1,0 +1,137 @@
+"""torch.tpu.ops: ragged_dot and its weight gradient (eager and compiled, values and
+gradients against a per-group CPU reference), all_gather_dim and reduce_scatter_dim on
+two ranks."""
+import pytest
+import torch
+
+import torch_tpu  # noqa: F401
+from conftest import assert_same, rand
+
+SIZES = [3, 0, 4, 2]  # an empty group included; 9 rows of 10 are grouped, the last is 0
+
+
+def _reference(lhs, rhs, sizes):
+    out = torch.zeros(lhs.shape[0], rhs.shape[2], dtype=lhs.dtype)
+    start = 0
+    for i, n in enumerate(sizes):
+        out[start:start + n] = lhs[start:start + n] @ rhs[i]
+        start += n
+    return out
+
+
+def _inputs(dtype=torch.float32):
+    lhs = rand((10, 6), dtype, seed=1).requires_grad_()
+    rhs = rand((len(SIZES), 6, 5), dtype, seed=2).requires_grad_()
+    grad = rand((10, 5), dtype, seed=3)
+    return lhs, rhs, grad
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_ragged_dot_value_and_gradients(compiled, fresh_dynamo):
+    lhs, rhs, grad = _inputs()
+    expected = _reference(lhs, rhs, SIZES)
+    expected.backward(grad)
+    t_lhs = lhs.detach().to("tpu").requires_grad_()
+    t_rhs = rhs.detach().to("tpu").requires_grad_()
+    sizes = torch.tensor(SIZES, device="tpu")
+    fn = torch.tpu.ops.ragged_dot
+    if compiled:
+        fn = torch.compile(fn, backend="tpu")
+    out = fn(t_lhs, t_rhs, sizes)
+    out.backward(grad.to("tpu"))
+    assert_same(out.detach(), expected.detach(), rtol=1e-5, atol=1e-5)
+    assert_same(t_lhs.grad, lhs.grad, rtol=1e-5, atol=1e-5)
+    assert_same(t_rhs.grad, rhs.grad, rtol=1e-5, atol=1e-5)
+
+
+def test_ragged_dot_weight_grad_and_out():
+    lhs, rhs, grad = _inputs()
+    _reference(lhs, rhs, SIZES).backward(grad)
+    sizes = torch.tensor(SIZES)  # on the host: moved to the device by the op
+    wg = torch.tpu.ops.ragged_dot_weight_grad(lhs.detach().to("tpu"), grad.to("tpu"), sizes)
+    assert_same(wg, rhs.grad, rtol=1e-5, atol=1e-5)
+    out = torch.empty(10, 5, device="tpu")
+    r = torch.tpu.ops.ragged_dot(lhs.detach().to("tpu"), rhs.detach().to("tpu"), sizes, out=out)
+    assert r is out
+    assert_same(out, _reference(lhs, rhs, SIZES).detach(), rtol=1e-5, atol=1e-5)
+
+
+def test_ragged_dot_bf16():
+    lhs, rhs, _ = _inputs()
+    expected = _reference(lhs.detach().bfloat16().float(), rhs.detach().bfloat16().float(), SIZES)
+    out = torch.tpu.ops.ragged_dot(lhs.detach().bfloat16().to("tpu"),
+                                   rhs.detach().bfloat16().to("tpu"), torch.tensor(SIZES))
+    eps = torch.finfo(torch.bfloat16).eps
+    assert_same(out, expected.bfloat16(), rtol=2 * eps, atol=2 * eps * expected.abs().max().item())
+
+
+def test_ragged_dot_checks_shapes():
+    x = torch.zeros(4, 3, device="tpu")
+    with pytest.raises(ValueError, match="rhs"):
+        torch.tpu.ops.ragged_dot(x, torch.zeros(2, 4, 5, device="tpu"), torch.tensor([2, 2]))
+    with pytest.raises(ValueError, match="group_sizes"):
+        torch.tpu.ops.ragged_dot(x, torch.zeros(2, 3, 5, device="tpu"), torch.tensor([4]))
+    with pytest.raises(TypeError, match="integers"):
+        torch.tpu.ops.ragged_dot(x, torch.zeros(1, 3, 5, device="tpu"), torch.tensor([4.0]))
+
+
+def collectives_worker(rank, world, init_method):
+    """Runs in each of two processes (dist_launch): host-staged tpu_dist."""
+    import datetime
+
+    import torch.distributed as dist
+
+    import torch_tpu  # noqa: F401
+    dist.init_process_group("cpu:gloo,tpu:tpu_dist", init_method=init_method, rank=rank,
+                            world_size=world, timeout=datetime.timedelta(seconds=60))
+    from torch.profiler import ProfilerActivity, profile
+
+    base = torch.arange(12.).reshape(3, 4)
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+        g = torch.tpu.ops.all_gather_dim((base + 100 * rank).to("tpu"), 1).cpu()
+    staged = [e for e in prof.events() if e.name == "tpu_dist::stage_to_host"]
+    want_g = torch.cat([base + 100 * r for r in range(world)], 1)
+    y = torch.arange(8.).reshape(4, 2)
+    s = torch.tpu.ops.reduce_scatter_dim((y * (rank + 1)).to("tpu"), 0).cpu()
+    want_s = sum(y * (r + 1) for r in range(world)).chunk(world, 0)[rank]
+    m = torch.tpu.ops.reduce_scatter_dim((y * (rank + 1)).to("tpu"), -1, reduce_op="max").cpu()
+    want_m = (y * world).chunk(world, 1)[rank]
+    return [torch.equal(g, want_g), torch.equal(s, want_s), torch.equal(m, want_m),
+            len(staged) >= 1]
+
+
+def test_all_gather_and_reduce_scatter_dim():
+    from dist_launch import launch
+
+    out = launch(collectives_worker, 2, timeout=200)
+    # values, and the profiler's host event for the staging of the all-gather
+    assert out == {0: [True] * 4, 1: [True] * 4}
+
+
+def test_optimization_barrier_values_and_gradient():
+    a = rand((3, 4), torch.float32, seed=5).requires_grad_()
+    b = rand((5,), torch.int64, seed=6)
+    ta = a.detach().to("tpu").requires_grad_()
+    x, y = torch.tpu.ops.optimization_barrier([ta * 2, b.to("tpu")])
+    assert_same(x.detach(), (a * 2).detach())
+    assert_same(y, b)
+    x.sin().sum().backward()
+    (a * 2).sin().sum().backward()
+    assert_same(ta.grad, a.grad)
+    assert torch.tpu.ops.optimization_barrier([]) == []
+    with pytest.raises(RuntimeError, match="expected tpu tensors"):
+        torch.tpu.ops.optimization_barrier([a])
+
+
+def test_optimization_barrier_is_in_the_program(tmp_path):
+    from conftest import run_python
+
+    out = run_python(
+        "import torch, torch_tpu\n"
+        "x = torch.arange(4.).to('tpu')\n"
+        "print(torch.tpu.ops.optimization_barrier([x + 1])[0].cpu().tolist())\n",
+        env={"TORCH_TPU_DUMP_DIR": str(tmp_path), "TORCH_TPU_DISK_CACHE": "0"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[1.0, 2.0, 3.0, 4.0]"
+    texts = [p.read_text() for p in tmp_path.glob("*.mlir")]
+    assert sum("stablehlo.optimization_barrier" in t for t in texts) == 1

@@ -1,0 +1,131 @@
+"""`torch.tpu.ops`: TorchTPU 0.2's custom ops that this engine provides.
+
+`optimization_barrier` is one program through `stablehlo.optimization_barrier` (eager).
+`ragged_dot` and `ragged_dot_weight_grad` are written with tpu ops (masks built on the
+device from `group_sizes`, batched products): no host read, differentiable by autograd,
+traceable by `torch.compile`. They do g times the work of one product (every row is
+multiplied by every group's matrix and masked), which suits a handful of groups.
+`all_gather_dim` and `reduce_scatter_dim` are PyTorch's functional collectives, so they
+run on `tpu_dist` eagerly and split compiled graphs around them."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from torch_tpu import _C
+
+
+class _Barrier(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, *inputs):
+        return tuple(_C._optimization_barrier(list(inputs)))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        # The gradients pass through a barrier of their own, as in JAX.
+        present = [g for g in grads if g is not None]
+        through = iter(_C._optimization_barrier(present))
+        return tuple(next(through) if g is not None else None for g in grads)
+
+
+def optimization_barrier(inputs) -> list:
+    """`inputs` (tpu tensors) through one `stablehlo.optimization_barrier`: the same
+    values, as new tensors in the same order, that XLA will not fuse with, move work
+    across or deduplicate. Use the returned tensors afterwards. Eager (op and fused
+    mode) and differentiable; inside `torch.compile` it is a graph break for now."""
+    inputs = list(inputs)
+    if not all(isinstance(t, torch.Tensor) for t in inputs):
+        raise TypeError("optimization_barrier: expected a sequence of tensors")
+    return list(_Barrier.apply(*inputs))
+
+
+def _check_ragged(lhs: torch.Tensor, group_sizes: torch.Tensor, g: int) -> None:
+    if lhs.dim() != 2:
+        raise ValueError(f"ragged_dot: lhs must be 2-D (m, k), got shape {tuple(lhs.shape)}")
+    if group_sizes.dim() != 1 or group_sizes.shape[0] != g:
+        raise ValueError(f"ragged_dot: group_sizes must have shape ({g},), got "
+                         f"{tuple(group_sizes.shape)}")
+    if group_sizes.dtype.is_floating_point or group_sizes.dtype.is_complex:
+        raise TypeError(f"ragged_dot: group_sizes must be integers, got {group_sizes.dtype}")
+
+
+def _group_mask(group_sizes: torch.Tensor, m: int, like: torch.Tensor) -> torch.Tensor:
+    """[g, m, 1]: 1 where row r belongs to group i (rows start_i .. end_i - 1)."""
+    sizes = group_sizes.to(device=like.device, dtype=torch.int64)
+    ends = torch.cumsum(sizes, 0)
+    starts = ends - sizes
+    rows = torch.arange(m, device=like.device)
+    inside = (rows[None, :] >= starts[:, None]) & (rows[None, :] < ends[:, None])
+    return inside.to(like.dtype).unsqueeze(-1)
+
+
+def ragged_dot(lhs: torch.Tensor, rhs: torch.Tensor, group_sizes: torch.Tensor, *,
+               out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """result[start_i:end_i] = lhs[start_i:end_i] @ rhs[i] for the g consecutive row groups
+    of `lhs` (m, k) given by `group_sizes` (g,); `rhs` is (g, k, n). Rows past
+    sum(group_sizes) are 0. Differentiable in `lhs` and `rhs` when `out` is not given."""
+    if rhs.dim() != 3 or rhs.shape[1] != lhs.shape[-1]:
+        raise ValueError(f"ragged_dot: rhs must be (g, k, n) with k = {lhs.shape[-1]}, got "
+                         f"shape {tuple(rhs.shape)}")
+    _check_ragged(lhs, group_sizes, rhs.shape[0])
+    mask = _group_mask(group_sizes, lhs.shape[0], lhs)
+    result = (mask * torch.matmul(lhs.unsqueeze(0), rhs)).sum(0)
+    if out is None:
+        return result
+    with torch.no_grad():
+        return out.copy_(result)
+
+
+def ragged_dot_weight_grad(lhs: torch.Tensor, grad_output: torch.Tensor,
+                           group_sizes: torch.Tensor) -> torch.Tensor:
+    """The gradient of `ragged_dot` in `rhs`: (g, k, n), group i being
+    lhs[start_i:end_i].T @ grad_output[start_i:end_i]."""
+    if grad_output.dim() != 2 or grad_output.shape[0] != lhs.shape[0]:
+        raise ValueError(f"ragged_dot_weight_grad: grad_output must be ({lhs.shape[0]}, n), "
+                         f"got shape {tuple(grad_output.shape)}")
+    _check_ragged(lhs, group_sizes, group_sizes.shape[0] if group_sizes.dim() == 1 else -1)
+    mask = _group_mask(group_sizes, lhs.shape[0], lhs)
+    return torch.matmul((mask * lhs).transpose(1, 2), grad_output)
+
+
+def _group(group):
+    import torch.distributed as dist
+
+    group = dist.group.WORLD if group is None else group
+    if group is None:
+        raise ValueError("torch.tpu.ops: the default process group is not initialized "
+                         "(call torch.distributed.init_process_group)")
+    return group
+
+
+def all_gather_dim(input: torch.Tensor, dim: int, group=None) -> torch.Tensor:  # noqa: A002
+    """Every rank's `input` concatenated along `dim` (no autograd)."""
+    import torch.distributed._functional_collectives as funcol
+
+    if input.dim() == 0:
+        raise ValueError("all_gather_dim: input must have at least one dimension")
+    out = funcol.all_gather_tensor(input.contiguous(), dim % input.dim(), _group(group))
+    return funcol.wait_tensor(out) if isinstance(out, funcol.AsyncCollectiveTensor) else out
+
+
+_REDUCE_OPS = ("sum", "avg", "product", "min", "max", "band", "bor", "bxor")
+
+
+def reduce_scatter_dim(input: torch.Tensor, dim: int, group=None,  # noqa: A002
+                       reduce_op: str = "sum") -> torch.Tensor:
+    """`input` reduced over the ranks; this rank's chunk along `dim` (no autograd)."""
+    import torch.distributed as dist
+    import torch.distributed._functional_collectives as funcol
+
+    if reduce_op not in _REDUCE_OPS:
+        raise ValueError(f"reduce_scatter_dim: reduce_op must be one of {_REDUCE_OPS}, "
+                         f"got {reduce_op!r}")
+    group = _group(group)
+    d = dim % input.dim()
+    if input.shape[d] % dist.get_world_size(group) != 0:
+        raise ValueError(f"reduce_scatter_dim: size {input.shape[d]} of dim {dim} is not "
+                         f"divisible by the group size {dist.get_world_size(group)}")
+    out = funcol.reduce_scatter_tensor(input.contiguous(), reduce_op, d, group)
+    return funcol.wait_tensor(out) if isinstance(out, funcol.AsyncCollectiveTensor) else out
