@@ -48,9 +48,8 @@ class TpuProfilerSession final : public libkineto::IActivityProfilerSession {
  public:
   // Once registered, Kineto configures this profiler for every session, CPU-only ones
   // too: such a session records nothing.
-  TpuProfilerSession(bool devices, bool host) : active_(devices || host), host_(host) {
-    devices_wanted_ = devices;
-  }
+  TpuProfilerSession(bool devices, bool host)
+      : active_(devices || host), host_(host), devices_wanted_(devices) {}
 
   void start() override {
     if (!active_) return;

@@ -88,7 +88,6 @@ class Scope {
   ~Scope() {
     if (on_) host_span(std::move(span_));
   }
-  bool on() const { return on_; }
   void name(std::string n) {
     if (on_) span_.name = std::move(n);
   }
