@@ -67,7 +67,8 @@ except Exception as _error:  # noqa: BLE001
 else:
     from torch_tpu import _C, metrics, tpu
     from torch_tpu._eager import flush, get_eager_mode, set_eager_mode
+    from torch_tpu._no_compile import no_compile
 
 
 __all__ = ["metrics", "tpu", "set_cpu_fallback", "cpu_fallback_enabled", "set_eager_mode",
-           "get_eager_mode", "flush", "__version__"]
+           "get_eager_mode", "flush", "no_compile", "__version__"]

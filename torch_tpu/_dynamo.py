@@ -24,6 +24,7 @@ from torch.fx.passes.split_module import split_module
 
 from torch_tpu import _C
 from torch_tpu import tpu as _tpu
+from torch_tpu._no_compile import forbidden_by_env
 
 _MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
@@ -33,6 +34,10 @@ _MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagra
 for _name in ("manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed",
               "get_rng_state", "get_rng_state_all", "set_rng_state", "set_rng_state_all"):
     setattr(_tpu, _name, torch._dynamo.disable(getattr(_tpu, _name)))
+
+# TORCH_TPU_NO_COMPILE=1 forbids Dynamo recompiles as well as XLA compiles.
+if forbidden_by_env():
+    torch._dynamo.config.error_on_recompile = True
 
 _IGNORED = (torch.device, torch.layout, torch.memory_format)
 

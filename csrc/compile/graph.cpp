@@ -380,7 +380,7 @@ Graph::Graph(const py::handle& spec_handle) {
   try {
     program_ = rt.cache().get(key, [&] {
       return runtime::Program{mlir, results_, "graph (" + std::to_string(num_nodes_) + " ops)",
-                              donations};
+                              donations, inputs_};
     });
   } catch (const c10::Error&) {
     throw;
