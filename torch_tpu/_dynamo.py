@@ -6,6 +6,11 @@ StableHLO module, lowered in C++ by the same table eager mode uses, compiled onc
 through the shared cache and called from C++ (`_C._Graph`). This module only describes
 the graph to `_C`; it does no tensor math.
 
+Warm starts: the graphs AOTAutograd produces are stored in its cache (and in the
+artifacts of `aot_compile`, `save_cache_artifacts` and `caching_precompile`) as
+`_output_code.TpuOutputCode`, their executables in torch_tpu's disk cache: a process
+that finds them there neither traces them nor compiles them.
+
 Shapes: a program has static shapes. A graph Dynamo traced with symbolic sizes (after a
 shape change, or with `dynamic=True`) is specialised per concrete input signature: each
 new set of sizes compiles once and is cached, so results are always exact.
@@ -19,10 +24,11 @@ import torch
 from torch import fx
 from torch._decomp import core_aten_decompositions
 from torch._dynamo.backends.common import aot_autograd
+from torch._functorch.aot_autograd import SerializableAOTDispatchCompiler
 from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
 from torch.fx.passes.split_module import split_module
 
-from torch_tpu import _C
+from torch_tpu import _C, _output_code
 from torch_tpu import tpu as _tpu
 from torch_tpu._no_compile import forbidden_by_env
 
@@ -51,18 +57,36 @@ def tpu_backend(gm: fx.GraphModule, example_inputs, mode=None, options=None):
 
     Every mode gives the same thing, one executable per graph called from C++:
     "reduce-overhead" (CUDA graphs elsewhere) is accepted and needs nothing more here.
+
+    The graphs go through AOTAutograd's cache (see _output_code.py): a warm process
+    finds them there instead of tracing, and their programs in torch_tpu's cache. The
+    backward graph is compiled with the forward one, so that one cache entry holds both.
     """
     if mode is not None and mode not in _MODES:
         raise ValueError(f"backend 'tpu': unknown mode {mode!r}; expected one of {_MODES}")
     if options:
         raise ValueError(f"backend 'tpu' takes no options, got {sorted(options)}")
-    return aot_autograd(
-        fw_compiler=compile_graph,
-        bw_compiler=compile_graph,
-        inference_compiler=compile_graph,
-        decompositions=decompositions(),
-        keep_inference_input_mutations=True,
-    )(gm, example_inputs)
+    with torch.compiler.config.patch(cache_key_tag=_output_code.cache_key_tag()), \
+            torch._functorch.config.patch(bundled_autograd_cache=True,
+                                          force_non_lazy_backward_lowering=True):
+        return aot_autograd(
+            # One compiler object each: AOTAutograd wraps the backward one in place.
+            fw_compiler=_serializable_compiler(),
+            bw_compiler=_serializable_compiler(),
+            inference_compiler=_serializable_compiler(),
+            decompositions=decompositions(),
+            keep_inference_input_mutations=True,
+        )(gm, example_inputs)
+
+
+def _serializable_compiler() -> SerializableAOTDispatchCompiler:
+    return SerializableAOTDispatchCompiler(_output_code.TpuOutputCode, _output_code_for)
+
+
+def _output_code_for(gm: fx.GraphModule, example_inputs) -> _output_code.TpuOutputCode:
+    takes_numbers = any(not isinstance(v, torch.Tensor) for v in example_inputs)
+    return _output_code.TpuOutputCode(
+        gm=gm, build=functools.partial(_build, takes_numbers=takes_numbers))
 
 
 def _schema_name(op) -> str:
@@ -80,10 +104,11 @@ def decompositions() -> dict:
             if not isinstance(op, torch._ops.OpOverload) or _schema_name(op) not in lowered}
 
 
-def compile_graph(gm: fx.GraphModule, example_inputs):
-    """AOTAutograd's compiler: one graph (forward, backward or inference) to a callable
-    taking the inputs as a list (the boxed convention)."""
-    if any(not isinstance(v, torch.Tensor) for v in example_inputs) or _has_symbols(gm):
+def _build(gm: fx.GraphModule, takes_numbers: bool):
+    """AOTAutograd's graph (forward, backward or inference) as a callable taking the
+    inputs as a list (the boxed convention). Only the nodes' fake values are read, not
+    example inputs: a graph loaded from a cache has none."""
+    if takes_numbers or _has_symbols(gm):
         return _Specializing(gm)
     return _lower(gm, _meta_vals(gm))
 

@@ -1,0 +1,116 @@
+"""What PyTorch's caches store for a graph compiled by backend "tpu", so a warm process
+skips tracing.
+
+AOTAutograd consults its cache, and `aot_compile` / `caching_precompile` serialize a
+compiled function, only when the backend's compilers return a picklable `OutputCode`.
+Ours keeps the graph AOTAutograd produced (pickled with its fake values, which carry
+every shape and dtype), not an executable: on a hit the graph is lowered again and its
+program comes from torch_tpu's own executable cache (memory, else disk). A warm process
+thus runs no Dynamo-to-AOTAutograd trace and no XLA compile, only the lowering.
+
+Entries are keyed with `cache_key_tag()` (AOTAutograd's key ignores the backend and its
+decompositions, so without it another backend could read ours), and each entry checks
+its contents and its identity when unpickled: a corrupt or foreign entry fails to load
+and PyTorch skips it.
+"""
+
+import dataclasses
+import functools
+import hashlib
+from typing import Any, Callable
+
+import torch
+from torch import fx
+from torch._inductor.output_code import OutputCode
+
+import torch_tpu
+from torch_tpu import _C
+
+# Bumped when what an entry holds changes meaning.
+_FORMAT = 1
+
+
+@functools.cache
+def _lowering_table_hash() -> str:
+    # Which ops lower decides which ones AOTAutograd decomposes, so the graphs it stores.
+    return hashlib.sha256("\n".join(sorted(_C._graph_lowerings())).encode()).hexdigest()[:16]
+
+
+@functools.cache
+def identity() -> str:
+    """torch_tpu's version and entry format, the lowering table and the plugin."""
+    plugin = hashlib.sha256(_C._cache_identity().encode()).hexdigest()[:16]
+    return (f"torch_tpu {torch_tpu.__version__} format {_FORMAT} "
+            f"lowerings {_lowering_table_hash()} plugin {plugin}")
+
+
+def cache_key_tag() -> str:
+    """`torch.compiler.config.cache_key_tag` for graphs compiled by backend "tpu": the
+    user's own tag, if any, then ours."""
+    user = torch.compiler.config.cache_key_tag
+    ours = identity()
+    return ours if not user or user.endswith(ours) else f"{user}|{ours}"
+
+
+class EntryRejected(RuntimeError):
+    """A stored graph that is corrupt or from another torch_tpu, plugin or lowering table."""
+
+
+@dataclasses.dataclass
+class TpuOutputCode(OutputCode):
+    """One AOTAutograd graph (forward, backward or inference) compiled by backend "tpu".
+
+    `build(gm)` makes the boxed callable; it runs when the graph is compiled, and again
+    in `post_compile` after the entry was loaded from a cache."""
+
+    gm: fx.GraphModule | None = None
+    build: Callable[[fx.GraphModule], Callable] | None = None
+    _runner: Any = dataclasses.field(default=None, init=False, repr=False)
+    _payload: bytes | None = dataclasses.field(default=None, init=False, repr=False)
+    _identity: str = dataclasses.field(default="", init=False)
+    _checksum: str = dataclasses.field(default="", init=False)
+
+    def __post_init__(self):
+        self._boxed_call = True
+        if self.gm is not None:
+            self._runner = self.build(self.gm)
+
+    def __call__(self, inputs):
+        return self._runner(inputs)
+
+    def prepare_for_serialization(self) -> None:
+        # AOTAutograd calls this on a shallow copy of the entry it returned.
+        from torch.fx._graph_pickler import GraphPickler, Options
+
+        for node in self.gm.graph.nodes:
+            node.meta.pop("example_value", None)
+        self._payload = GraphPickler.dumps(self.gm, Options(ops_filter=None))
+        self._identity = identity()
+        self._checksum = hashlib.sha256(self._payload).hexdigest()
+        self.gm = None
+        self._runner = None
+
+    def __setstate__(self, state):
+        if state.get("gm") is None:  # a stored entry, not a copy of a live one
+            payload = state.get("_payload")
+            if payload is None or hashlib.sha256(payload).hexdigest() != state.get("_checksum"):
+                raise EntryRejected("torch_tpu: a stored compiled graph is corrupt")
+            if state.get("_identity") != identity():
+                raise EntryRejected(
+                    f"torch_tpu: a stored compiled graph is from {state.get('_identity')!r}, "
+                    f"not {identity()!r}")
+        self.__dict__.update(state)
+
+    def post_compile(self, example_inputs, constants, graph_kwargs) -> None:
+        if self._runner is not None:
+            return
+        from torch._subclasses import FakeTensorMode
+        from torch.fx._graph_pickler import GraphPickler
+        from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+        gm = GraphPickler.loads(self._payload, FakeTensorMode(shape_env=ShapeEnv()))
+        gm.recompile()  # its Python code, for graphs that run op by op
+        self._runner = self.build(gm)
+
+    def set_triton_bundle(self, triton_bundle: Any) -> None:
+        pass
