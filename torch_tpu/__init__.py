@@ -37,11 +37,12 @@ def _start() -> None:
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True)
     install_printing()
-    from torch_tpu import _distributed, _eager, _meta
+    from torch_tpu import _default_backend, _distributed, _eager, _meta
 
     _meta.register()
     _distributed.register()
     _eager.register()
+    _default_backend.install()
     set_cpu_fallback(os.environ.get("TORCH_TPU_CPU_FALLBACK", "0") == "1")
 
 

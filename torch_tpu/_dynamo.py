@@ -16,8 +16,10 @@ shape change, or with `dynamic=True`) is specialised per concrete input signatur
 new set of sizes compiles once and is cached, so results are always exact.
 """
 
+import concurrent.futures
 import functools
 import operator
+import os
 import warnings
 
 import torch
@@ -52,11 +54,38 @@ class Unsupported(NotImplementedError):
     """A graph the compiler cannot turn into one program; it runs op by op instead."""
 
 
+# backend "tpu"'s options: name -> (type, what it means).
+OPTIONS = {
+    "bucket_size": (int, "compiled graphs: the size a dynamic dimension is rounded up to "
+                         "(bucketed programs)"),
+    "max_buckets": (int, "compiled graphs: at most this many buckets per dynamic dimension"),
+    "async_compile": (bool, "compile the graphs of a trace (forward and backward) in "
+                            "background threads, at the same time; their first call waits"),
+}
+
+
+def check_options(options) -> dict:
+    """`options` validated: a ValueError names an unknown key (and the valid ones) or a
+    value of the wrong type."""
+    options = dict(options or {})
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        raise ValueError(f"backend 'tpu': unknown option(s) {unknown}; valid options are "
+                         f"{sorted(OPTIONS)}")
+    for name, value in options.items():
+        kind, _ = OPTIONS[name]
+        if not isinstance(value, kind) or (kind is int and (isinstance(value, bool) or value < 1)):
+            what = "a positive int" if kind is int else kind.__name__
+            raise ValueError(f"backend 'tpu': option {name!r} must be {what}, got {value!r}")
+    return options
+
+
 def tpu_backend(gm: fx.GraphModule, example_inputs, mode=None, options=None):
     """The Dynamo backend registered as "tpu" (entry point `torch_dynamo_backends`).
 
     Every mode gives the same thing, one executable per graph called from C++:
     "reduce-overhead" (CUDA graphs elsewhere) is accepted and needs nothing more here.
+    `options`: see OPTIONS.
 
     The graphs go through AOTAutograd's cache (see _output_code.py): a warm process
     finds them there instead of tracing, and their programs in torch_tpu's cache. The
@@ -64,29 +93,32 @@ def tpu_backend(gm: fx.GraphModule, example_inputs, mode=None, options=None):
     """
     if mode is not None and mode not in _MODES:
         raise ValueError(f"backend 'tpu': unknown mode {mode!r}; expected one of {_MODES}")
-    if options:
-        raise ValueError(f"backend 'tpu' takes no options, got {sorted(options)}")
-    with torch.compiler.config.patch(cache_key_tag=_output_code.cache_key_tag()), \
+    options = check_options(options)
+    with torch.compiler.config.patch(cache_key_tag=_output_code.cache_key_tag(options)), \
             torch._functorch.config.patch(bundled_autograd_cache=True,
                                           force_non_lazy_backward_lowering=True):
         return aot_autograd(
             # One compiler object each: AOTAutograd wraps the backward one in place.
-            fw_compiler=_serializable_compiler(),
-            bw_compiler=_serializable_compiler(),
-            inference_compiler=_serializable_compiler(),
+            fw_compiler=_serializable_compiler(options),
+            bw_compiler=_serializable_compiler(options),
+            inference_compiler=_serializable_compiler(options),
             decompositions=decompositions(),
             keep_inference_input_mutations=True,
         )(gm, example_inputs)
 
 
-def _serializable_compiler() -> SerializableAOTDispatchCompiler:
-    return SerializableAOTDispatchCompiler(_output_code.TpuOutputCode, _output_code_for)
+def _serializable_compiler(options: dict) -> SerializableAOTDispatchCompiler:
+    return SerializableAOTDispatchCompiler(
+        _output_code.TpuOutputCode, functools.partial(_output_code_for, options=options))
 
 
-def _output_code_for(gm: fx.GraphModule, example_inputs) -> _output_code.TpuOutputCode:
+def _output_code_for(gm: fx.GraphModule, example_inputs, options) -> _output_code.TpuOutputCode:
     takes_numbers = any(not isinstance(v, torch.Tensor) for v in example_inputs)
+    in_background = options.get("async_compile", False)
     return _output_code.TpuOutputCode(
-        gm=gm, build=functools.partial(_build, takes_numbers=takes_numbers))
+        gm=gm, build=functools.partial(_build, takes_numbers=takes_numbers,
+                                       in_background=in_background),
+        rebuild=functools.partial(program, in_background=in_background))
 
 
 def _schema_name(op) -> str:
@@ -104,10 +136,12 @@ def decompositions() -> dict:
             if not isinstance(op, torch._ops.OpOverload) or _schema_name(op) not in lowered}
 
 
-def _build(gm: fx.GraphModule, takes_numbers: bool):
+def _build(gm: fx.GraphModule, takes_numbers: bool, in_background: bool = False):
     """AOTAutograd's graph (forward, backward or inference) as a callable taking the
     inputs as a list (the boxed convention). Only the nodes' fake values are read, not
     example inputs: a graph loaded from a cache has none."""
+    if in_background:
+        return _Compiling(_build, gm, takes_numbers)
     if takes_numbers or _has_symbols(gm):
         return _Specializing(gm)
     return _lower(gm, _meta_vals(gm))
@@ -148,7 +182,7 @@ def _lower(gm: fx.GraphModule, vals: dict, positions=None, split=True):
         # side work on real tensors.
         with unset_fake_temporarily():
             spec, template = _spec(gm, vals)
-            graph = _boxed(_C._Graph(spec))
+            return program((spec, template, positions))
     except NotImplementedError as e:
         # What stops the graph from becoming one program, eager mode can still run.
         # Other errors are bugs and surface.
@@ -160,9 +194,21 @@ def _lower(gm: fx.GraphModule, vals: dict, positions=None, split=True):
         _warn_once(f"torch_tpu: a compiled graph runs op by op: {reason}")
         _C._count_graph_fallback()
         return _Eager(gm)
-    if template is None and positions is None:
-        return graph
-    return _Adapted(graph, template, positions)
+
+
+def program(recipe: tuple, in_background: bool = False):
+    """The callable running one program: `recipe` is (spec, template, positions), the
+    graph's description for `_C._Graph`, the numbers it returns in place of tensors and
+    the positions of its tensor inputs (None: all tensors, all inputs). The callable keeps
+    `recipe`: a cached compiled graph is rebuilt from it (see _output_code.py)."""
+    if in_background:
+        return _Compiling(program, recipe)
+    spec, template, positions = recipe
+    graph = _boxed(_C._Graph(spec))
+    runner = graph if template is None and positions is None else \
+        _Adapted(graph, template, positions)
+    runner.recipe = recipe
+    return runner
 
 
 @functools.cache
@@ -422,6 +468,28 @@ class _Eager:
         inputs = list(args)
         args.clear()
         return self.gm(*inputs)
+
+
+class _Compiling:
+    """A callable being made in a background thread (option async_compile): `_C._Graph`
+    releases the GIL while XLA compiles, so the graphs of one trace compile at the same
+    time. The first call waits for it; so does reading its recipe."""
+
+    _pool = None
+
+    def __init__(self, make, *args):
+        if _Compiling._pool is None:
+            _Compiling._pool = concurrent.futures.ThreadPoolExecutor(
+                max_workers=os.cpu_count() or 1, thread_name_prefix="torch_tpu_compile")
+        self.future = _Compiling._pool.submit(make, *args)
+        _boxed(self)
+
+    def __call__(self, args):
+        return self.future.result()(args)
+
+    @property
+    def recipe(self):
+        return getattr(self.future.result(), "recipe", None)
 
 
 class _Adapted:

@@ -3,10 +3,11 @@ skips tracing.
 
 AOTAutograd consults its cache, and `aot_compile` / `caching_precompile` serialize a
 compiled function, only when the backend's compilers return a picklable `OutputCode`.
-Ours keeps the graph AOTAutograd produced (pickled with its fake values, which carry
-every shape and dtype), not an executable: on a hit the graph is lowered again and its
-program comes from torch_tpu's own executable cache (memory, else disk). A warm process
-thus runs no Dynamo-to-AOTAutograd trace and no XLA compile, only the lowering.
+Ours keeps what the graph is lowered from (the description `_C._Graph` takes, or the
+graph AOTAutograd produced, pickled with its fake values), not an executable: on a hit
+it is lowered again and its program comes from torch_tpu's own executable cache
+(memory, else disk). A warm process thus runs no AOTAutograd trace and no XLA compile,
+only the lowering.
 
 Entries are keyed with `cache_key_tag()` (AOTAutograd's key ignores the backend and its
 decompositions, so without it another backend could read ours), and each entry checks
@@ -17,6 +18,7 @@ and PyTorch skips it.
 import dataclasses
 import functools
 import hashlib
+import pickle
 from typing import Any, Callable
 
 import torch
@@ -44,12 +46,12 @@ def identity() -> str:
             f"lowerings {_lowering_table_hash()} plugin {plugin}")
 
 
-def cache_key_tag() -> str:
-    """`torch.compiler.config.cache_key_tag` for graphs compiled by backend "tpu": the
-    user's own tag, if any, then ours."""
+def cache_key_tag(options: dict) -> str:
+    """`torch.compiler.config.cache_key_tag` for graphs compiled by backend "tpu" with
+    `options`: the user's own tag, if any, then ours."""
     user = torch.compiler.config.cache_key_tag
-    ours = identity()
-    return ours if not user or user.endswith(ours) else f"{user}|{ours}"
+    ours = identity() + (f" options {sorted(options.items())}" if options else "")
+    return f"{user}|{ours}" if user else ours
 
 
 class EntryRejected(RuntimeError):
@@ -60,11 +62,15 @@ class EntryRejected(RuntimeError):
 class TpuOutputCode(OutputCode):
     """One AOTAutograd graph (forward, backward or inference) compiled by backend "tpu".
 
-    `build(gm)` makes the boxed callable; it runs when the graph is compiled, and again
-    in `post_compile` after the entry was loaded from a cache."""
+    `build(gm)` makes the boxed callable when the graph is compiled. A callable that is
+    one program keeps its `recipe` (what `_C._Graph` lowers): stored, `rebuild(recipe)`
+    makes it again. Others (graphs split around unlowered ops, specialised per shape, run
+    op by op) store the graph itself, pickled with its fake values, and `build` it again.
+    Both run in `post_compile` after the entry was loaded from a cache."""
 
     gm: fx.GraphModule | None = None
     build: Callable[[fx.GraphModule], Callable] | None = None
+    rebuild: Callable[[tuple], Callable] | None = None
     _runner: Any = dataclasses.field(default=None, init=False, repr=False)
     _payload: bytes | None = dataclasses.field(default=None, init=False, repr=False)
     _identity: str = dataclasses.field(default="", init=False)
@@ -80,11 +86,16 @@ class TpuOutputCode(OutputCode):
 
     def prepare_for_serialization(self) -> None:
         # AOTAutograd calls this on a shallow copy of the entry it returned.
-        from torch.fx._graph_pickler import GraphPickler, Options
+        recipe = getattr(self._runner, "recipe", None)
+        if recipe is not None:
+            self._payload = pickle.dumps(("program", recipe))
+        else:
+            from torch.fx._graph_pickler import GraphPickler, Options
 
-        for node in self.gm.graph.nodes:
-            node.meta.pop("example_value", None)
-        self._payload = GraphPickler.dumps(self.gm, Options(ops_filter=None))
+            for node in self.gm.graph.nodes:
+                node.meta.pop("example_value", None)
+            self._payload = pickle.dumps(
+                ("graph", GraphPickler.dumps(self.gm, Options(ops_filter=None))))
         self._identity = identity()
         self._checksum = hashlib.sha256(self._payload).hexdigest()
         self.gm = None
@@ -104,11 +115,15 @@ class TpuOutputCode(OutputCode):
     def post_compile(self, example_inputs, constants, graph_kwargs) -> None:
         if self._runner is not None:
             return
+        kind, data = pickle.loads(self._payload)
+        if kind == "program":
+            self._runner = self.rebuild(data)
+            return
         from torch._subclasses import FakeTensorMode
         from torch.fx._graph_pickler import GraphPickler
         from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-        gm = GraphPickler.loads(self._payload, FakeTensorMode(shape_env=ShapeEnv()))
+        gm = GraphPickler.loads(data, FakeTensorMode(shape_env=ShapeEnv()))
         gm.recompile()  # its Python code, for graphs that run op by op
         self._runner = self.build(gm)
 

@@ -28,7 +28,7 @@ WAY, SAVE, PATH = {way!r}, {save!r}, {path!r}
 torch._dynamo.config.caching_precompile = WAY == "precompile"
 traced = []
 compiler = backend._output_code_for
-backend._output_code_for = lambda gm, inputs: traced.append(1) or compiler(gm, inputs)
+backend._output_code_for = lambda *a, **k: traced.append(1) or compiler(*a, **k)
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4))
 x = torch.randn(6, 8)

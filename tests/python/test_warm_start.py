@@ -36,7 +36,7 @@ if BACKEND == "other":
 {prelude}
 traced = []
 compiler = backend._output_code_for
-backend._output_code_for = lambda gm, inputs: traced.append(1) or compiler(gm, inputs)
+backend._output_code_for = lambda *a, **k: traced.append(1) or compiler(*a, **k)
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.LayerNorm(16),
                             torch.nn.Linear(16, 4))
@@ -151,3 +151,35 @@ def test_a_stored_graph_checks_its_identity():
     code._payload = b"grapH"
     with pytest.raises(_output_code.EntryRejected, match="corrupt"):
         pickle.loads(pickle.dumps(code))
+
+
+# A graph traced with symbolic sizes runs one program per concrete shape: its cache entry
+# holds the graph itself, not one program's description.
+DYNAMIC = """
+import json, torch, torch_tpu
+import torch_tpu._dynamo as backend
+from torch._dynamo.utils import counters
+traced = []
+compiler = backend._output_code_for
+backend._output_code_for = lambda *a, **k: traced.append(1) or compiler(*a, **k)
+f = torch.compile(lambda x: (x.sin() * x.shape[0]).sum(0), backend="tpu", dynamic=True)
+outs = [f(torch.arange(n * 3, dtype=torch.float32).reshape(n, 3).to("tpu")).cpu().tolist()
+        for n in (2, 5)]
+print(json.dumps({"outs": outs, "traced": len(traced), "aot": dict(counters["aot_autograd"])}))
+"""
+
+
+def test_a_graph_with_symbolic_sizes_is_stored_whole(tmp_path):
+    env = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),
+           "TORCH_TPU_CACHE_DIR": str(tmp_path / "tpu")}
+    runs = []
+    for _ in range(2):
+        r = run_python(DYNAMIC, env=env)
+        assert r.returncode == 0, r.stderr
+        runs.append(json.loads(r.stdout.strip().splitlines()[-1]))
+    for out in runs:
+        for n, got in zip((2, 5), out["outs"]):
+            x = torch.arange(n * 3, dtype=torch.float32).reshape(n, 3)
+            torch.testing.assert_close(torch.tensor(got), (x.sin() * n).sum(0))
+    assert runs[0]["traced"] == 1
+    assert runs[1]["traced"] == 0 and runs[1]["aot"].get("autograd_cache_hit") == 1
