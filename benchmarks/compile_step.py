@@ -140,6 +140,22 @@ def build(model_name: str, device: str):
     return model, [optimizer], batch, loss_of
 
 
+def train_step(run, model, optimizers, batch, loss_of):
+    """One step of `model` called through `run` (itself or a compiled version); returns
+    the loss, detached."""
+    import torch
+
+    a, kw = batch()
+    loss = loss_of(run(*a, **kw))
+    for optimizer in optimizers:
+        optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    for optimizer in optimizers:
+        optimizer.step()
+    return loss.detach()
+
+
 def child(args) -> None:
     """Runs in the subprocess: trains and prints one JSON line of results."""
     import torch
@@ -169,15 +185,7 @@ def child(args) -> None:
         run = torch.compile(model, backend="inductor")
 
     def step():
-        a, kw = batch()
-        loss = loss_of(run(*a, **kw))
-        for optimizer in optimizers:
-            optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        for optimizer in optimizers:
-            optimizer.step()
-        return loss.detach()
+        return train_step(run, model, optimizers, batch, loss_of)
 
     start = time.perf_counter()
     loss = step()

@@ -54,11 +54,12 @@ class Unsupported(NotImplementedError):
     """A graph the compiler cannot turn into one program; it runs op by op instead."""
 
 
-# backend "tpu"'s options: name -> (type, what it means).
+# backend "tpu"'s options: name -> (type, what it means). The bucket options are for
+# bucketed dynamic shapes in compiled graphs: validated and part of the cache key, read by
+# nothing yet.
 OPTIONS = {
-    "bucket_size": (int, "compiled graphs: the size a dynamic dimension is rounded up to "
-                         "(bucketed programs)"),
-    "max_buckets": (int, "compiled graphs: at most this many buckets per dynamic dimension"),
+    "bucket_size": (int, "the size a dynamic dimension is rounded up to a multiple of"),
+    "max_buckets": (int, "at most this many buckets per dynamic dimension"),
     "async_compile": (bool, "compile the graphs of a trace (forward and backward) in "
                             "background threads, at the same time; their first call waits"),
 }

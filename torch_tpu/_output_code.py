@@ -18,6 +18,7 @@ and PyTorch skips it.
 import dataclasses
 import functools
 import hashlib
+import os
 import pickle
 from typing import Any, Callable
 
@@ -39,10 +40,25 @@ def _lowering_table_hash() -> str:
 
 
 @functools.cache
+def _build_hash() -> str:
+    # What stored entries mean is decided by the extension (which lowers them) and by the
+    # Python that describes graphs to it: a rebuilt checkout with the same version number
+    # must not read its predecessor's entries. Contents, not paths or times, so artifacts
+    # move between installs of one build.
+    h = hashlib.sha256()
+    for path in (_C.__file__, __file__, os.path.join(os.path.dirname(__file__), "_dynamo.py")):
+        with open(path, "rb") as f:
+            h.update(f.read())
+    return h.hexdigest()[:16]
+
+
+@functools.cache
 def identity() -> str:
-    """torch_tpu's version and entry format, the lowering table and the plugin."""
-    plugin = hashlib.sha256(_C._cache_identity().encode()).hexdigest()[:16]
-    return (f"torch_tpu {torch_tpu.__version__} format {_FORMAT} "
+    """torch_tpu's version, build and entry format, the lowering table and the plugin."""
+    # The plugin by what it is (platform, version, PJRT API), not where it is installed.
+    name, version, _, major, minor = _C._platform()
+    plugin = f"{name} {version} pjrt {major}.{minor}".replace(" ", "_")
+    return (f"torch_tpu {torch_tpu.__version__} build {_build_hash()} format {_FORMAT} "
             f"lowerings {_lowering_table_hash()} plugin {plugin}")
 
 

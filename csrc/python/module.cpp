@@ -194,7 +194,6 @@ PYBIND11_MODULE(_C, m) {
     runtime::FusedGroup::get().flush();
   });
   m.def("_compile_log", &compile_log);
-  m.def("_cache_identity", [] { return runtime::Runtime::get().cache_identity(); });
   m.def("_forbid_compiles", [] { runtime::CompileLog::get().forbid(); });
   m.def("_allow_compiles", [] { runtime::CompileLog::get().allow(); });
   m.def("_compiles_forbidden", [] { return runtime::CompileLog::get().forbid_depth() > 0; });

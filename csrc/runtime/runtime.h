@@ -73,12 +73,9 @@ class Runtime {
   // Bytes a device may hold: the plugin's limit, or the host's memory for XLA:CPU.
   int64_t memory_capacity(int device) const;
 
-  // What a compiled program depends on besides its StableHLO (torch_tpu version, plugin,
-  // compile options): keys the disk tier, and PyTorch's caches of compiled graphs.
-  std::string cache_identity() const;
-
  private:
   explicit Runtime(RuntimeConfig config);
+  std::string cache_identity() const;
   // Adds `event` to the work synchronize(device) waits for, and holds the handles of the
   // arguments that run consumed (`donated`) until it completes.
   void track(int device, std::shared_ptr<pjrt::Event> event,
