@@ -1,7 +1,7 @@
 """`torch_tpu.no_compile()`: a region where nothing may compile.
 
 Inside it (and in a whole process with TORCH_TPU_NO_COMPILE=1) any XLA compile raises
-a RuntimeError naming the program, its argument types and why it was not cached, and
+a RuntimeError naming the program, its types and why it was not cached, and
 so does a Dynamo recompile (Dynamo's `error_on_recompile`, which names the failed
 guard). Programs loaded from the disk cache are not compiles: a warm process may load
 them. The process is left as it was: the op or graph that would have compiled raises,

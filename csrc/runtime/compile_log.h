@@ -24,7 +24,7 @@ const char* disk_outcome_name(DiskOutcome outcome);  // "off", "hit", "miss", "c
 
 struct CompileRecord {
   std::string what;       // the op, "fused (N ops)", "graph (N ops)", ...
-  std::string signature;  // argument types: "f32[3,4], i64[]"
+  std::string signature;  // argument and result types: "f32[3,4], i64[] -> f32[3,4]"
   std::string reason;     // why tier 1 missed: see CompileLog::reason
   DiskOutcome disk = DiskOutcome::off;
   double seconds = 0;     // building, compiling or loading, and serializing

@@ -97,9 +97,10 @@ std::shared_ptr<const CompiledProgram> ExecutableCache::get(
     compiled->donations = std::move(program.donations);
     dump(compiled->fingerprint, program.mlir);
     CompileLog& log = CompileLog::get();
-    CompileRecord record{compiled->label, program.arguments.empty()
-                                              ? CompileLog::signature(program.mlir)
-                                              : CompileLog::signature(program.arguments)};
+    CompileRecord record{compiled->label,
+                         (program.arguments.empty() ? CompileLog::signature(program.mlir)
+                                                    : CompileLog::signature(program.arguments)) +
+                             " -> " + CompileLog::signature(program.outputs)};
     record.reason = log.reason(record.what, record.signature, evicted);
     bool compiled_here = false;
     auto compile = [&](std::string* bytes, DiskOutcome disk) {

@@ -43,16 +43,16 @@ def test_log_names_op_shapes_and_reason(tmp_path):
     r = run(EAGER, tmp_path, TORCH_TPU_LOG="compiles")
     log = adds(json.loads(r.stdout.strip().splitlines()[-1]))
     assert [(e["signature"], e["reason"]) for e in log] == [
-        ("f32[3,4], f32[3,4], f32[]", "new program"),  # a, a and alpha
-        ("f32[2,5], f32[2,5], f32[]", "new shape"),
-        ("i32[3,4], i32[3,4], i32[]", "new dtype"),
+        ("f32[3,4], f32[3,4], f32[] -> f32[3,4]", "new program"),  # a, a and alpha
+        ("f32[2,5], f32[2,5], f32[] -> f32[2,5]", "new shape"),
+        ("i32[3,4], i32[3,4], i32[] -> i32[3,4]", "new dtype"),
     ]
     for e in log:
         assert e["disk"] == "miss" and not e["from_disk"] and e["ms"] > 0
     # One stderr line per record, the same facts.
     lines = [line for line in r.stderr.splitlines() if line.startswith("torch_tpu: compiled add")]
     assert len(lines) == 3
-    assert "add (f32[2,5], f32[2,5], f32[]): new shape, disk miss" in lines[1]
+    assert "add (f32[2,5], f32[2,5], f32[] -> f32[2,5]): new shape, disk miss" in lines[1]
     assert lines[1].endswith(" ms")
 
     # A second process loads every program from disk: records say so, nothing compiles.
