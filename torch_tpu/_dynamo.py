@@ -60,8 +60,9 @@ class Unsupported(NotImplementedError):
 OPTIONS = {
     "bucket_size": (int, "the size a dynamic dimension is rounded up to a multiple of"),
     "max_buckets": (int, "at most this many buckets per dynamic dimension"),
-    "async_compile": (bool, "compile the graphs of a trace (forward and backward) in "
-                            "background threads, at the same time; their first call waits"),
+    "async_compile": (bool, "compile the graphs of a trace (forward and backward, the "
+                            "backward at once rather than at its first call) in background "
+                            "threads, at the same time; their first call waits"),
 }
 
 
@@ -89,15 +90,20 @@ def tpu_backend(gm: fx.GraphModule, example_inputs, mode=None, options=None):
     `options`: see OPTIONS.
 
     The graphs go through AOTAutograd's cache (see _output_code.py): a warm process
-    finds them there instead of tracing, and their programs in torch_tpu's cache. The
-    backward graph is compiled with the forward one, so that one cache entry holds both.
+    finds them there instead of tracing, and their programs in torch_tpu's cache. Its
+    entry holds forward and backward, so it is written when the backward compiles (at
+    the first backward call, or at once with async_compile); the bundled mode that lets
+    it hold our graphs stays on for the process, as it must still be on by then.
     """
     if mode is not None and mode not in _MODES:
         raise ValueError(f"backend 'tpu': unknown mode {mode!r}; expected one of {_MODES}")
     options = check_options(options)
+    torch._functorch.config.bundled_autograd_cache = True
+    # (aot_compile asks for the backward at once itself.)
+    ahead = options.get("async_compile", False) or \
+        torch._functorch.config.force_non_lazy_backward_lowering
     with torch.compiler.config.patch(cache_key_tag=_output_code.cache_key_tag(options)), \
-            torch._functorch.config.patch(bundled_autograd_cache=True,
-                                          force_non_lazy_backward_lowering=True):
+            torch._functorch.config.patch(force_non_lazy_backward_lowering=ahead):
         return aot_autograd(
             # One compiler object each: AOTAutograd wraps the backward one in place.
             fw_compiler=_serializable_compiler(options),
