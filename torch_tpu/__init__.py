@@ -45,11 +45,12 @@ def _start() -> None:
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True)
     install_printing()
-    from torch_tpu import _distributed, _eager, _meta
+    from torch_tpu import _default_backend, _distributed, _eager, _meta
 
     _meta.register()
     _distributed.register()
     _eager.register()
+    _default_backend.install()
     set_cpu_fallback(os.environ.get("TORCH_TPU_CPU_FALLBACK", "0") == "1")
 
 
@@ -75,7 +76,8 @@ except Exception as _error:  # noqa: BLE001
 else:
     from torch_tpu import _C, metrics, tpu
     from torch_tpu._eager import flush, get_eager_mode, set_eager_mode
+    from torch_tpu._no_compile import no_compile
 
 
 __all__ = ["metrics", "tpu", "set_cpu_fallback", "cpu_fallback_enabled", "set_eager_mode",
-           "get_eager_mode", "flush", "__version__"]
+           "get_eager_mode", "flush", "no_compile", "__version__"]

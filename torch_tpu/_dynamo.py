@@ -6,24 +6,33 @@ StableHLO module, lowered in C++ by the same table eager mode uses, compiled onc
 through the shared cache and called from C++ (`_C._Graph`). This module only describes
 the graph to `_C`; it does no tensor math.
 
+Warm starts: the graphs AOTAutograd produces are stored in its cache (and in the
+artifacts of `aot_compile`, `save_cache_artifacts` and `caching_precompile`) as
+`_output_code.TpuOutputCode`, their executables in torch_tpu's disk cache: a process
+that finds them there neither traces them nor compiles them.
+
 Shapes: a program has static shapes. A graph Dynamo traced with symbolic sizes (after a
 shape change, or with `dynamic=True`) is specialised per concrete input signature: each
 new set of sizes compiles once and is cached, so results are always exact.
 """
 
+import concurrent.futures
 import functools
 import operator
+import os
 import warnings
 
 import torch
 from torch import fx
 from torch._decomp import core_aten_decompositions
 from torch._dynamo.backends.common import aot_autograd
+from torch._functorch.aot_autograd import SerializableAOTDispatchCompiler
 from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
 from torch.fx.passes.split_module import split_module
 
-from torch_tpu import _C
+from torch_tpu import _C, _output_code
 from torch_tpu import tpu as _tpu
+from torch_tpu._no_compile import forbidden_by_env
 
 _MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
@@ -34,6 +43,10 @@ for _name in ("manual_seed", "manual_seed_all", "seed", "seed_all", "initial_see
               "get_rng_state", "get_rng_state_all", "set_rng_state", "set_rng_state_all"):
     setattr(_tpu, _name, torch._dynamo.disable(getattr(_tpu, _name)))
 
+# TORCH_TPU_NO_COMPILE=1 forbids Dynamo recompiles as well as XLA compiles.
+if forbidden_by_env():
+    torch._dynamo.config.error_on_recompile = True
+
 _IGNORED = (torch.device, torch.layout, torch.memory_format)
 
 
@@ -41,23 +54,78 @@ class Unsupported(NotImplementedError):
     """A graph the compiler cannot turn into one program; it runs op by op instead."""
 
 
+# backend "tpu"'s options: name -> (type, what it means). The bucket options are for
+# bucketed dynamic shapes in compiled graphs: validated and part of the cache key, read by
+# nothing yet.
+OPTIONS = {
+    "bucket_size": (int, "the size a dynamic dimension is rounded up to a multiple of"),
+    "max_buckets": (int, "at most this many buckets per dynamic dimension"),
+    "async_compile": (bool, "compile the graphs of a trace (forward and backward, the "
+                            "backward at once rather than at its first call) in background "
+                            "threads, at the same time; their first call waits"),
+}
+
+
+def check_options(options) -> dict:
+    """`options` validated: a ValueError names an unknown key (and the valid ones) or a
+    value of the wrong type."""
+    options = dict(options or {})
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        raise ValueError(f"backend 'tpu': unknown option(s) {unknown}; valid options are "
+                         f"{sorted(OPTIONS)}")
+    for name, value in options.items():
+        kind, _ = OPTIONS[name]
+        if not isinstance(value, kind) or (kind is int and (isinstance(value, bool) or value < 1)):
+            what = "a positive int" if kind is int else kind.__name__
+            raise ValueError(f"backend 'tpu': option {name!r} must be {what}, got {value!r}")
+    return options
+
+
 def tpu_backend(gm: fx.GraphModule, example_inputs, mode=None, options=None):
     """The Dynamo backend registered as "tpu" (entry point `torch_dynamo_backends`).
 
     Every mode gives the same thing, one executable per graph called from C++:
     "reduce-overhead" (CUDA graphs elsewhere) is accepted and needs nothing more here.
+    `options`: see OPTIONS.
+
+    The graphs go through AOTAutograd's cache (see _output_code.py): a warm process
+    finds them there instead of tracing, and their programs in torch_tpu's cache. Its
+    entry holds forward and backward, so it is written when the backward compiles (at
+    the first backward call, or at once with async_compile); the bundled mode that lets
+    it hold our graphs stays on for the process, as it must still be on by then.
     """
     if mode is not None and mode not in _MODES:
         raise ValueError(f"backend 'tpu': unknown mode {mode!r}; expected one of {_MODES}")
-    if options:
-        raise ValueError(f"backend 'tpu' takes no options, got {sorted(options)}")
-    return aot_autograd(
-        fw_compiler=compile_graph,
-        bw_compiler=compile_graph,
-        inference_compiler=compile_graph,
-        decompositions=decompositions(),
-        keep_inference_input_mutations=True,
-    )(gm, example_inputs)
+    options = check_options(options)
+    torch._functorch.config.bundled_autograd_cache = True
+    # (aot_compile asks for the backward at once itself.)
+    ahead = options.get("async_compile", False) or \
+        torch._functorch.config.force_non_lazy_backward_lowering
+    with torch.compiler.config.patch(cache_key_tag=_output_code.cache_key_tag(options)), \
+            torch._functorch.config.patch(force_non_lazy_backward_lowering=ahead):
+        return aot_autograd(
+            # One compiler object each: AOTAutograd wraps the backward one in place.
+            fw_compiler=_serializable_compiler(options),
+            bw_compiler=_serializable_compiler(options),
+            inference_compiler=_serializable_compiler(options),
+            decompositions=decompositions(),
+            keep_inference_input_mutations=True,
+        )(gm, example_inputs)
+
+
+def _serializable_compiler(options: dict) -> SerializableAOTDispatchCompiler:
+    return SerializableAOTDispatchCompiler(
+        _output_code.TpuOutputCode, functools.partial(_output_code_for, options=options))
+
+
+def _output_code_for(gm: fx.GraphModule, example_inputs, options) -> _output_code.TpuOutputCode:
+    takes_numbers = any(not isinstance(v, torch.Tensor) for v in example_inputs)
+    in_background = options.get("async_compile", False)
+    return _output_code.TpuOutputCode(
+        gm=gm, build=functools.partial(_build, takes_numbers=takes_numbers,
+                                       in_background=in_background),
+        rebuild=functools.partial(program, in_background=in_background))
 
 
 def _schema_name(op) -> str:
@@ -75,10 +143,13 @@ def decompositions() -> dict:
             if not isinstance(op, torch._ops.OpOverload) or _schema_name(op) not in lowered}
 
 
-def compile_graph(gm: fx.GraphModule, example_inputs):
-    """AOTAutograd's compiler: one graph (forward, backward or inference) to a callable
-    taking the inputs as a list (the boxed convention)."""
-    if any(not isinstance(v, torch.Tensor) for v in example_inputs) or _has_symbols(gm):
+def _build(gm: fx.GraphModule, takes_numbers: bool, in_background: bool = False):
+    """AOTAutograd's graph (forward, backward or inference) as a callable taking the
+    inputs as a list (the boxed convention). Only the nodes' fake values are read, not
+    example inputs: a graph loaded from a cache has none."""
+    if in_background:
+        return _Compiling(_build, gm, takes_numbers)
+    if takes_numbers or _has_symbols(gm):
         return _Specializing(gm)
     return _lower(gm, _meta_vals(gm))
 
@@ -118,7 +189,7 @@ def _lower(gm: fx.GraphModule, vals: dict, positions=None, split=True):
         # side work on real tensors.
         with unset_fake_temporarily():
             spec, template = _spec(gm, vals)
-            graph = _boxed(_C._Graph(spec))
+            return program((spec, template, positions))
     except NotImplementedError as e:
         # What stops the graph from becoming one program, eager mode can still run.
         # Other errors are bugs and surface.
@@ -130,9 +201,21 @@ def _lower(gm: fx.GraphModule, vals: dict, positions=None, split=True):
         _warn_once(f"torch_tpu: a compiled graph runs op by op: {reason}")
         _C._count_graph_fallback()
         return _Eager(gm)
-    if template is None and positions is None:
-        return graph
-    return _Adapted(graph, template, positions)
+
+
+def program(recipe: tuple, in_background: bool = False):
+    """The callable running one program: `recipe` is (spec, template, positions), the
+    graph's description for `_C._Graph`, the numbers it returns in place of tensors and
+    the positions of its tensor inputs (None: all tensors, all inputs). The callable keeps
+    `recipe`: a cached compiled graph is rebuilt from it (see _output_code.py)."""
+    if in_background:
+        return _Compiling(program, recipe)
+    spec, template, positions = recipe
+    graph = _boxed(_C._Graph(spec))
+    runner = graph if template is None and positions is None else \
+        _Adapted(graph, template, positions)
+    runner.recipe = recipe
+    return runner
 
 
 @functools.cache
@@ -392,6 +475,28 @@ class _Eager:
         inputs = list(args)
         args.clear()
         return self.gm(*inputs)
+
+
+class _Compiling:
+    """A callable being made in a background thread (option async_compile): `_C._Graph`
+    releases the GIL while XLA compiles, so the graphs of one trace compile at the same
+    time. The first call waits for it; so does reading its recipe."""
+
+    _pool = None
+
+    def __init__(self, make, *args):
+        if _Compiling._pool is None:
+            _Compiling._pool = concurrent.futures.ThreadPoolExecutor(
+                max_workers=os.cpu_count() or 1, thread_name_prefix="torch_tpu_compile")
+        self.future = _Compiling._pool.submit(make, *args)
+        _boxed(self)
+
+    def __call__(self, args):
+        return self.future.result()(args)
+
+    @property
+    def recipe(self):
+        return getattr(self.future.result(), "recipe", None)
 
 
 class _Adapted:

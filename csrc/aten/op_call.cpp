@@ -303,6 +303,7 @@ runtime::Program OpCall::build(const Lowering& lower, size_t fresh, const std::v
   program.mlir = b.module(outputs);
   program.donations = b.donations();
   program.label = name_;
+  for (const Operand& in : inputs_) program.arguments.push_back({in.dtype, in.sizes});
   return program;
 }
 

@@ -381,9 +381,12 @@ Graph::Graph(const py::handle& spec_handle)
   key.add(static_cast<int64_t>(mlir.size()));
   runtime::Runtime& rt = runtime::Runtime::get();
   try {
+    // Other Python threads run while XLA compiles (async_compile compiles several graphs
+    // at once); nothing below touches Python.
+    py::gil_scoped_release no_gil;
     program_ = rt.cache().get(key, [&] {
       return runtime::Program{mlir, results_, "graph (" + std::to_string(num_nodes_) + " ops)",
-                              donations};
+                              donations, inputs_};
     });
   } catch (const c10::Error&) {
     throw;

@@ -12,6 +12,7 @@
 #include "compile/graph.h"
 #include "ops/registry.h"
 #include "pjrt/error.h"
+#include "runtime/compile_log.h"
 #include "runtime/compile_overrides.h"
 #include "runtime/fused_group.h"
 #include "runtime/metrics.h"
@@ -109,6 +110,21 @@ py::list cache_entries() {
   return out;
 }
 
+py::list compile_log() {
+  py::list out;
+  for (const runtime::CompileRecord& r : runtime::CompileLog::get().records()) {
+    py::dict d;
+    d["what"] = r.what;
+    d["signature"] = r.signature;
+    d["reason"] = r.reason;
+    d["disk"] = runtime::disk_outcome_name(r.disk);
+    d["from_disk"] = r.from_disk();
+    d["ms"] = r.seconds * 1e3;
+    out.append(d);
+  }
+  return out;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
@@ -181,8 +197,13 @@ PYBIND11_MODULE(_C, m) {
     py::gil_scoped_release no_gil;
     runtime::FusedGroup::get().flush();
   });
+  m.def("_compile_log", &compile_log);
+  m.def("_forbid_compiles", [] { runtime::CompileLog::get().forbid(); });
+  m.def("_allow_compiles", [] { runtime::CompileLog::get().allow(); });
+  m.def("_compiles_forbidden", [] { return runtime::CompileLog::get().forbid_depth() > 0; });
   m.def("_reset_metrics", [] {
     runtime::metrics().reset();
+    runtime::CompileLog::get().clear();
     if (runtime::Runtime::initialized()) runtime::Runtime::get().disk_cache().reset_stats();
   });
   m.def("_cache_stats", &cache_stats);

@@ -102,9 +102,9 @@ std::string DiskCache::entry_path(const std::string& fingerprint) const {
   return config_.dir + "/" + hlo::fingerprint(identity_ + "\n" + fingerprint) + kSuffix;
 }
 
-bool DiskCache::read_entry(const std::string& path, std::string* payload) {
+DiskOutcome DiskCache::read_entry(const std::string& path, std::string* payload) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return false;  // absent: a plain miss
+  if (!in) return DiskOutcome::miss;
   std::string magic, identity, checksum, size_line;
   bool ok = static_cast<bool>(std::getline(in, magic) && std::getline(in, identity) &&
                               std::getline(in, checksum) && std::getline(in, size_line));
@@ -124,11 +124,11 @@ bool DiskCache::read_entry(const std::string& path, std::string* payload) {
     stats_.bad_entries++;
     std::error_code ec;
     fs::remove(path, ec);
-    return false;
+    return DiskOutcome::bad_entry;
   }
   // The modification time is the LRU clock: a hit makes the entry young again.
   ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);
-  return true;
+  return DiskOutcome::hit;
 }
 
 void DiskCache::write_entry(const std::string& path, const std::string& payload) {
@@ -157,39 +157,44 @@ void DiskCache::write_entry(const std::string& path, const std::string& payload)
 
 void DiskCache::lookup(const std::string& fingerprint,
                        const std::function<bool(const std::string&)>& load,
-                       const std::function<void(std::string*)>& compile) {
+                       const std::function<void(std::string*, DiskOutcome)>& compile) {
   if (!config_.enabled) {
     std::string unused;
-    compile(&unused);
+    compile(&unused, DiskOutcome::off);
     return;
   }
   const std::string path = entry_path(fingerprint);
-  auto try_load = [&](const std::string& payload) {
+  // The entry as read, loaded: a hit, a miss, or a bad entry (deleted, to be rebuilt).
+  auto try_read = [&](std::string* payload) {
+    DiskOutcome read = read_entry(path, payload);
+    if (read != DiskOutcome::hit) return read;
     try {
-      if (load(payload)) return true;
+      if (load(*payload)) return DiskOutcome::hit;
     } catch (const std::exception&) {
     }
     // The plugin rejected the bytes: treat the entry as bad and rebuild it.
     stats_.bad_entries++;
     std::error_code ec;
     fs::remove(path, ec);
-    return false;
+    return DiskOutcome::bad_entry;
   };
   std::string payload;
-  if (read_entry(path, &payload) && try_load(payload)) {
+  DiskOutcome first = try_read(&payload);
+  if (first == DiskOutcome::hit) {
     stats_.hits++;
     return;
   }
   {
     // Whoever holds the lock compiles; the others wait and then find the entry.
     FileLock lock(path + ".lock");
-    if (read_entry(path, &payload) && try_load(payload)) {
+    DiskOutcome second = try_read(&payload);
+    if (second == DiskOutcome::hit) {
       stats_.hits++;
       return;
     }
     stats_.misses++;
     std::string bytes;
-    compile(&bytes);
+    compile(&bytes, first == DiskOutcome::bad_entry ? first : second);
     if (!bytes.empty()) write_entry(path, bytes);
   }
   evict();

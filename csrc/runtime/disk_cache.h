@@ -27,6 +27,10 @@ struct DiskCacheConfig {
 // (default 4 GiB), TORCH_TPU_DISK_CACHE=0 disables it.
 DiskCacheConfig disk_cache_config_from_env();
 
+// What the tier had for a fingerprint: off (disabled), hit (loaded), miss (absent), or a
+// bad entry (corrupt, truncated or rejected by the plugin), rebuilt.
+enum class DiskOutcome { off, hit, miss, bad_entry };
+
 struct DiskCacheStats {
   std::atomic<int64_t> hits{0};
   std::atomic<int64_t> misses{0};
@@ -40,11 +44,12 @@ class DiskCache {
   DiskCache(DiskCacheConfig config, std::string identity);
 
   // The entry for `fingerprint`: loaded with `load` (bytes -> T) when present and valid,
-  // otherwise produced by `compile` (which returns T and its bytes) and stored.
+  // otherwise produced by `compile` (which returns T and its bytes) and stored. `compile`
+  // is told what the tier found.
   template <typename T>
   std::unique_ptr<T> get(const std::string& fingerprint,
                          const std::function<std::unique_ptr<T>(const std::string&)>& load,
-                         const std::function<std::unique_ptr<T>(std::string*)>& compile) {
+                         const std::function<std::unique_ptr<T>(std::string*, DiskOutcome)>& compile) {
     std::unique_ptr<T> result;
     lookup(
         fingerprint,
@@ -52,7 +57,7 @@ class DiskCache {
           result = load(bytes);
           return result != nullptr;
         },
-        [&](std::string* bytes) { result = compile(bytes); });
+        [&](std::string* bytes, DiskOutcome outcome) { result = compile(bytes, outcome); });
     return result;
   }
 
@@ -67,9 +72,9 @@ class DiskCache {
 
  private:
   void lookup(const std::string& fingerprint, const std::function<bool(const std::string&)>& load,
-              const std::function<void(std::string*)>& compile);
+              const std::function<void(std::string*, DiskOutcome)>& compile);
   std::string entry_path(const std::string& fingerprint) const;
-  bool read_entry(const std::string& path, std::string* payload);
+  DiskOutcome read_entry(const std::string& path, std::string* payload);
   void write_entry(const std::string& path, const std::string& payload);
   void evict();
 

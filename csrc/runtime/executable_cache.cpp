@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "hlo/builder.h"
+#include "runtime/compile_log.h"
 #include "runtime/compile_overrides.h"
 #include "runtime/metrics.h"
 #include "runtime/trace.h"
@@ -88,6 +89,7 @@ std::shared_ptr<const CompiledProgram> ExecutableCache::get(
     metrics().cache_hits++;
     return future.get();
   }
+  const bool evicted = evicted_.erase(key.hash()) > 0;
   recency_.push_front(key);
   entries_.emplace(key, Entry{promise.get_future().share(), recency_.begin()});
   evict_locked(capacity_);
@@ -106,8 +108,16 @@ std::shared_ptr<const CompiledProgram> ExecutableCache::get(
     compiled->label = std::move(program.label);
     compiled->donations = std::move(program.donations);
     dump(compiled->fingerprint, program.mlir);
+    CompileLog& log = CompileLog::get();
+    CompileRecord record{compiled->label,
+                         (program.arguments.empty() ? CompileLog::signature(program.mlir)
+                                                    : CompileLog::signature(program.arguments)) +
+                             " -> " + CompileLog::signature(program.outputs)};
+    record.reason = log.reason(record.what, record.signature, evicted);
     bool compiled_here = false;
-    auto compile = [&](std::string* bytes) {
+    auto compile = [&](std::string* bytes, DiskOutcome disk) {
+      record.disk = disk;
+      log.check_allowed(record.what, record.signature, record.reason, disk);
       auto executable = compiler_(program.mlir);
       compiled_here = true;
       if (bytes != nullptr) *bytes = executable->serialize();
@@ -116,22 +126,26 @@ std::shared_ptr<const CompiledProgram> ExecutableCache::get(
     compiled->executable =
         disk_ != nullptr && disk_->enabled()
             ? disk_->get<pjrt::Executable>(compiled->fingerprint, loader_, compile)
-            : compile(nullptr);
+            : compile(nullptr, DiskOutcome::off);
     compiled->outputs = std::move(program.outputs);
     compiled->from_disk = !compiled_here;
+    int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                     std::chrono::steady_clock::now() - start)
+                     .count();
     if (compiled_here) {
-      int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                       std::chrono::steady_clock::now() - start)
-                       .count();
       compiled->compile_seconds = ns / 1e9;
       metrics().compiles++;
       metrics().compile_ns += ns;
+    } else {
+      record.disk = DiskOutcome::hit;
     }
     traced.name("tpu::compile " + compiled->label);
     traced.text("program", compiled->fingerprint);
     traced.text("cache", compiled_here ? "miss: compiled" : "miss: loaded from disk");
     traced.number("seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() -
                                                            start).count());
+    record.seconds = ns / 1e9;
+    log.add(std::move(record));
     promise.set_value(compiled);
     return compiled;
   } catch (...) {
@@ -143,6 +157,7 @@ std::shared_ptr<const CompiledProgram> ExecutableCache::get(
       recency_.erase(failed->second.recency);
       entries_.erase(failed);
     }
+    if (evicted) evicted_.insert(key.hash());
     throw;
   }
 }
@@ -162,6 +177,7 @@ void ExecutableCache::evict_locked(size_t capacity) {
     auto entry = entries_.find(*it);
     if (entry->second.future.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
       continue;
+    evicted_.insert(entry->first.hash());
     entries_.erase(entry);
     it = recency_.erase(it);
     metrics().cache_evictions++;
@@ -192,6 +208,7 @@ std::vector<EntryStats> ExecutableCache::entries() const {
 
 void ExecutableCache::clear() {
   std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& entry : entries_) evicted_.insert(entry.first.hash());
   entries_.clear();
   recency_.clear();
 }

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "hlo/types.h"
@@ -54,6 +55,9 @@ struct Program {
   std::vector<hlo::TensorType> outputs;
   std::string label;  // what it is, for per-entry stats: the op name, or "graph (N ops)"
   std::vector<std::pair<int, int64_t>> donations;  // (argument, bytes): Builder::donations()
+  // What the compile log shows as its arguments: the op's own tensor types where the
+  // program's parameters say less (flat storages); empty: the parameters.
+  std::vector<hlo::TensorType> arguments;
 };
 
 struct CompiledProgram {
@@ -133,6 +137,9 @@ class ExecutableCache {
   int misses_since_check_ = 0;
   std::list<ProgramKey> recency_;  // most recently used first
   std::unordered_map<ProgramKey, Entry, ProgramKeyHash> entries_;
+  // Hashes of keys dropped (evicted or cleared) and not requested since: a compile
+  // log reason.
+  std::unordered_set<uint64_t> evicted_;
 };
 
 }  // namespace torch_tpu::runtime

@@ -16,6 +16,7 @@ namespace {
 namespace fs = std::filesystem;
 using runtime::DiskCache;
 using runtime::DiskCacheConfig;
+using runtime::DiskOutcome;
 
 // A fresh directory per test.
 class DiskCacheTest : public ::testing::Test {
@@ -33,12 +34,14 @@ class DiskCacheTest : public ::testing::Test {
   }
 
   // Looks `fp` up, "compiling" it to `value` on a miss; returns what the cache gave.
-  static std::string get(DiskCache& cache, const std::string& fp, const std::string& value,
-                         int* compiles) {
+  // `outcome` is what the tier told the last compile.
+  std::string get(DiskCache& cache, const std::string& fp, const std::string& value,
+                  int* compiles) {
     auto result = cache.get<std::string>(
         fp, [](const std::string& bytes) { return std::make_unique<std::string>(bytes); },
-        [&](std::string* bytes) {
+        [&](std::string* bytes, DiskOutcome why) {
           ++*compiles;
+          outcome = why;
           *bytes = value;
           return std::make_unique<std::string>(value);
         });
@@ -53,6 +56,7 @@ class DiskCacheTest : public ::testing::Test {
   }
 
   fs::path dir_;
+  DiskOutcome outcome = DiskOutcome::hit;
 };
 
 TEST_F(DiskCacheTest, MissThenHitAcrossInstances) {
@@ -60,6 +64,7 @@ TEST_F(DiskCacheTest, MissThenHitAcrossInstances) {
   {
     DiskCache cache(config(), "id");
     EXPECT_EQ(get(cache, "fp1", "payload-1", &compiles), "payload-1");
+    EXPECT_EQ(outcome, DiskOutcome::miss);
     EXPECT_EQ(cache.stats().misses, 1);
     EXPECT_EQ(cache.stats().writes, 1);
   }
@@ -92,11 +97,13 @@ TEST_F(DiskCacheTest, CorruptAndTruncatedEntriesAreRebuilt) {
   }
   EXPECT_EQ(get(cache, "fp", std::string(1000, 'x'), &compiles), std::string(1000, 'x'));
   EXPECT_EQ(compiles, 2);
+  EXPECT_EQ(outcome, DiskOutcome::bad_entry);
   EXPECT_EQ(cache.stats().bad_entries, 1);
 
   fs::resize_file(entries().at(0), 40);  // truncate
   get(cache, "fp", std::string(1000, 'x'), &compiles);
   EXPECT_EQ(compiles, 3);
+  EXPECT_EQ(outcome, DiskOutcome::bad_entry);
   EXPECT_EQ(cache.stats().bad_entries, 2);
 
   // and the rewritten entry is good again
@@ -115,8 +122,9 @@ TEST_F(DiskCacheTest, EntryThePluginRejectsIsRebuilt) {
         ++loads;
         throw std::runtime_error("incompatible executable");
       },
-      [&](std::string* bytes) {
+      [&](std::string* bytes, DiskOutcome why) {
         ++compiles;
+        EXPECT_EQ(why, DiskOutcome::bad_entry);
         *bytes = "rebuilt";
         return std::make_unique<std::string>("rebuilt");
       });
@@ -143,6 +151,7 @@ TEST_F(DiskCacheTest, DisabledCacheAlwaysCompilesAndWritesNothing) {
   get(cache, "fp", "v", &compiles);
   get(cache, "fp", "v", &compiles);
   EXPECT_EQ(compiles, 2);
+  EXPECT_EQ(outcome, DiskOutcome::off);
   EXPECT_FALSE(fs::exists(dir_));
 }
 
@@ -166,7 +175,7 @@ TEST_F(DiskCacheTest, ConcurrentProcessesCompileOnce) {
       DiskCache cache(config(), "id");
       auto result = cache.get<std::string>(
           "shared", [](const std::string& b) { return std::make_unique<std::string>(b); },
-          [&](std::string* bytes) {
+          [&](std::string* bytes, DiskOutcome) {
             std::ofstream(log, std::ios::app) << "compile\n";
             ::usleep(200000);  // a slow compile: the others must wait, not compile too
             *bytes = "exe";

@@ -1,0 +1,110 @@
+"""Backend "tpu"'s options, and torch.compile's default backend for tpu tensors."""
+import pytest
+import torch
+
+import torch_tpu
+from torch_tpu import _dynamo
+
+
+def f(x, w):
+    return torch.nn.functional.gelu(x @ w).sum(0)
+
+
+def inputs():
+    g = torch.Generator().manual_seed(0)
+    return torch.randn(5, 4, generator=g), torch.randn(4, 3, generator=g)
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"bucket_sise": 64}, r"unknown option\(s\) \['bucket_sise'\]; valid options are "
+                          r"\['async_compile', 'bucket_size', 'max_buckets'\]"),
+    ({"xla_options": {}}, r"unknown option\(s\) \['xla_options'\]"),
+    ({"bucket_size": 0}, "'bucket_size' must be a positive int, got 0"),
+    ({"max_buckets": True}, "'max_buckets' must be a positive int, got True"),
+    ({"async_compile": 1}, "'async_compile' must be bool, got 1"),
+])
+def test_bad_options_raise_naming_the_problem(fresh_dynamo, options, message):
+    x, w = inputs()
+    compiled = torch.compile(f, backend="tpu", options=options)
+    with pytest.raises(Exception, match=message):
+        compiled(x.to("tpu"), w.to("tpu"))
+
+
+def test_valid_options_compile(fresh_dynamo):
+    x, w = inputs()
+    out = torch.compile(f, backend="tpu", options={"bucket_size": 128, "max_buckets": 8})(
+        x.to("tpu"), w.to("tpu"))
+    torch.testing.assert_close(out.cpu(), f(x, w), rtol=1e-5, atol=1e-5)
+
+
+def test_async_compile_trains_like_the_cpu(fresh_dynamo):
+    torch.manual_seed(0)
+    cpu = torch.nn.Sequential(torch.nn.Linear(6, 12), torch.nn.Tanh(), torch.nn.Linear(12, 2))
+    tpu = torch.nn.Sequential(torch.nn.Linear(6, 12), torch.nn.Tanh(), torch.nn.Linear(12, 2))
+    tpu.load_state_dict(cpu.state_dict())
+    tpu.to("tpu")
+    x = torch.randn(7, 6)
+    compiled = torch.compile(tpu, backend="tpu", options={"async_compile": True})
+    loss = compiled(x.to("tpu")).square().mean()
+    loss.backward()
+    ref = cpu(x).square().mean()
+    ref.backward()
+    torch.testing.assert_close(loss.cpu(), ref, rtol=1e-5, atol=1e-6)
+    for a, b in zip(tpu.parameters(), cpu.parameters()):
+        torch.testing.assert_close(a.grad.cpu(), b.grad, rtol=1e-5, atol=1e-6)
+    assert torch_tpu.metrics.snapshot()["graphs"] == 2  # forward and backward, each a program
+
+
+def test_async_compile_reports_errors_at_the_first_call(fresh_dynamo, monkeypatch):
+    def fail(*args):
+        raise RuntimeError("lowering failed on purpose")
+
+    monkeypatch.setattr(_dynamo, "_lower", fail)
+    x, w = inputs()
+    compiled = torch.compile(f, backend="tpu", options={"async_compile": True})
+    with pytest.raises(RuntimeError, match="lowering failed on purpose"):
+        compiled(x.to("tpu"), w.to("tpu"))
+
+
+def test_no_backend_compiles_tpu_tensors_with_tpu(fresh_dynamo):
+    x, w = inputs()
+    out = torch.compile(f)(x.to("tpu"), w.to("tpu"))
+    torch.testing.assert_close(out.cpu(), f(x, w), rtol=1e-5, atol=1e-5)
+    assert torch_tpu.metrics.snapshot()["graphs"] == 1
+
+
+def test_no_backend_as_decorator_and_on_a_module(fresh_dynamo):
+    x, w = inputs()
+
+    @torch.compile(mode="reduce-overhead")
+    def g(x, w):
+        return f(x, w) * 2
+
+    torch.testing.assert_close(g(x.to("tpu"), w.to("tpu")).cpu(), f(x, w) * 2,
+                               rtol=1e-5, atol=1e-5)
+    linear = torch.nn.Linear(4, 3)
+    with torch.no_grad():
+        expected = linear(x)
+        got = torch.compile(linear.to("tpu"))(x.to("tpu"))
+    torch.testing.assert_close(got.cpu(), expected, rtol=1e-5, atol=1e-5)
+    assert torch_tpu.metrics.snapshot()["graphs"] == 2
+
+
+def test_no_backend_leaves_cpu_tensors_to_inductor(fresh_dynamo):
+    x, w = inputs()
+    out = torch.compile(f)(x, w)
+    torch.testing.assert_close(out, f(x, w), rtol=1e-5, atol=1e-5)
+    assert torch_tpu.metrics.snapshot()["graphs"] == 0
+
+
+def test_explicit_inductor_on_tpu_tensors_raises(fresh_dynamo):
+    x, w = inputs()
+    torch.compile(f)(x.to("tpu"), w.to("tpu"))  # the default's code is not reused
+    with pytest.raises(RuntimeError, match="backend='inductor'\\) cannot compile tpu tensors"):
+        torch.compile(f, backend="inductor")(x.to("tpu"), w.to("tpu"))
+
+
+def test_inductor_options_without_a_backend_raise_on_tpu_tensors(fresh_dynamo):
+    x, w = inputs()
+    with pytest.raises(Exception, match=r"options \['max_autotune'\] are Inductor's"):
+        torch.compile(f, options={"max_autotune": True})(x.to("tpu"), w.to("tpu"))
