@@ -16,7 +16,7 @@ bool env_lists(const char* name, const std::string& word) {
   if (v == nullptr) return false;
   std::stringstream items(v);
   for (std::string item; std::getline(items, item, ',');)
-    if (item == word || item == "all") return true;
+    if (item == word) return true;
   return false;
 }
 
