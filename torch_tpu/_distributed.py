@@ -19,6 +19,7 @@ TORCH_TPU_DIST_TRANSPORT=auto (the default) | host | in_program overrides the ch
 
 from __future__ import annotations
 
+import atexit
 import os
 import uuid
 from datetime import timedelta
@@ -75,10 +76,20 @@ def _in_program_plan(options):
     return (ranks, key), None
 
 
+def _quiesce_at_exit() -> None:
+    # A collective nobody waited for (a rank's last all_reduce, an async DTensor one)
+    # completes on a gloo worker that still holds the caller's tensors; dropping them
+    # while the interpreter finalizes would abort the process. Wait for them first.
+    _C._quiesce_host_staged(timedelta(seconds=30))
+
+
 def _create(options, backend_options=None):
     from torch_tpu import _sharding
 
     _sharding.register()
+    if not getattr(_quiesce_at_exit, "registered", False):
+        atexit.register(_quiesce_at_exit)
+        _quiesce_at_exit.registered = True
     setting = _transport_setting()
     if setting != "host":
         plan, reason = _in_program_plan(options)

@@ -7,6 +7,8 @@
 #include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <functional>
 #include <memory>
@@ -33,6 +35,36 @@ using Tensors = std::vector<at::Tensor>;
 // Copies host results into the device outputs; returns what the Work's result() is.
 using Finish = std::function<Tensors()>;
 
+// Staged collectives whose completion callback may still run on a gloo worker. The
+// callback holds the caller's output tensors; if it dropped the last reference to one
+// that Python created while the interpreter is finalizing, the decref would need the GIL
+// and the worker thread would die in a noexcept frame (std::terminate). quiesce() waits
+// for them: torch_tpu calls it at exit, before finalization.
+class Inflight {
+ public:
+  static Inflight& get() {
+    static Inflight* instance = new Inflight();  // never destroyed: workers may outlive exit
+    return *instance;
+  }
+  void begin() {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++count_;
+  }
+  void end() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (--count_ == 0) cv_.notify_all();
+  }
+  bool wait(std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] { return count_ == 0; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int64_t count_ = 0;
+};
+
 // The results of a staged collective reach the device once the host collective is
 // done, on the thread that completes it (a gloo worker), so a Future built on this Work
 // (DDP's comm hook, `then` callbacks) completes without anyone calling wait(). Host work
@@ -44,23 +76,51 @@ class StagedWork : public Work {
  public:
   StagedWork(WorkPtr host, OpType type, c10::Device device, Finish finish)
       : Work(-1, type), host_(std::move(host)), device_(device) {
+    future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors());
     c10::intrusive_ptr<c10::ivalue::Future> host_future;
     try {
       host_future = host_->getFuture();
     } catch (const c10::Error&) {
       finish_ = std::move(finish);
-      future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors());
       return;
     }
-    future_ = host_future->then(
-        [device, tls = tls_, finish = std::move(finish)](c10::ivalue::Future& done) {
-          done.value();  // rethrows the host collective's error
-          at::ThreadLocalStateGuard caller(tls);
-          c10::DeviceGuard guard(device);
-          at::NoGradGuard no_grad;
-          return c10::IValue(finish());
-        },
-        c10::ListType::ofTensors());
+    // Everything the worker's callback holds, released on the worker before it counts
+    // the collective as done (see Inflight).
+    struct Callback {
+      Finish finish;
+      c10::intrusive_ptr<c10::ivalue::Future> future;
+      at::ThreadLocalState tls;
+      c10::Device device;
+      Callback(Finish f, c10::intrusive_ptr<c10::ivalue::Future> fut,
+               const at::ThreadLocalState& caller, c10::Device d)
+          : finish(std::move(f)), future(std::move(fut)), tls(caller), device(d) {
+        Inflight::get().begin();
+      }
+      ~Callback() {
+        finish = nullptr;
+        future.reset();
+        Inflight::get().end();
+      }
+    };
+    auto callback = std::make_shared<Callback>(std::move(finish), future_, tls_, device);
+    host_future->addCallback([callback](c10::ivalue::Future& done) {
+      c10::IValue result;
+      std::exception_ptr error;
+      try {
+        done.value();  // rethrows the host collective's error
+        at::ThreadLocalStateGuard caller(callback->tls);
+        c10::DeviceGuard guard(callback->device);
+        at::NoGradGuard no_grad;
+        result = c10::IValue(callback->finish());
+      } catch (...) {
+        error = std::current_exception();
+      }
+      callback->finish = nullptr;
+      if (error)
+        callback->future->setError(error);
+      else
+        callback->future->markCompleted(std::move(result));
+    });
   }
   bool isCompleted() override { return future_->completed(); }
   bool isSuccess() const override { return future_->completed() && !future_->hasError(); }
@@ -765,6 +825,10 @@ class HostStagedBackend final : public c10d::Backend {
 };
 
 }  // namespace
+
+bool quiesce_host_staged(std::chrono::milliseconds timeout) {
+  return Inflight::get().wait(timeout);
+}
 
 c10::intrusive_ptr<c10d::Backend> make_host_staged_backend(
     c10::intrusive_ptr<c10d::Backend> host) {

@@ -5,9 +5,15 @@
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
+#include <chrono>
+
 namespace torch_tpu::distributed {
 
 // `host` runs the collectives on CPU tensors; it must span the same ranks.
 c10::intrusive_ptr<c10d::Backend> make_host_staged_backend(c10::intrusive_ptr<c10d::Backend> host);
+
+// Waits until no staged collective's completion callback is left on a gloo worker (they
+// hold the caller's tensors; see host_staged_backend.cpp). False if `timeout` passed.
+bool quiesce_host_staged(std::chrono::milliseconds timeout);
 
 }  // namespace torch_tpu::distributed

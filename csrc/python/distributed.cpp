@@ -19,6 +19,9 @@ void bind_distributed(py::module& m) {
   m.def("_host_staged_backend", [](c10::intrusive_ptr<c10d::Backend> host) {
     return distributed::make_host_staged_backend(std::move(host));
   });
+  // torch_tpu calls it at exit, before the interpreter finalizes.
+  m.def("_quiesce_host_staged", &distributed::quiesce_host_staged,
+        py::call_guard<py::gil_scoped_release>());
   // `fallback` (a host-staged backend, or None) runs what the in-program transport does not.
   m.def("_in_program_backend",
         [](int rank, int size, std::vector<int> devices, const std::string& key,
