@@ -24,6 +24,12 @@ import tomllib
 print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["test"]))
 PY
 
+# One empty program cache for all stages (tests/conftest.py): every run starts cold, as a
+# fresh CI machine does, and the fused-mode pass reuses what the op-mode pass compiled.
+export TORCH_TPU_TEST_CACHE_DIR
+TORCH_TPU_TEST_CACHE_DIR=$(mktemp -d -t torch_tpu_test_cache_XXXXXX)
+trap 'rm -rf "$TORCH_TPU_TEST_CACHE_DIR"' EXIT
+
 # Every stage runs even when an earlier one failed; each prints one summary line (counts
 # and seconds), and the script exits non-zero if any stage failed.
 summary=()
