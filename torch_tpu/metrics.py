@@ -4,14 +4,13 @@ from torch_tpu import _C
 
 
 def snapshot() -> dict:
-    """All counters as a dict (compiles, compile_seconds, cache_hits, cache_misses,
-    disk_hits, disk_misses, disk_writes, disk_bad_entries, disk_evictions, executions,
-    graphs, graph_runs, graph_fallbacks, graph_splits, graph_build_seconds,
-    host_to_device_bytes, device_to_host_bytes, host_staged_collectives,
-    host_staged_bytes (tpu_dist's host-staged transport), in_program_collectives (its
-    in-program transport), host_staged_groups, in_program_groups (tpu_dist backends this
-    process created per transport), fallbacks={op: count})."""
+    """All counters as a dict, by name (the C++ core names each once, with what it
+    counts: runtime/metrics.h, runtime/disk_cache.h):
+"""
     return _C._metrics()
+
+
+snapshot.__doc__ += "\n".join(f"    {name}: {doc}" for name, doc in _C._metric_docs().items())
 
 
 def reset() -> None:

@@ -32,45 +32,49 @@ aten::TpuGenerator& generator(int device) {
               .get<aten::TpuGenerator>();
 }
 
+// A counter's reported name: `_ns` fields are reported in seconds (runtime/metrics.h).
+std::string metric_key(const std::string& field) {
+  const std::string ns = "_ns";
+  if (field.size() > ns.size() && field.compare(field.size() - ns.size(), ns.size(), ns) == 0)
+    return field.substr(0, field.size() - ns.size()) + "_seconds";
+  return field;
+}
+
+py::object metric_value(const std::string& field, int64_t v) {
+  if (metric_key(field) != field) return py::float_(v / 1e9);
+  return py::int_(v);
+}
+
 py::dict metrics_dict() {
   auto& m = runtime::metrics();
   py::dict d;
-  d["compiles"] = m.compiles.load();
-  d["compile_seconds"] = m.compile_ns.load() / 1e9;
-  d["cache_hits"] = m.cache_hits.load();
-  d["cache_misses"] = m.cache_misses.load();
-  d["cache_evictions"] = m.cache_evictions.load();
-  d["executions"] = m.executions.load();
-  d["host_to_device_bytes"] = m.host_to_device_bytes.load();
-  d["device_to_host_bytes"] = m.device_to_host_bytes.load();
-  d["graphs"] = m.graphs.load();
-  d["graph_runs"] = m.graph_runs.load();
-  d["graph_fallbacks"] = m.graph_fallbacks.load();
-  d["graph_splits"] = m.graph_splits.load();
-  d["graph_build_seconds"] = m.graph_build_ns.load() / 1e9;
-  d["fused_ops"] = m.fused_ops.load();
-  d["fused_groups"] = m.fused_groups.load();
-  d["donated_bytes"] = m.donated_bytes.load();
-  d["host_staged_collectives"] = m.host_staged_collectives.load();
-  d["host_staged_bytes"] = m.host_staged_bytes.load();
-  d["in_program_collectives"] = m.in_program_collectives.load();
-  d["host_staged_groups"] = m.host_staged_groups.load();
-  d["in_program_groups"] = m.in_program_groups.load();
+#define TORCH_TPU_METRIC_READ(name, doc) d[py::str(metric_key(#name))] = metric_value(#name, m.name.load());
+  TORCH_TPU_METRICS(TORCH_TPU_METRIC_READ)
+  TORCH_TPU_PROCESS_METRICS(TORCH_TPU_METRIC_READ)
+#undef TORCH_TPU_METRIC_READ
   py::dict fallbacks;
   for (const auto& [op, count] : m.fallbacks()) fallbacks[py::str(op)] = count;
   d["fallbacks"] = fallbacks;
-  if (runtime::Runtime::initialized()) {
-    const auto& disk = runtime::Runtime::get().disk_cache().stats();
-    d["disk_hits"] = disk.hits.load();
-    d["disk_misses"] = disk.misses.load();
-    d["disk_writes"] = disk.writes.load();
-    d["disk_bad_entries"] = disk.bad_entries.load();
-    d["disk_evictions"] = disk.evictions.load();
-  } else {
-    for (const char* k : {"disk_hits", "disk_misses", "disk_writes", "disk_bad_entries",
-                          "disk_evictions"})
-      d[k] = 0;
-  }
+  const runtime::DiskCacheStats* disk = runtime::Runtime::initialized()
+                                            ? &runtime::Runtime::get().disk_cache().stats()
+                                            : nullptr;
+#define TORCH_TPU_DISK_METRIC_READ(name, doc) d["disk_" #name] = disk ? disk->name.load() : 0;
+  TORCH_TPU_DISK_METRICS(TORCH_TPU_DISK_METRIC_READ)
+#undef TORCH_TPU_DISK_METRIC_READ
+  return d;
+}
+
+// {reported name: what it counts}, for torch_tpu.metrics.snapshot's docstring.
+py::dict metric_docs() {
+  py::dict d;
+#define TORCH_TPU_METRIC_DOC(name, doc) d[py::str(metric_key(#name))] = doc;
+  TORCH_TPU_METRICS(TORCH_TPU_METRIC_DOC)
+  TORCH_TPU_PROCESS_METRICS(TORCH_TPU_METRIC_DOC)
+#undef TORCH_TPU_METRIC_DOC
+#define TORCH_TPU_DISK_METRIC_DOC(name, doc) d["disk_" #name] = doc;
+  TORCH_TPU_DISK_METRICS(TORCH_TPU_DISK_METRIC_DOC)
+#undef TORCH_TPU_DISK_METRIC_DOC
+  d["fallbacks"] = "{op: count} of ops that ran on the CPU";
   return d;
 }
 
@@ -189,6 +193,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_cpu_fallback", &aten::set_cpu_fallback);
   m.def("_cpu_fallback_enabled", &aten::cpu_fallback_enabled);
   m.def("_metrics", &metrics_dict);
+  m.def("_metric_docs", &metric_docs);
   m.def("_fused_begin", [] { runtime::FusedGroup::get().begin(); });
   m.def("_fused_end", [] { runtime::FusedGroup::get().end(); });
   m.def("_fused_recording", [] { return runtime::FusedGroup::get().recording(); });

@@ -220,11 +220,9 @@ void DiskCache::evict() {
 }
 
 void DiskCache::reset_stats() {
-  stats_.hits = 0;
-  stats_.misses = 0;
-  stats_.writes = 0;
-  stats_.bad_entries = 0;
-  stats_.evictions = 0;
+#define TORCH_TPU_DISK_METRIC_RESET(name, doc) stats_.name = 0;
+  TORCH_TPU_DISK_METRICS(TORCH_TPU_DISK_METRIC_RESET)
+#undef TORCH_TPU_DISK_METRIC_RESET
 }
 
 int64_t DiskCache::bytes_on_disk() const {

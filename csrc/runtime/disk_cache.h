@@ -31,12 +31,19 @@ DiskCacheConfig disk_cache_config_from_env();
 // bad entry (corrupt, truncated or rejected by the plugin), rebuilt.
 enum class DiskOutcome { off, hit, miss, bad_entry };
 
+// The disk tier's counters, named once: X(field, doc); torch_tpu.metrics reports them
+// as disk_<field>.
+#define TORCH_TPU_DISK_METRICS(X)                                              \
+  X(hits, "programs loaded from the disk cache")                              \
+  X(misses, "programs the disk cache lacked")                                 \
+  X(writes, "programs written to the disk cache")                             \
+  X(bad_entries, "disk entries corrupt, truncated or rejected by the plugin") \
+  X(evictions, "disk entries removed to stay under the size limit")
+
 struct DiskCacheStats {
-  std::atomic<int64_t> hits{0};
-  std::atomic<int64_t> misses{0};
-  std::atomic<int64_t> writes{0};
-  std::atomic<int64_t> bad_entries{0};  // corrupt, truncated or rejected by the plugin
-  std::atomic<int64_t> evictions{0};
+#define TORCH_TPU_DISK_METRIC_FIELD(name, doc) std::atomic<int64_t> name{0};
+  TORCH_TPU_DISK_METRICS(TORCH_TPU_DISK_METRIC_FIELD)
+#undef TORCH_TPU_DISK_METRIC_FIELD
 };
 
 class DiskCache {

@@ -13,25 +13,9 @@ std::map<std::string, int64_t> Metrics::fallbacks() const {
 }
 
 void Metrics::reset() {
-  compiles = 0;
-  compile_ns = 0;
-  cache_hits = 0;
-  cache_misses = 0;
-  cache_evictions = 0;
-  executions = 0;
-  host_to_device_bytes = 0;
-  device_to_host_bytes = 0;
-  graphs = 0;
-  graph_runs = 0;
-  graph_fallbacks = 0;
-  graph_splits = 0;
-  graph_build_ns = 0;
-  fused_ops = 0;
-  fused_groups = 0;
-  donated_bytes = 0;
-  host_staged_collectives = 0;
-  host_staged_bytes = 0;
-  in_program_collectives = 0;
+#define TORCH_TPU_METRIC_RESET(name, doc) name = 0;
+  TORCH_TPU_METRICS(TORCH_TPU_METRIC_RESET)
+#undef TORCH_TPU_METRIC_RESET
   std::lock_guard<std::mutex> lock(mutex_);
   fallbacks_.clear();
 }

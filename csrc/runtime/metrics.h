@@ -9,38 +9,43 @@
 
 namespace torch_tpu::runtime {
 
+// Every counter, named once: X(field, doc). torch_tpu.metrics.snapshot() reports each
+// under its field name, except that a field ending in `_ns` is reported in seconds under
+// the name ending in `_seconds`; its docstring lists these docs.
+// Counters reset() zeroes:
+#define TORCH_TPU_METRICS(X)                                                                \
+  X(compiles, "XLA compiles")                                                              \
+  X(compile_ns, "time spent in XLA compiles")                                              \
+  X(cache_hits, "programs found in the in-memory cache")                                   \
+  X(cache_misses, "programs the in-memory cache lacked")                                   \
+  X(cache_evictions, "programs the in-memory cache dropped")                               \
+  X(executions, "programs run")                                                            \
+  X(host_to_device_bytes, "bytes copied to the devices")                                   \
+  X(device_to_host_bytes, "bytes copied from the devices")                                 \
+  /* torch.compile: graphs lowered to one program, their runs, graphs that run op by op */ \
+  /* (they cannot become programs), graphs split around ops without a lowering */          \
+  /* (collectives, custom ops; these run eagerly in between) */                            \
+  X(graphs, "compiled graphs lowered to one program")                                      \
+  X(graph_runs, "runs of compiled graphs")                                                 \
+  X(graph_fallbacks, "compiled graphs that run op by op")                                  \
+  X(graph_splits, "compiled graphs split around ops without a lowering")                   \
+  X(graph_build_ns, "time lowering graphs and getting their programs")                     \
+  X(fused_ops, "ops recorded in fused eager mode")                                         \
+  X(fused_groups, "groups of recorded ops run as one program")                             \
+  X(donated_bytes, "argument bytes programs consumed in place (donated)")                  \
+  X(host_staged_collectives, "collectives run by tpu_dist's host-staged transport")        \
+  X(host_staged_bytes, "bytes that transport copied from the devices")                     \
+  X(in_program_collectives, "collectives tpu_dist ran as one replicated program")
+// Counters of the process's life, which reset() leaves:
+#define TORCH_TPU_PROCESS_METRICS(X)                                                        \
+  X(host_staged_groups, "tpu_dist backends created with the host-staged transport")        \
+  X(in_program_groups, "tpu_dist backends created with the in-program transport")
+
 struct Metrics {
-  std::atomic<int64_t> compiles{0};
-  std::atomic<int64_t> compile_ns{0};
-  std::atomic<int64_t> cache_hits{0};
-  std::atomic<int64_t> cache_misses{0};
-  std::atomic<int64_t> cache_evictions{0};
-  std::atomic<int64_t> executions{0};
-  std::atomic<int64_t> host_to_device_bytes{0};
-  std::atomic<int64_t> device_to_host_bytes{0};
-  // torch.compile: graphs lowered to one program, their runs, graphs that run op by op
-  // because they cannot become programs, and graphs split into programs around the ops
-  // that have no lowering (collectives, custom ops), which run eagerly in between.
-  std::atomic<int64_t> graphs{0};
-  std::atomic<int64_t> graph_runs{0};
-  std::atomic<int64_t> graph_fallbacks{0};
-  std::atomic<int64_t> graph_splits{0};
-  std::atomic<int64_t> graph_build_ns{0};  // lowering graphs and getting their programs
-  // Fused eager mode: ops recorded, and the groups of them run as one program each.
-  std::atomic<int64_t> fused_ops{0};
-  std::atomic<int64_t> fused_groups{0};
-  // Bytes of argument buffers programs consumed in place (donated to their outputs).
-  std::atomic<int64_t> donated_bytes{0};
-  // tpu_dist: collectives (and point-to-point ops) run by the host-staged transport, and
-  // the bytes it copied from the devices to stage them.
-  std::atomic<int64_t> host_staged_collectives{0};
-  std::atomic<int64_t> host_staged_bytes{0};
-  // tpu_dist's in-program transport: collectives run as one replicated program each.
-  std::atomic<int64_t> in_program_collectives{0};
-  // tpu_dist process groups (backends of this process) created per transport; reset()
-  // leaves them.
-  std::atomic<int64_t> host_staged_groups{0};
-  std::atomic<int64_t> in_program_groups{0};
+#define TORCH_TPU_METRIC_FIELD(name, doc) std::atomic<int64_t> name{0};
+  TORCH_TPU_METRICS(TORCH_TPU_METRIC_FIELD)
+  TORCH_TPU_PROCESS_METRICS(TORCH_TPU_METRIC_FIELD)
+#undef TORCH_TPU_METRIC_FIELD
 
   void count_fallback(const std::string& op);
   std::map<std::string, int64_t> fallbacks() const;

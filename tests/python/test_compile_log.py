@@ -162,3 +162,21 @@ with torch_tpu.no_compile():
 """
     out = run(code, tmp_path).stdout
     assert "RAISED" in out and "graph (" in out and "f32[3,9]" in out and "new program" in out
+
+
+def test_every_counter_is_documented_and_reset_zeroes_all_but_the_process_ones():
+    a = torch.ones(3, device="tpu")
+    (a + a).cpu()
+    snap = torch_tpu.metrics.snapshot()
+    docs = torch_tpu._C._metric_docs()
+    assert snap.keys() == docs.keys()
+    for name, doc in docs.items():
+        assert f"{name}: {doc}" in torch_tpu.metrics.snapshot.__doc__
+    assert snap["executions"] > 0 and isinstance(snap["compile_seconds"], float)
+    torch_tpu.metrics.reset()
+    after = torch_tpu.metrics.snapshot()
+    for name, value in after.items():
+        if name.endswith("_groups") and name != "fused_groups":  # tpu_dist's, per process
+            assert value == snap[name], name
+        else:
+            assert not value, name
