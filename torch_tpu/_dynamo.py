@@ -11,9 +11,10 @@ artifacts of `aot_compile`, `save_cache_artifacts` and `caching_precompile`) as
 `_output_code.TpuOutputCode`, their executables in torch_tpu's disk cache: a process
 that finds them there neither traces them nor compiles them.
 
-Shapes: a program has static shapes. A graph Dynamo traced with symbolic sizes (after a
-shape change, or with `dynamic=True`) is specialised per concrete input signature: each
-new set of sizes compiles once and is cached, so results are always exact.
+Shapes: a graph Dynamo traced with symbolic sizes (after a shape change, `dynamic=True`
+or `mark_dynamic`) compiles one program per bucket of its sizes, run at the real sizes
+(_buckets.py), where every op of it stays exact that way; otherwise one program per
+concrete input signature. Either way results are exact.
 """
 
 import concurrent.futures
@@ -30,7 +31,7 @@ from torch._functorch.aot_autograd import SerializableAOTDispatchCompiler
 from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
 from torch.fx.passes.split_module import split_module
 
-from torch_tpu import _C, _output_code
+from torch_tpu import _C, _buckets, _output_code
 from torch_tpu import tpu as _tpu
 from torch_tpu._no_compile import forbidden_by_env
 
@@ -54,9 +55,8 @@ class Unsupported(NotImplementedError):
     """A graph the compiler cannot turn into one program; it runs op by op instead."""
 
 
-# backend "tpu"'s options: name -> (type, what it means). The bucket options are for
-# bucketed dynamic shapes in compiled graphs: validated and part of the cache key, read by
-# nothing yet.
+# backend "tpu"'s options: name -> (type, what it means). max_buckets is validated and
+# part of the cache key, read by nothing yet.
 OPTIONS = {
     "bucket_size": (int, "the size a dynamic dimension is rounded up to a multiple of"),
     "max_buckets": (int, "at most this many buckets per dynamic dimension"),
@@ -124,7 +124,8 @@ def _output_code_for(gm: fx.GraphModule, example_inputs, options) -> _output_cod
     in_background = options.get("async_compile", False)
     return _output_code.TpuOutputCode(
         gm=gm, build=functools.partial(_build, takes_numbers=takes_numbers,
-                                       in_background=in_background),
+                                       in_background=in_background,
+                                       bucket_size=options.get("bucket_size")),
         rebuild=functools.partial(program, in_background=in_background))
 
 
@@ -143,14 +144,15 @@ def decompositions() -> dict:
             if not isinstance(op, torch._ops.OpOverload) or _schema_name(op) not in lowered}
 
 
-def _build(gm: fx.GraphModule, takes_numbers: bool, in_background: bool = False):
+def _build(gm: fx.GraphModule, takes_numbers: bool, in_background: bool = False,
+           bucket_size=None):
     """AOTAutograd's graph (forward, backward or inference) as a callable taking the
     inputs as a list (the boxed convention). Only the nodes' fake values are read, not
     example inputs: a graph loaded from a cache has none."""
     if in_background:
-        return _Compiling(_build, gm, takes_numbers)
+        return _Compiling(_build, gm, takes_numbers, False, bucket_size)
     if takes_numbers or _has_symbols(gm):
-        return _Specializing(gm)
+        return _Specializing(gm, bucket_size)
     return _lower(gm, _meta_vals(gm))
 
 
@@ -529,14 +531,26 @@ class _Interpreter(fx.Interpreter):
 
 
 class _Specializing:
-    """A graph with symbolic sizes: one program per concrete input signature."""
+    """A graph with symbolic sizes: one program per bucket of its sizes where every op
+    stays exact at the bound (_buckets.Plan), else one per concrete input signature."""
 
-    def __init__(self, gm: fx.GraphModule):
+    def __init__(self, gm: fx.GraphModule, bucket_size=None):
         self.gm = gm
         self.programs = {}
+        self.multiple = bucket_size or _buckets.setting()
+        self.plan = None
+        if self.multiple != 0 and _has_symbols(gm):
+            plan = _buckets.Plan(gm)
+            if plan.reason is None:
+                self.plan = plan
+            else:
+                _warn_once(f"torch_tpu: a compiled graph compiles once per input shape, not "
+                           f"per bucket: {plan.reason}")
         _boxed(self)
 
     def __call__(self, args):
+        if self.plan is not None:
+            return self._bucketed(args)
         key = tuple((a.dtype, tuple(a.shape), a.device.type) if isinstance(a, torch.Tensor)
                     else a for a in args)
         program = self.programs.get(key)
@@ -544,7 +558,44 @@ class _Specializing:
             program = self.programs[key] = self._specialize(args)
         return program(args)
 
-    def _specialize(self, args):
+    def _bucketed(self, args):
+        real = self.plan.bindings(args)
+        bounds = {sym: _buckets.bucket(n, self.multiple) for sym, n in real.items()}
+        padded = self.plan.padded(args, bounds)
+        key = ("bucket",) + tuple((a.dtype, tuple(a.shape), a.device.type)
+                                  if isinstance(a, torch.Tensor) else a for a in padded)
+        program = self.programs.get(key)
+        if program is None:
+            program = self.programs[key] = self._bucket_program(padded)
+        if program is None:  # the bound's program could not be built: per shape from now
+            return self(args)
+        args.clear()
+        graph, template, positions = program
+        outs = graph([padded[i] for i in positions] + self.plan.sizes(real))
+        if template is not None:
+            outs = [o if t is None else t[0] for o, t in zip(outs, template)]
+        return self.plan.unpadded(outs, real)
+
+    def _bucket_program(self, padded):
+        """(graph, template, tensor positions) of the program at the bound, or None (and
+        no more bucketing) if it cannot be one program."""
+        vals = self._fake_vals(padded)
+        positions = [i for i, a in enumerate(padded) if isinstance(a, torch.Tensor)]
+        dynamic = [(positions.index(i), d) for i, d in self.plan.dynamic()]
+        try:
+            with unset_fake_temporarily():
+                spec, template = _spec(self.gm, vals)
+                graph = _boxed(_C._Graph((*spec, dynamic, self.plan.dynamic_outputs())))
+        except (NotImplementedError, RuntimeError) as e:
+            # No lowering for an op, or XLA refusing a dynamic dimension somewhere.
+            reason = str(e).split("\n", 1)[0]
+            _warn_once(f"torch_tpu: a compiled graph compiles once per input shape, not per "
+                       f"bucket: {reason}")
+            self.plan = None
+            return None
+        return graph, template, positions
+
+    def _fake_vals(self, args) -> dict:
         mode = FakeTensorMode(allow_non_fake_inputs=True)
         with mode:
             fake = [mode.from_tensor(a, static_shapes=True) if isinstance(a, torch.Tensor)
@@ -552,6 +603,9 @@ class _Specializing:
         interp = _Interpreter(self.gm)
         with mode:
             interp.run(*fake)
-        vals = dict(interp.vals)
+        return dict(interp.vals)
+
+    def _specialize(self, args):
+        vals = self._fake_vals(args)
         positions = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
         return _lower(self.gm, vals, positions)

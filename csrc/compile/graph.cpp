@@ -295,6 +295,25 @@ struct Lowerer {
   }
 };
 
+// `x` with dimension `dim` static again. XLA:CPU returns a value whose size is dynamic
+// (stablehlo.set_dimension_size upstream) as a buffer with size metadata that no static
+// program accepts; a gather of every index along `dim` reads the same elements into a
+// static value of the bound (checked in tests/cpp/pjrt).
+hlo::Value static_along(hlo::Builder& b, const hlo::Value& x, int dim) {
+  const int64_t bound = x.type.shape.at(dim);
+  hlo::Value indices = b.iota({hlo::DType::S32, {bound, 1}}, 0);
+  std::string offset_dims, slice_sizes;
+  for (int64_t d = 0; d < x.type.rank(); ++d) {
+    if (d != dim) offset_dims += (offset_dims.empty() ? "" : ", ") + std::to_string(d);
+    slice_sizes += (d == 0 ? "" : ", ") + std::to_string(d == dim ? 1 : x.type.shape[d]);
+  }
+  std::string attrs = "dimension_numbers = #stablehlo.gather<offset_dims = [" + offset_dims +
+                      "], collapsed_slice_dims = [" + std::to_string(dim) +
+                      "], start_index_map = [" + std::to_string(dim) +
+                      "], index_vector_dim = 1>, slice_sizes = array<i64: " + slice_sizes + ">";
+  return b.emit("stablehlo.gather", {x, indices}, attrs, x.type);
+}
+
 }  // namespace
 
 Graph::Graph(const py::handle& spec_handle)
@@ -323,6 +342,21 @@ Graph::Graph(const py::handle& spec_handle)
     else params.emplace_back();
     lw.vals[inputs_.size() - 1] = param ? b.reshape(*params.back(), type.shape) : b.full(0, type);
   }
+  // Bounded dynamic dimensions: a runtime s32 size each, right after the inputs.
+  if (spec.size() > 6) {
+    for (py::handle d : spec[6].cast<py::list>()) {
+      auto [input, dim] = d.cast<std::pair<int, int>>();
+      TORCH_CHECK(input >= 0 && static_cast<size_t>(input) < inputs_.size() &&
+                      input_is_param_[input] && dim >= 0 && dim < inputs_[input].rank(),
+                  "torch_tpu: the graph spec marks dimension ", dim, " of input ", input,
+                  " dynamic, which it does not have");
+      hlo::Value size = b.parameter({hlo::DType::S32, {}});
+      const hlo::Value& x = *lw.vals[input];
+      lw.vals[input] = b.emit("stablehlo.set_dimension_size", {x, size},
+                              "dimension = " + std::to_string(dim) + " : i64", x.type);
+      dynamic_.emplace_back(input, dim);
+    }
+  }
   for (py::handle c : constants) {
     auto pair = c.cast<std::pair<int, std::string>>();
     lw.vals.at(pair.first) = tensor_constant(b, types.at(pair.first).value(), pair.second);
@@ -345,6 +379,13 @@ Graph::Graph(const py::handle& spec_handle)
   }
   rng_advance_ = lw.rng_advance;
 
+  // Outputs with dynamic dimensions leave the program as plain buffers of the bound.
+  std::map<int, std::vector<int>> dynamic_outputs;
+  if (spec.size() > 7)
+    for (py::handle o : spec[7].cast<py::list>()) {
+      auto [index, dims] = o.cast<std::pair<int, std::vector<int>>>();
+      dynamic_outputs[index] = dims;
+    }
   std::vector<hlo::Value> program_outputs;
   for (py::handle o : outputs) {
     int id = o.cast<int>();
@@ -352,7 +393,10 @@ Graph::Graph(const py::handle& spec_handle)
     if (id >= 0 && static_cast<size_t>(id) < inputs_.size()) {
       out.input = id;
     } else if (id >= 0) {
-      const hlo::Value& v = lw.value(id, "the graph output");
+      hlo::Value v = lw.value(id, "the graph output");
+      auto dims = dynamic_outputs.find(static_cast<int>(outputs_.size()));
+      if (dims != dynamic_outputs.end())
+        for (int d : dims->second) v = static_along(b, v, d);
       out.result = static_cast<int>(program_outputs.size());
       results_.push_back(v.type);
       program_outputs.push_back(b.reshape(v, {v.type.numel()}));
@@ -417,6 +461,7 @@ c10::DeviceIndex device_of(const std::vector<at::Tensor>& inputs) {
 }  // namespace
 
 std::vector<std::shared_ptr<pjrt::Buffer>> Graph::arguments(const std::vector<at::Tensor>& inputs,
+                                                            const std::vector<int64_t>& sizes,
                                                             c10::DeviceIndex device) const {
   std::vector<std::shared_ptr<pjrt::Buffer>> args;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -443,6 +488,9 @@ std::vector<std::shared_ptr<pjrt::Buffer>> Graph::arguments(const std::vector<at
       args.push_back(runtime::FusedGroup::get().ready(aten::device_buffer(dense)));
     }
   }
+  for (int64_t n : sizes)
+    args.push_back(runtime::Runtime::get().scalar(device, hlo::DType::S32,
+                                                  static_cast<uint64_t>(static_cast<uint32_t>(n))));
   if (random_) {
     runtime::Runtime& rt = runtime::Runtime::get();
     aten::RngDraw draw = aten::take_counters(aten::default_generator(device), rng_advance_);
@@ -492,13 +540,22 @@ const Graph& Graph::for_current_precision() const {
   return *sibling;
 }
 
-std::vector<at::Tensor> Graph::run(const std::vector<at::Tensor>& inputs) const {
+std::vector<at::Tensor> Graph::run(const std::vector<at::Tensor>& inputs,
+                                   const std::vector<int64_t>& sizes) const {
   TORCH_CHECK(inputs.size() == inputs_.size(), "torch_tpu: the compiled graph takes ",
               inputs_.size(), " inputs, got ", inputs.size());
+  TORCH_CHECK(sizes.size() == dynamic_.size(), "torch_tpu: the compiled graph takes ",
+              dynamic_.size(), " dynamic sizes, got ", sizes.size());
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const auto& [input, dim] = dynamic_[i];
+    const int64_t bound = inputs_[input].shape[dim];
+    TORCH_CHECK(sizes[i] >= 0 && sizes[i] <= bound, "torch_tpu: dynamic size ", sizes[i],
+                " of dimension ", dim, " of input ", input, " is outside [0, ", bound, "]");
+  }
   c10::DeviceIndex device = device_of(inputs);
   // A compiled graph reads real buffers: the eager work recorded before it runs first.
   runtime::FusedGroup::get().flush();
-  std::vector<std::shared_ptr<pjrt::Buffer>> args = arguments(inputs, device);
+  std::vector<std::shared_ptr<pjrt::Buffer>> args = arguments(inputs, sizes, device);
   std::vector<int64_t> keep = vetoed_donations(inputs, args);
   std::vector<std::shared_ptr<pjrt::Buffer>> results;
   try {

@@ -12,6 +12,11 @@
 //     outputs   [value id or -1 for None]
 //     mutations [(input index, value id)]    inputs the graph writes (copy_ into them)
 //     constants [(value id, bytes)]           tensor constants (get_attr), raw contents
+//     dynamic   [(input index, dim)]         optional: bounded dynamic dimensions. The
+//               input's dimension is compiled at its size in `inputs` (the bound) and
+//               marked with its real size at each call (stablehlo.set_dimension_size),
+//               so one program serves every size up to the bound: XLA excludes the
+//               padding from reductions, dots, softmax, sort (tests/cpp/pjrt).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -36,8 +41,10 @@ class Graph {
 
   // Runs the program on `inputs` (tensors of the spec's types: tpu ones, or CPU ones the
   // graph moves to the device) and returns the outputs, None where the graph returns
-  // None. Mutated inputs are written in place.
-  std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs) const;
+  // None. Mutated inputs are written in place. `sizes` holds the real size of each
+  // dynamic dimension, in the spec's order (at most its bound).
+  std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs,
+                              const std::vector<int64_t>& sizes = {}) const;
 
   // This graph lowered for the f32 matmul precision in effect now (aten/precision.h):
   // itself, or a sibling lowered from the same spec on first use (needs the GIL).
@@ -52,6 +59,7 @@ class Graph {
   std::vector<int64_t> vetoed_donations(const std::vector<at::Tensor>& inputs,
                                         const std::vector<std::shared_ptr<pjrt::Buffer>>& args) const;
   std::vector<std::shared_ptr<pjrt::Buffer>> arguments(const std::vector<at::Tensor>& inputs,
+                                                       const std::vector<int64_t>& sizes,
                                                        c10::DeviceIndex device) const;
 
   struct Output {
@@ -63,6 +71,7 @@ class Graph {
   std::vector<std::pair<int, int>> mutations_;  // (input, program result)
   std::vector<hlo::TensorType> results_;        // program results, in order
   std::vector<bool> input_is_param_;            // empty inputs are not parameters
+  std::vector<std::pair<int, int>> dynamic_;    // (input, dim) with a runtime size
   uint64_t rng_advance_ = 0;                    // generator offset used per call
   bool random_ = false;
   size_t num_nodes_ = 0;

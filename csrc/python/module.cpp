@@ -267,12 +267,17 @@ PYBIND11_MODULE(_C, m) {
       .def("__call__",
            [](const compile::Graph& g, py::list args) {
              // AOTAutograd's boxed convention: the callee empties the list, so inputs
-             // can be freed as early as the graph allows.
+             // can be freed as early as the graph allows. Trailing ints are the real
+             // sizes of the graph's dynamic dimensions.
              std::vector<at::Tensor> inputs;
+             std::vector<int64_t> sizes;
              inputs.reserve(args.size());
-             for (py::handle a : args) inputs.push_back(a.cast<at::Tensor>());
+             for (py::handle a : args) {
+               if (py::isinstance<py::int_>(a)) sizes.push_back(a.cast<int64_t>());
+               else inputs.push_back(a.cast<at::Tensor>());
+             }
              args.attr("clear")();
-             return g.for_current_precision().run(inputs);
+             return g.for_current_precision().run(inputs, sizes);
            })
       .def_property_readonly("fingerprint", &compile::Graph::fingerprint)
       .def_property_readonly("num_nodes", &compile::Graph::num_nodes);

@@ -1,3 +1,4 @@
+#include <cmath>
 #include <cstring>
 
 #include "pjrt/error.h"
@@ -217,6 +218,78 @@ TEST(Executable, WrongArgumentsThrow) {
 
 TEST(Executable, DeserializeGarbageThrows) {
   EXPECT_THROW(client().deserialize("not an executable"), pjrt::Error);
+}
+
+
+// Bounded dynamic dimensions, as compiled graphs use them (csrc/compile/graph.h): a
+// parameter of the bound marked with its real size by set_dimension_size, every later
+// type static. XLA keeps the padding out of reductions, dots, softmax, flattening and
+// sort; a gather of every index makes an output a plain buffer of the bound again.
+TEST(BoundedDynamic, StaticTypesAfterSetDimensionSizeStayExact) {
+  const std::string module = R"(
+module @bounded {
+  func.func public @main(%x: tensor<8x4xf32>, %n: tensor<i32>) -> (tensor<f32>, tensor<8x4xf32>, tensor<f32>, tensor<8x4xf32>, tensor<8x4xf32>) {
+    %d = "stablehlo.set_dimension_size"(%x, %n) {dimension = 0 : i64} : (tensor<8x4xf32>, tensor<i32>) -> tensor<8x4xf32>
+    %z = stablehlo.constant dense<0.0> : tensor<f32>
+    %ninf = stablehlo.constant dense<0xFF800000> : tensor<f32>
+    %sum = "stablehlo.reduce"(%d, %z) ({
+      ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+        %t = "stablehlo.add"(%a, %b) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+        "stablehlo.return"(%t) : (tensor<f32>) -> ()
+    }) {dimensions = array<i64: 0, 1>} : (tensor<8x4xf32>, tensor<f32>) -> tensor<f32>
+    %mx = "stablehlo.reduce"(%d, %ninf) ({
+      ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+        %t = "stablehlo.maximum"(%a, %b) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+        "stablehlo.return"(%t) : (tensor<f32>) -> ()
+    }) {dimensions = array<i64: 0>} : (tensor<8x4xf32>, tensor<f32>) -> tensor<4xf32>
+    %mb = "stablehlo.broadcast_in_dim"(%mx) {broadcast_dimensions = array<i64: 1>} : (tensor<4xf32>) -> tensor<8x4xf32>
+    %ex = "stablehlo.exponential"(%d) : (tensor<8x4xf32>) -> tensor<8x4xf32>
+    %den = "stablehlo.reduce"(%ex, %z) ({
+      ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+        %t = "stablehlo.add"(%a, %b) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+        "stablehlo.return"(%t) : (tensor<f32>) -> ()
+    }) {dimensions = array<i64: 0>} : (tensor<8x4xf32>, tensor<f32>) -> tensor<4xf32>
+    %db = "stablehlo.broadcast_in_dim"(%den) {broadcast_dimensions = array<i64: 1>} : (tensor<4xf32>) -> tensor<8x4xf32>
+    %soft = "stablehlo.divide"(%ex, %db) : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
+    %flat = "stablehlo.reshape"(%d) : (tensor<8x4xf32>) -> tensor<32xf32>
+    %fsum = "stablehlo.reduce"(%flat, %z) ({
+      ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+        %t = "stablehlo.add"(%a, %b) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+        "stablehlo.return"(%t) : (tensor<f32>) -> ()
+    }) {dimensions = array<i64: 0>} : (tensor<32xf32>, tensor<f32>) -> tensor<f32>
+    %srt = "stablehlo.sort"(%d) ({
+      ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+        %t = "stablehlo.compare"(%a, %b) {comparison_direction = #stablehlo<comparison_direction GT>} : (tensor<f32>, tensor<f32>) -> tensor<i1>
+        "stablehlo.return"(%t) : (tensor<i1>) -> ()
+    }) {dimension = 0 : i64, is_stable = true} : (tensor<8x4xf32>) -> tensor<8x4xf32>
+    %idx = "stablehlo.iota"() {iota_dimension = 0 : i64} : () -> tensor<8x1xi32>
+    %plain = "stablehlo.gather"(%soft, %idx) {dimension_numbers = #stablehlo.gather<offset_dims = [1], collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = 1>, slice_sizes = array<i64: 1, 4>} : (tensor<8x4xf32>, tensor<8x1xi32>) -> tensor<8x4xf32>
+    %srt_plain = "stablehlo.gather"(%srt, %idx) {dimension_numbers = #stablehlo.gather<offset_dims = [1], collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = 1>, slice_sizes = array<i64: 1, 4>} : (tensor<8x4xf32>, tensor<8x1xi32>) -> tensor<8x4xf32>
+    return %sum, %mb, %fsum, %plain, %srt_plain : tensor<f32>, tensor<8x4xf32>, tensor<f32>, tensor<8x4xf32>, tensor<8x4xf32>
+  }
+}
+)";
+  // Rows 0..2 hold 0, 1, 2; the padding rows 100 (they must never count).
+  std::vector<float> x(32);
+  for (int i = 0; i < 32; ++i) x[i] = i < 12 ? static_cast<float>(i / 4) : 100.f;
+  auto bx = upload(x, {8, 4});
+  auto bn = upload(std::vector<int32_t>{3}, {});
+  auto exe = client().compile(module, test::compile_options());
+  std::vector<PJRT_Buffer*> args = {bx->raw(), bn->raw()};
+  auto out = exe->execute(args.data(), args.size(), client().devices().at(0));
+  EXPECT_EQ(download<float>(*out[0])[0], 12.f);  // 4 * (0 + 1 + 2)
+  EXPECT_EQ(download<float>(*out[1])[0], 2.f);   // max over the real rows
+  EXPECT_EQ(download<float>(*out[2])[0], 12.f);  // the same sum, flattened first
+  const double total = 1 + std::exp(1.0) + std::exp(2.0);
+  // The gathered outputs are plain buffers a static program takes.
+  hlo::Builder b;
+  hlo::Value p = b.parameter({DType::F32, {8, 4}});
+  auto soft = download<float>(*test::run(b, {b.binary("add", p, b.full(0, p.type))}, {out[3].get()})[0]);
+  auto sorted = download<float>(*test::run(b, {b.binary("add", p, b.full(0, p.type))}, {out[4].get()})[0]);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_NEAR(soft[r * 4], std::exp(static_cast<double>(r)) / total, 1e-6) << r;
+    EXPECT_EQ(sorted[r * 4], static_cast<float>(2 - r)) << r;
+  }
 }
 
 }  // namespace
