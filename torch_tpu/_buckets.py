@@ -22,6 +22,7 @@ from __future__ import annotations
 import operator
 import os
 
+import sympy
 import torch
 from torch import fx
 from torch.fx.experimental.symbolic_shapes import free_symbols
@@ -84,6 +85,8 @@ _VIEWS = {aten.view.default, aten._unsafe_view.default, aten.reshape.default,
           aten._to_copy.default}
 _SIZE_ARGS = {aten.view.default, aten._unsafe_view.default, aten.reshape.default,
               aten.expand.default}
+# Elementwise by position (the real block of the bound is the exact result).
+_POSITIONAL = {aten.tril.default, aten.triu.default}
 # Contractions and reductions XLA masks: exact over dynamic dimensions.
 _MASKED = {aten.mm.default, aten.bmm.default, aten.addmm.default,
            aten.sum.dim_IntList, aten.sum.default, aten.amax.default, aten.amin.default,
@@ -92,6 +95,29 @@ _MASKED = {aten.mm.default, aten.bmm.default, aten.addmm.default,
 # Exact when the dimensions they compute across (by count) are static.
 _STATIC_REDUCED = {aten.mean.dim, aten.native_layer_norm.default,
                    aten.native_layer_norm_backward.default}
+
+
+# Tensors created with a dynamic size: the program creates them at the bound and marks
+# them with the real size (Plan.marks), so later reductions see only the real part.
+# op -> the positions of its arguments that may hold a dynamic size (as a size only).
+_CREATION = {aten.full.default: (0,), aten.zeros.default: (0,), aten.ones.default: (0,),
+             aten.empty.memory_format: (0,), aten.new_full.default: (1,),
+             aten.new_zeros.default: (1,), aten.new_ones.default: (1,),
+             aten.new_empty.default: (1,), aten.arange.default: (0,),
+             aten.arange.start: (1,), aten.arange.start_step: (1,)}
+
+
+def _why_not_created(node: fx.Node, target, val) -> str | None:
+    positions = _CREATION[target]
+    for k, a in enumerate(node.args):
+        leaves = torch.utils._pytree.tree_leaves(a)
+        if k not in positions and any(_is_symbolic(x) or (isinstance(x, fx.Node) and
+                                      _is_symbolic(x.meta.get("val"))) for x in leaves):
+            return f"{target} takes a dynamic size as a value"
+    for d in _dynamic_dims(val):
+        if not val.shape[d].node.expr.is_Symbol:
+            return f"{target} creates a dimension of size {val.shape[d].node.expr}"
+    return None
 
 
 # Exact along a static dimension: op -> position of its `dim` argument.
@@ -110,9 +136,7 @@ def _splits_merged_dim(before, after) -> bool:
         for s in shape:
             if isinstance(s, torch.SymInt) and free_symbols(s):
                 expr = s.node.expr
-                value = int(expr.subs({x: _PRIMES[k % len(_PRIMES)]
-                                       for k, x in enumerate(sorted(expr.free_symbols, key=str))}))
-                dims.append((value, True))
+                dims.append((int(expr.subs({x: _prime_for(x) for x in expr.free_symbols})), True))
             elif int(s) != 1:
                 dims.append((int(s), False))
         return dims
@@ -141,7 +165,22 @@ def _splits_merged_dim(before, after) -> bool:
     return False
 
 
-_PRIMES = (1000003, 1000033, 1000037, 1000039, 1000081, 1000099)
+_PRIMES: dict = {}
+
+
+def _prime_for(symbol) -> int:
+    if symbol not in _PRIMES:
+        _PRIMES[symbol] = int(sympy.nextprime(max(_PRIMES.values(), default=1000000)))
+    return _PRIMES[symbol]
+
+
+def _whole_slice(node: fx.Node) -> bool:
+    """x[:] along some dimension (indexing with None and : makes these)."""
+    args = list(node.args) + [None] * (5 - len(node.args))
+    start, end, step = args[2], args[3], args[4]
+    if isinstance(end, fx.Node):
+        return False
+    return start in (None, 0) and step in (None, 1) and (end is None or end >= 2 ** 62)
 
 
 def _reduced_dims(node: fx.Node, val) -> list:
@@ -175,18 +214,23 @@ def _why_not(node: fx.Node) -> str | None:
     inputs = [a.meta.get("val") for a in flat if isinstance(a, fx.Node)]
     outs = val if isinstance(val, (list, tuple)) else [val]
     dynamic = any(_dynamic_dims(v) for v in [*inputs, *outs])
+    if target in _CREATION:
+        return _why_not_created(node, target, val)
     if symbolic_args and target not in _SIZE_ARGS and target is not aten.sym_size.int:
         return f"{name} takes a dynamic size as a value"
     if not dynamic:
         return None
     if target in _SIZE_ARGS and _splits_merged_dim(inputs[0], val):
         return f"{name} splits a dimension that merges a dynamic one (XLA cannot tell how)"
-    if target in _VIEWS or target in _MASKED or torch.Tag.pointwise in target.tags:
+    if target in _VIEWS or target in _MASKED or target in _POSITIONAL or \
+            torch.Tag.pointwise in target.tags:
         return None
     if target in _STATIC_REDUCED:
         first = inputs[0]
         if set(_reduced_dims(node, first)) & set(_dynamic_dims(first)):
             return f"{name} divides by the size of a dynamic dimension"
+        return None
+    if target is aten.slice.Tensor and _whole_slice(node):
         return None
     if target in _ALONG_DIM:
         first = inputs[0]
@@ -198,6 +242,62 @@ def _why_not(node: fx.Node) -> str | None:
     return f"{name} is not known to stay exact when padded"
 
 
+def without_split_views(gm: fx.GraphModule) -> fx.GraphModule:
+    """A copy of `gm` where `linear` on a [b, n, k] input (view to [b*n, k], mm or addmm,
+    view back to [b, n, m], which splits the merged dynamic dimension) is one batched
+    matmul of the 3-D input instead, which XLA keeps exact at the bound."""
+    graph = fx.Graph()
+    out = graph.graph_copy(gm.graph, {})
+    graph.output(out)
+    for node in list(graph.nodes):
+        new = _batched_linear(graph, node)
+        if new is not None:
+            node.replace_all_uses_with(new)
+            graph.erase_node(node)
+    graph.eliminate_dead_code()
+    return fx.GraphModule(gm, graph)
+
+
+def _batched_linear(graph: fx.Graph, view: fx.Node):
+    if view.op != "call_function" or view.target not in _SIZE_ARGS:
+        return None
+    mm = view.args[0]
+    if not isinstance(mm, fx.Node) or mm.target not in (aten.mm.default, aten.addmm.default) \
+            or mm.kwargs:  # (addmm's beta and alpha: 1)
+        return None
+    lhs, rhs = mm.args[-2:]
+    if not isinstance(lhs, fx.Node) or lhs.target not in _SIZE_ARGS:
+        return None
+    x, sizes = lhs.args[0], view.args[1]
+    xv, wv, outv = x.meta.get("val"), rhs.meta.get("val"), view.meta.get("val")
+    if not all(isinstance(v, torch.Tensor) for v in (xv, wv, outv)):
+        return None
+    if xv.dim() != 3 or outv.dim() != 3 or wv.dim() != 2 or \
+            any(isinstance(s, torch.SymInt) for s in wv.shape) or \
+            [str(s) for s in xv.shape[:2]] != [str(s) for s in outv.shape[:2]] or \
+            not _splits_merged_dim(mm.meta["val"], outv):
+        return None
+    if isinstance(sizes[0], int) and sizes[0] < 0:
+        return None
+    k, m = (int(s) for s in wv.shape)
+    mode = xv.fake_mode
+    with graph.inserting_before(view):
+        w3 = graph.call_function(aten.expand.default,
+                                 (graph.call_function(aten.unsqueeze.default, (rhs, 0)),
+                                  [sizes[0], k, m]))
+        out = graph.call_function(aten.bmm.default, (x, w3))
+        with mode:
+            w3.args[0].meta["val"] = wv.unsqueeze(0)
+            w3.meta["val"] = wv.unsqueeze(0).expand(xv.shape[0], k, m)
+            out.meta["val"] = torch.bmm(xv, w3.meta["val"])
+        if mm.target is aten.addmm.default:
+            biased = graph.call_function(aten.add.Tensor, (out, mm.args[0]))
+            with mode:
+                biased.meta["val"] = out.meta["val"] + mm.args[0].meta["val"]
+            out = biased
+    return out
+
+
 class Plan:
     """How a graph's symbolic sizes are bound at a call: `tensor_dims[i]` lists the
     (dim, symbol) of placeholder i's dynamic dimensions, `number_inputs[i]` the symbol a
@@ -207,6 +307,7 @@ class Plan:
         self.tensor_dims: dict = {}
         self.number_inputs: dict = {}
         self.outputs: list = []
+        self.marks: list = []  # (node, dim, symbol) of tensors created with a dynamic size
         self.reason = None
         self._analyze(gm)
 
@@ -216,28 +317,29 @@ class Plan:
             val = node.meta.get("val")
             if isinstance(val, torch.SymInt):
                 if _is_symbolic(val):
-                    expr = val.node.expr
-                    if not expr.is_Symbol:
-                        return self._refuse(f"a size input is the expression {expr}")
-                    self.number_inputs[i] = expr
+                    self.number_inputs[i] = val.node.expr  # n, or b*n (given at the bound)
                 continue
             if not isinstance(val, torch.Tensor):
                 if _is_symbolic(val):
                     return self._refuse(f"an input of type {type(val).__name__}")
                 continue
-            dims = []
-            for d in _dynamic_dims(val):
-                expr = val.shape[d].node.expr
-                if not expr.is_Symbol:
-                    return self._refuse(f"input {i} has the size expression {expr}")
-                dims.append((d, expr))
+            # A dimension like b*s (a flattened activation saved for the backward): its
+            # real rows come first, as the forward's output left them.
+            dims = [(d, val.shape[d].node.expr) for d in _dynamic_dims(val)]
             if dims:
                 self.tensor_dims[i] = dims
         if not self.tensor_dims:
             return self._refuse("no input has a dynamic dimension")
-        known = {s for dims in self.tensor_dims.values() for _, s in dims}
-        if set(self.number_inputs.values()) - known:
-            return self._refuse("a size input is no tensor's size")
+        plain = {e for dims in self.tensor_dims.values() for _, e in dims if e.is_Symbol}
+        for expr in self.number_inputs.values():
+            if expr.free_symbols - plain:
+                return self._refuse(f"a size input {expr} is no function of the inputs' "
+                                    "dynamic dimensions")
+        for dims in self.tensor_dims.values():
+            for _, expr in dims:
+                if expr.free_symbols - plain:
+                    return self._refuse(f"an input has the size expression {expr}, whose "
+                                        "symbols no input dimension gives alone")
         for node in gm.graph.nodes:
             if node.op == "call_function" and node.target is aten.copy_.default and \
                     node.args[0].op == "placeholder" and _dynamic_dims(node.args[0].meta.get("val")):
@@ -245,6 +347,9 @@ class Plan:
             why = _why_not(node)
             if why is not None:
                 return self._refuse(why)
+            if node.op == "call_function" and node.target in _CREATION:
+                val = node.meta["val"]
+                self.marks += [(node, d, val.shape[d].node.expr) for d in _dynamic_dims(val)]
             if node.op == "output":
                 for o in node.args[0]:
                     val = o.meta.get("val") if isinstance(o, fx.Node) else o
@@ -276,10 +381,12 @@ class Plan:
         """symbol -> real size, read from the arguments."""
         out = {}
         for i, dims in self.tensor_dims.items():
-            for d, sym in dims:
-                out[sym] = int(args[i].shape[d])
-        for i, sym in self.number_inputs.items():
-            out[sym] = int(args[i])
+            for d, expr in dims:
+                if expr.is_Symbol:
+                    out[expr] = int(args[i].shape[d])
+        for i, expr in self.number_inputs.items():
+            if expr.is_Symbol:
+                out[expr] = int(args[i])
         return out
 
     def padded(self, args, bounds: dict) -> list:
@@ -288,11 +395,11 @@ class Plan:
         for i, dims in self.tensor_dims.items():
             t = args[i]
             pad = [0] * (2 * t.dim())
-            for d, sym in dims:
-                pad[2 * (t.dim() - 1 - d) + 1] = bounds[sym] - t.shape[d]
+            for d, expr in dims:
+                pad[2 * (t.dim() - 1 - d) + 1] = int(expr.subs(bounds)) - t.shape[d]
             out[i] = torch.nn.functional.pad(t, pad) if any(pad) else t
-        for i, sym in self.number_inputs.items():
-            out[i] = bounds[sym]
+        for i, expr in self.number_inputs.items():
+            out[i] = int(expr.subs(bounds))
         return out
 
     def dynamic(self) -> list:
@@ -305,8 +412,14 @@ class Plan:
         return [(k, [d for d, _ in p[1]]) for k, p in enumerate(self.outputs)
                 if p is not None and p[0] == "tensor"]
 
+    def size_index(self, symbol) -> int:
+        """Which of the runtime sizes (see dynamic()) is `symbol`'s."""
+        order = [e for _, dims in sorted(self.tensor_dims.items()) for _, e in dims]
+        return order.index(symbol)
+
     def sizes(self, real: dict) -> list:
-        return [real[sym] for i, dims in sorted(self.tensor_dims.items()) for _, sym in dims]
+        return [int(e.subs(real)) for i, dims in sorted(self.tensor_dims.items())
+                for _, e in dims]
 
     def unpadded(self, outs, real: dict) -> list:
         """The outputs cut back to their real sizes (contiguous, as computed)."""

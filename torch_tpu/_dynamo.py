@@ -540,7 +540,8 @@ class _Specializing:
         self.multiple = bucket_size or _buckets.setting()
         self.plan = None
         if self.multiple != 0 and _has_symbols(gm):
-            plan = _buckets.Plan(gm)
+            self.bucket_gm = _buckets.without_split_views(gm)
+            plan = _buckets.Plan(self.bucket_gm)
             if plan.reason is None:
                 self.plan = plan
             else:
@@ -579,13 +580,16 @@ class _Specializing:
     def _bucket_program(self, padded):
         """(graph, template, tensor positions) of the program at the bound, or None (and
         no more bucketing) if it cannot be one program."""
-        vals = self._fake_vals(padded)
+        vals = self._fake_vals(padded, self.bucket_gm)
         positions = [i for i, a in enumerate(padded) if isinstance(a, torch.Tensor)]
         dynamic = [(positions.index(i), d) for i, d in self.plan.dynamic()]
         try:
             with unset_fake_temporarily():
-                spec, template = _spec(self.gm, vals)
-                graph = _boxed(_C._Graph((*spec, dynamic, self.plan.dynamic_outputs())))
+                builder = _SpecBuilder(vals)
+                spec, template = builder.build(self.bucket_gm)
+                marks = [(builder.refs[node], d, self.plan.size_index(sym))
+                         for node, d, sym in self.plan.marks]
+                graph = _boxed(_C._Graph((*spec, dynamic, self.plan.dynamic_outputs(), marks)))
         except (NotImplementedError, RuntimeError) as e:
             # No lowering for an op, or XLA refusing a dynamic dimension somewhere.
             reason = str(e).split("\n", 1)[0]
@@ -595,12 +599,12 @@ class _Specializing:
             return None
         return graph, template, positions
 
-    def _fake_vals(self, args) -> dict:
+    def _fake_vals(self, args, gm=None) -> dict:
         mode = FakeTensorMode(allow_non_fake_inputs=True)
         with mode:
             fake = [mode.from_tensor(a, static_shapes=True) if isinstance(a, torch.Tensor)
                     else a for a in args]
-        interp = _Interpreter(self.gm)
+        interp = _Interpreter(gm if gm is not None else self.gm)
         with mode:
             interp.run(*fake)
         return dict(interp.vals)

@@ -74,6 +74,36 @@ class EntryRejected(RuntimeError):
     """A stored graph that is corrupt or from another torch_tpu, plugin or lowering table."""
 
 
+def _effect_tokens(gm: fx.GraphModule) -> int:
+    """How many leading inputs of `gm` are effect tokens (of ops with side effects, such
+    as linalg's error checks, which the graph runs eagerly between its programs)."""
+    n = 0
+    for node in gm.graph.nodes:
+        if node.op != "placeholder" or not any(
+                u.target is torch.ops.higher_order.with_effects and u.args[0] is node
+                for u in node.users):
+            break
+        n += 1
+    return n
+
+
+def _with_effect_tokens(runner, n: int):
+    """`runner` as AOTAutograd calls a graph with `n` effect tokens that it loaded from
+    its cache: without the tokens, expecting outputs without them. (A graph it compiled
+    gets its EffectTokensWrapper instead, which a loaded entry does not.)"""
+    if n == 0:
+        return runner
+
+    def call(args):
+        inputs = [None] * n + list(args)
+        args.clear()
+        outs = runner(inputs)
+        return None if outs is None else outs[n:]
+
+    call._boxed_call = True
+    return call
+
+
 @dataclasses.dataclass
 class TpuOutputCode(OutputCode):
     """One AOTAutograd graph (forward, backward or inference) compiled by backend "tpu".
@@ -141,7 +171,7 @@ class TpuOutputCode(OutputCode):
 
         gm = GraphPickler.loads(data, FakeTensorMode(shape_env=ShapeEnv()))
         gm.recompile()  # its Python code, for graphs that run op by op
-        self._runner = self.build(gm)
+        self._runner = _with_effect_tokens(self.build(gm), _effect_tokens(gm))
 
     def set_triton_bundle(self, triton_bundle: Any) -> None:
         pass

@@ -22,7 +22,8 @@ def compile_log() -> list:
     """One dict per program the compilation cache had to produce since the last reset()
     (the latest 10,000), oldest first: `what` (the op, "fused (N ops)" or "graph (N
     ops)"), `signature` (argument and result types, "f32[3,4], f32[] -> f32[3,4]"), `reason` (why it was not in
-    memory: "new program", "new shape", "new dtype", "new attributes" or "evicted"),
+    memory: "new program", "new shape", "new bucket" (a bucketed compiled graph), "new dtype",
+    "new attributes" or "evicted"),
     `disk` (what the disk cache had: "hit", "miss", "corrupt entry" or "off"),
     `from_disk` (loaded, not compiled) and `ms` (lowering, compiling or loading).
     TORCH_TPU_LOG=compiles prints each as it happens."""

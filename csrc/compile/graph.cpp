@@ -343,6 +343,7 @@ Graph::Graph(const py::handle& spec_handle)
     lw.vals[inputs_.size() - 1] = param ? b.reshape(*params.back(), type.shape) : b.full(0, type);
   }
   // Bounded dynamic dimensions: a runtime s32 size each, right after the inputs.
+  std::vector<hlo::Value> sizes;
   if (spec.size() > 6) {
     for (py::handle d : spec[6].cast<py::list>()) {
       auto [input, dim] = d.cast<std::pair<int, int>>();
@@ -351,6 +352,7 @@ Graph::Graph(const py::handle& spec_handle)
                   "torch_tpu: the graph spec marks dimension ", dim, " of input ", input,
                   " dynamic, which it does not have");
       hlo::Value size = b.parameter({hlo::DType::S32, {}});
+      sizes.push_back(size);
       const hlo::Value& x = *lw.vals[input];
       lw.vals[input] = b.emit("stablehlo.set_dimension_size", {x, size},
                               "dimension = " + std::to_string(dim) + " : i64", x.type);
@@ -373,9 +375,29 @@ Graph::Graph(const py::handle& spec_handle)
     lw.seed = b.parameter({hlo::DType::S64, {}});
     lw.offset = b.parameter({hlo::DType::S64, {}});
   }
+  // Values created with a dynamic size (a full or arange of n): marked after their node
+  // with the real size, as the inputs are. value id -> [(dim, index into sizes)].
+  std::map<int, std::vector<std::pair<int, int>>> marks;
+  if (spec.size() > 8)
+    for (py::handle m : spec[8].cast<py::list>()) {
+      auto [id, dim, k] = m.cast<std::tuple<int, int, int>>();
+      TORCH_CHECK(k >= 0 && static_cast<size_t>(k) < sizes.size(), "torch_tpu: the graph spec "
+                  "marks value ", id, " with dynamic size ", k, " of ", sizes.size());
+      marks[id].emplace_back(dim, k);
+    }
   for (py::handle node : nodes) {
     lw.lower(node);
     ++num_nodes_;
+    if (marks.empty()) continue;
+    for (py::handle out : node.cast<py::tuple>()[2].cast<py::list>()) {
+      auto it = marks.find(out.cast<int>());
+      if (it == marks.end()) continue;
+      for (const auto& [dim, k] : it->second) {
+        const hlo::Value& x = *lw.vals.at(it->first);
+        lw.vals[it->first] = b.emit("stablehlo.set_dimension_size", {x, sizes.at(k)},
+                                    "dimension = " + std::to_string(dim) + " : i64", x.type);
+      }
+    }
   }
   rng_advance_ = lw.rng_advance;
 
@@ -429,7 +451,9 @@ Graph::Graph(const py::handle& spec_handle)
     // at once); nothing below touches Python.
     py::gil_scoped_release no_gil;
     program_ = rt.cache().get(key, [&] {
-      return runtime::Program{mlir, results_, "graph (" + std::to_string(num_nodes_) + " ops)",
+      return runtime::Program{mlir, results_,
+                              "graph (" + std::to_string(num_nodes_) + " ops" +
+                                  (dynamic_.empty() ? ")" : ", bucketed)"),
                               donations, inputs_};
     });
   } catch (const c10::Error&) {

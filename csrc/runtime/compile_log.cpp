@@ -120,7 +120,8 @@ std::string CompileLog::reason(const std::string& what, const std::string& signa
   auto it = seen_.find(what);
   if (it == seen_.end()) return "new program";
   if (it->second.signatures.count(signature)) return "new attributes";
-  if (it->second.dtypes.count(dtypes_of(signature))) return "new shape";
+  if (it->second.dtypes.count(dtypes_of(signature)))
+    return what.find(", bucketed)") != std::string::npos ? "new bucket" : "new shape";
   return "new dtype";
 }
 

@@ -46,8 +46,9 @@ class CompileLog {
   static std::string signature(const std::vector<hlo::TensorType>& types);
 
   // Why a program of `what` with `signature` was not in tier 1: "evicted" (it was, and
-  // was dropped), "new program" (nothing of that name was built before), "new shape",
-  // "new dtype", or "new attributes" (same argument types, other parameters).
+  // was dropped), "new program" (nothing of that name was built before), "new shape"
+  // ("new bucket" for a bucketed graph), "new dtype", or "new attributes" (same argument
+  // types, other parameters).
   std::string reason(const std::string& what, const std::string& signature, bool evicted);
 
   // Appends `record` (the oldest go beyond kMaxRecords) and prints it when

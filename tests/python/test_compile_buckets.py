@@ -25,6 +25,18 @@ def attention(x, w):
     return torch.softmax(scores.masked_fill(scores > 1.0, -1e9), -1) @ v
 
 
+def causal_attention(x, w):
+    """Masks built in the graph from the dynamic size, as Hugging Face models do."""
+    n = x.shape[0]
+    q, k, v = x @ w[0], x @ w[1], x @ w[2]
+    scores = q @ k.transpose(-1, -2) / 4.0
+    pos = torch.arange(n, device=x.device)
+    causal = pos[None, :] <= pos[:, None]
+    upper = torch.ones(n, n, dtype=torch.bool, device=x.device).triu(1)
+    scores = scores.masked_fill(~causal, float("-inf")).masked_fill(upper, float("-inf"))
+    return torch.softmax(scores, -1) @ v
+
+
 # name -> f(x, w), x of shape [n, 16] (n dynamic), w of shape [3, 16, 16]
 FAMILIES = {
     "elementwise": lambda x, w: torch.where(x > 0, x.exp(), -x) * 2 + x.sigmoid(),
@@ -35,6 +47,9 @@ FAMILIES = {
     "norms": lambda x, w: F.layer_norm(x, (16,)) + F.rms_norm(x, (16,)),
     "flatten": lambda x, w: (x.unsqueeze(0) * 2).reshape(-1, 16).sum(0) + x.reshape(-1).amax(),
     "attention": attention,
+    "causal_attention": causal_attention,
+    "created": lambda x, w: torch.ones(x.shape[0], device=x.device).sum() * x +
+    torch.zeros(x.shape[0], 16, device=x.device).amax(0),
 }
 
 
@@ -85,7 +100,7 @@ def test_bucketed_values_equal_cpu_one_program_per_bucket(family):
     assert graphs() - before <= 1 + 3, graphs() - before
 
 
-@pytest.mark.parametrize("family", ["matmul", "softmax", "norms", "attention"])
+@pytest.mark.parametrize("family", ["matmul", "softmax", "norms", "causal_attention"])
 def test_bucketed_gradients_equal_cpu(family):
     run_sizes(FAMILIES[family], [3, 5, 9, 12], grad=True)
 
@@ -102,7 +117,7 @@ def test_a_known_bucket_compiles_no_graph():
     (lambda x, w: x.mean(0), "divides by the size of a dynamic dimension"),
     (lambda x, w: x.cumsum(0), "is not known to stay exact"),
     (lambda x, w: x[1:] * 2, "along a dynamic dimension"),
-    (lambda x, w: torch.ones(x.shape[0], device=x.device) * x.sum(1),
+    (lambda x, w: torch.full((x.shape[0],), x.shape[0], device=x.device) * x.sum(1),
      "takes a dynamic size as a value"),
 ])
 def test_unsafe_graph_compiles_per_shape_and_says_why(f, why):
@@ -115,15 +130,61 @@ def test_unsafe_graph_compiles_per_shape_and_says_why(f, why):
 
 
 def test_splitting_a_merged_dynamic_dimension_is_refused_and_exact():
-    # linear on [2, n, 16]: view [2n, 16], mm, view back [2, n, 16]
     def f(x, w):
-        return F.linear(x.reshape(2, -1, 16), w[0]).relu()
+        return x.reshape(-1).cos().reshape(x.shape[0], 16)
 
     torch_tpu._dynamo._warned.clear()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         run_sizes(f, [4, 6, 10])
     assert any("splits a dimension" in str(w.message) for w in caught)
+
+
+class Block(torch.nn.Module):
+    """A transformer-like block on [batch, n, 16]: linear layers flatten the batch and
+    the dynamic dimension and split them again (the compiler makes those batched
+    matmuls), layer norm, attention with a causal mask from the dynamic size."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(16)
+        self.qkv = torch.nn.Linear(16, 48)
+        self.out = torch.nn.Linear(16, 16)
+
+    def forward(self, x):
+        q, k, v = self.qkv(self.norm(x)).chunk(3, -1)
+        n = x.shape[1]
+        causal = torch.ones(n, n, dtype=torch.bool, device=x.device).tril()
+        s = (q @ k.transpose(-1, -2) / 4.0).masked_fill(~causal, float("-inf"))
+        return x + self.out(torch.softmax(s, -1) @ v)
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_block_with_batch_is_bucketed_values_and_gradients(batch):
+    torch.manual_seed(0)
+    ref = Block()
+    dev = Block()
+    dev.load_state_dict(ref.state_dict())
+    dev = dev.to("tpu")
+    step = torch.compile(dev, backend="tpu")
+    before = graphs()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        for n in (3, 5, 9, 12):
+            x = torch.randn(batch, n, 16)
+            xt = x.to("tpu").requires_grad_()
+            torch._dynamo.mark_dynamic(xt, 1)
+            xc = x.clone().requires_grad_()
+            out, want = step(xt), ref(xc)
+            torch.testing.assert_close(out.cpu(), want.detach(), rtol=1e-5, atol=1e-5)
+            out.square().sum().backward()
+            want.square().sum().backward()
+            torch.testing.assert_close(xt.grad.cpu(), xc.grad, rtol=1e-4, atol=1e-4)
+            for (name, p), q in zip(dev.named_parameters(), ref.parameters()):
+                torch.testing.assert_close(p.grad.cpu(), q.grad, rtol=1e-4, atol=1e-4, msg=name)
+                p.grad = q.grad = None
+    # forward and backward for buckets 8 and 16
+    assert graphs() - before == 4
 
 
 def test_buckets_off_and_bucket_size(monkeypatch):
@@ -159,3 +220,11 @@ def test_bucket_size_option():
         torch._dynamo.mark_dynamic(xt, 0)
         torch.testing.assert_close(cf(xt, None).cpu(), f(x, None))
     assert graphs() - before == 1  # marked dynamic from the first call: the 32 bucket
+
+
+def test_compile_log_says_new_bucket():
+    torch_tpu.metrics.reset()
+    run_sizes(lambda x, w: (x @ w[2]).tanh() * 3, [3, 5, 9])  # buckets 8, 8, 16
+    graphs_built = [r for r in torch_tpu.metrics.compile_log() if r["what"].startswith("graph")]
+    assert [r["reason"] for r in graphs_built][-2:] == ["new program", "new bucket"], graphs_built
+    assert all(r["what"].endswith(", bucketed)") for r in graphs_built[-2:])
