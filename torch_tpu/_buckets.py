@@ -8,7 +8,7 @@ csrc/compile/graph.h), XLA keeps the padding out of reductions, dots, softmax an
 sorts, and the outputs are cut back to their real sizes. Results are the exact-shape
 results.
 
-Only graphs whose every op is known to stay exact this way are bucketed (`plan()`
+Only graphs whose every op is known to stay exact this way are bucketed (`Plan`
 decides, op by op); any other graph keeps one program per concrete shape, and a one-line
 warning says which op stopped it and why.
 
@@ -26,6 +26,8 @@ import sympy
 import torch
 from torch import fx
 from torch.fx.experimental.symbolic_shapes import free_symbols
+
+from torch_tpu.serving.buckets import bucket as power_of_two_bucket
 
 aten = torch.ops.aten
 
@@ -56,10 +58,7 @@ def bucket(n: int, multiple=None) -> int:
     if multiple:
         return -(-n // multiple) * multiple
     if n <= _POW2_UP_TO:
-        b = _MIN_BUCKET
-        while b < n:
-            b *= 2
-        return b
+        return power_of_two_bucket(n, minimum=_MIN_BUCKET)
     return -(-n // _ABOVE_MULTIPLE) * _ABOVE_MULTIPLE
 
 
@@ -74,6 +73,11 @@ def _dynamic_dims(val) -> list:
 
 def _is_symbolic(x) -> bool:
     return isinstance(x, (torch.SymInt, torch.SymFloat, torch.SymBool)) and bool(free_symbols(x))
+
+
+def _symbolic_arg(a) -> bool:
+    """A dynamic size given as an argument: a symbolic number or a node computing one."""
+    return _is_symbolic(a) or (isinstance(a, fx.Node) and _is_symbolic(a.meta.get("val")))
 
 
 # Ops that move or reinterpret elements without computing across them; sizes given to
@@ -111,8 +115,7 @@ def _why_not_created(node: fx.Node, target, val) -> str | None:
     positions = _CREATION[target]
     for k, a in enumerate(node.args):
         leaves = torch.utils._pytree.tree_leaves(a)
-        if k not in positions and any(_is_symbolic(x) or (isinstance(x, fx.Node) and
-                                      _is_symbolic(x.meta.get("val"))) for x in leaves):
+        if k not in positions and any(_symbolic_arg(x) for x in leaves):
             return f"{target} takes a dynamic size as a value"
     for d in _dynamic_dims(val):
         if not val.shape[d].node.expr.is_Symbol:
@@ -208,9 +211,8 @@ def _why_not(node: fx.Node) -> str | None:
     name = str(target)
     if torch.Tag.nondeterministic_seeded in target.tags:
         return f"{name} draws random numbers (a bucket would draw more)"
-    flat = [a for a in torch.utils._pytree.tree_leaves((node.args, node.kwargs))]
-    symbolic_args = [a for a in flat if _is_symbolic(a) or (
-        isinstance(a, fx.Node) and _is_symbolic(a.meta.get("val")))]
+    flat = torch.utils._pytree.tree_leaves((node.args, node.kwargs))
+    symbolic_args = [a for a in flat if _symbolic_arg(a)]
     inputs = [a.meta.get("val") for a in flat if isinstance(a, fx.Node)]
     outs = val if isinstance(val, (list, tuple)) else [val]
     dynamic = any(_dynamic_dims(v) for v in [*inputs, *outs])
