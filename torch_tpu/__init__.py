@@ -35,6 +35,9 @@ def _start() -> None:
     from torch_tpu import _C
 
     _C._configure(plugin, num_devices)
+    from torch_tpu import _bucket_rule
+
+    _bucket_rule.apply()
     if torch._C._get_privateuse1_backend_name() != "tpu":
         torch.utils.rename_privateuse1_backend("tpu")
 

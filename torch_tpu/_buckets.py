@@ -27,39 +27,9 @@ import torch
 from torch import fx
 from torch.fx.experimental.symbolic_shapes import free_symbols
 
-from torch_tpu.serving.buckets import bucket as power_of_two_bucket
+from torch_tpu._bucket_rule import bucket, setting  # noqa: F401 (re-exported)
 
 aten = torch.ops.aten
-
-_MIN_BUCKET = 8
-_POW2_UP_TO = 1024
-_ABOVE_MULTIPLE = 128
-
-
-def setting():
-    """TORCH_TPU_SHAPE_BUCKETS: None (the default rule), 0 (off) or a multiple."""
-    raw = os.environ.get("TORCH_TPU_SHAPE_BUCKETS", "").strip().lower()
-    if raw in ("", "default", "pow2"):
-        return None
-    if raw in ("off", "0", "none"):
-        return 0
-    try:
-        value = int(raw)
-    except ValueError:
-        value = -1
-    if value < 1:
-        raise ValueError(f"TORCH_TPU_SHAPE_BUCKETS={raw!r}: expected 'off' or a positive "
-                         "integer (sizes round up to a multiple of it)")
-    return value
-
-
-def bucket(n: int, multiple=None) -> int:
-    """The bound a size `n` compiles at."""
-    if multiple:
-        return -(-n // multiple) * multiple
-    if n <= _POW2_UP_TO:
-        return power_of_two_bucket(n, minimum=_MIN_BUCKET)
-    return -(-n // _ABOVE_MULTIPLE) * _ABOVE_MULTIPLE
 
 
 # --- which graphs stay exact -------------------------------------------------------

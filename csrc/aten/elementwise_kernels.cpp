@@ -18,12 +18,26 @@ using BinaryLowering = std::function<hlo::Value(hlo::Builder&, const std::vector
 // One program serves the functional form (out == nullptr) and in-place/out= forms.
 at::Tensor binary(const char* name, const BinaryLowering& lower, const at::Tensor& a,
                   const at::Tensor& b, const std::optional<c10::Scalar>& alpha,
-                  c10::ScalarType compute, const at::Tensor* out, int64_t mode = 0) {
-  at::infer_size(a.sizes(), b.sizes());  // PyTorch's message for shapes that don't broadcast
+                  c10::ScalarType compute, const at::Tensor* out, int64_t mode = 0,
+                  bool buckets = true) {
+  std::vector<int64_t> shape = at::infer_size(a.sizes(), b.sizes());  // PyTorch's message
   OpCall call(name);
+  // A functional form runs at the bound of inputs stored padded (ops/bounded.h).
+  if (buckets && out == nullptr) call.buckets();
   call.input(a).input(b);
   if (alpha) call.scalar(*alpha, compute);
   call.key(static_cast<int64_t>(compute)).key(mode);
+  if (call.bucketed()) {
+    std::vector<int64_t> bound, probe;
+    try {
+      bound = at::infer_size(call.bound_sizes(a), call.bound_sizes(b));
+      probe = at::infer_size(call.probe_sizes(a), call.probe_sizes(b));
+    } catch (const c10::Error&) {
+      // A padded size against the same size unpadded: run at the real sizes.
+      return binary(name, lower, a, b, alpha, compute, out, mode, /*buckets=*/false);
+    }
+    call.pad_outputs({shape}, {bound}, OpCall::differ({bound}, {probe}));
+  }
   Lowering lowering = [lower, compute](hlo::Builder& builder, const std::vector<hlo::Value>& in) {
     return std::vector<hlo::Value>{lower(builder, in, to_hlo(compute))};
   };

@@ -10,6 +10,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 #include <ATen/native/Resize.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <torch/library.h>
 
@@ -25,6 +26,7 @@
 #include "aten/node_builder.h"
 #include "aten/op_call.h"
 #include "aten/schema_args.h"
+#include "ops/bounded.h"
 #include "ops/registry.h"
 #include "runtime/runtime.h"
 
@@ -77,24 +79,30 @@ bool is_tpu(const at::Tensor& t) { return t.defined() && t.device().is_privateus
 // tensors: some meta kernels insist on one device. Wrapped Python numbers stay on the
 // CPU: Python meta kernels receive them as numbers, and that conversion needs a CPU
 // tensor.
-at::Tensor meta_like(const at::Tensor& t) {
+// With `bound`, an input it reads at its bound gets its bound sizes (or, with `probe`,
+// its probe sizes).
+at::Tensor meta_like(const at::Tensor& t, const OpCall* bound, bool probe) {
   bool cpu_scalar = t.defined() && t.device().is_cpu() && t.dim() == 0 &&
                     !t.unsafeGetTensorImpl()->is_wrapped_number();
   if (!is_tpu(t) && !cpu_scalar) return t;
+  if (bound && is_tpu(t)) {
+    std::vector<int64_t> sizes = probe ? bound->probe_sizes(t) : bound->bound_sizes(t);
+    if (sizes != t.sizes()) return at::empty(sizes, t.options().device(c10::kMeta));
+  }
   return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
 }
 
-c10::IValue meta_value(const c10::IValue& v) {
-  if (v.isTensor()) return meta_like(v.toTensor());
+c10::IValue meta_value(const c10::IValue& v, const OpCall* bound, bool probe) {
+  if (v.isTensor()) return meta_like(v.toTensor(), bound, probe);
   if (v.isTensorList()) {
     c10::List<at::Tensor> out;
-    for (const at::Tensor& t : v.toTensorList()) out.push_back(meta_like(t));
+    for (const at::Tensor& t : v.toTensorList()) out.push_back(meta_like(t, bound, probe));
     return out;
   }
   if (v.isOptionalTensorList()) {
     c10::List<std::optional<at::Tensor>> out;
     for (const std::optional<at::Tensor>& t : v.toOptionalTensorList())
-      out.push_back(t ? std::optional<at::Tensor>(meta_like(*t)) : std::nullopt);
+      out.push_back(t ? std::optional<at::Tensor>(meta_like(*t, bound, probe)) : std::nullopt);
     return out;
   }
   if (v.isGenerator()) return c10::IValue();
@@ -130,13 +138,55 @@ class LoweredKernel final : public c10::OperatorKernel {
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
     std::call_once(schema_once_, [&] { read_schema(op.schema()); });
     std::vector<c10::IValue> args(stack->end() - infos_.size(), stack->end());
+    if (bucket_safe_ && ops::bucket_rule() != 0) {
+      try {
+        return run(op, args, stack, /*buckets=*/true);
+      } catch (const NoBound&) {
+        // Inputs whose bounds do not fit together (a padded size against the same size
+        // unpadded): the op runs at the real sizes.
+      }
+    }
+    run(op, args, stack, /*buckets=*/false);
+  }
+
+ private:
+  struct NoBound {};
+
+  void run(const c10::OperatorHandle& op, const std::vector<c10::IValue>& args,
+           torch::jit::Stack* stack, bool buckets) {
     Promotion promotion = promote(args);
     c10::ScalarType compute = promotion.compute();
 
     OpCall call(name_.c_str());
+    if (buckets) call.buckets();
     call.key(static_cast<int64_t>(compute));
     Operands operands = add_operands(call, args, promotion.scalar_type());
-    std::shared_ptr<const MetaResult> meta_ptr = infer(op, args, call.program_key());
+    // Output shapes at the real sizes; the lowering sees them at the bound.
+    std::shared_ptr<const MetaResult> meta_ptr, bound_ptr;
+    if (call.bucketed()) {
+      meta_ptr = infer(op, args, call.sized_key());
+      std::shared_ptr<const MetaResult> probe_ptr;
+      try {
+        bound_ptr = infer(op, args, call.program_key(), &call);
+        runtime::ProgramKey probe_key = call.program_key();
+        probe_key.add("probe");
+        probe_ptr = infer(op, args, probe_key, &call, /*probe=*/true);
+      } catch (const std::exception&) {  // c10::Error, or a Python meta kernel's error
+        throw NoBound{};
+      }
+      std::vector<std::vector<int64_t>> bound = fresh_sizes(*bound_ptr);
+      call.pad_outputs(fresh_sizes(*meta_ptr), bound,
+                       OpCall::differ(bound, fresh_sizes(*probe_ptr)));
+    } else {
+      meta_ptr = bound_ptr = infer(op, args, call.program_key());
+      if (buckets && grows_) {
+        std::vector<std::vector<bool>> varying = varying_dims(args, *meta_ptr, call.program_key());
+        if (!varying.empty()) {
+          std::vector<std::vector<int64_t>> real = fresh_sizes(*meta_ptr);
+          call.pad_outputs(real, real, varying);
+        }
+      }
+    }
     const MetaResult& meta = *meta_ptr;
     // A lowering written for real types only: complex values go where an op without a
     // lowering goes (node_builder's lower_node refuses them too).
@@ -162,12 +212,12 @@ class LoweredKernel final : public c10::OperatorKernel {
     // By value (fused mode runs it later), and without the target tensors, which the
     // program must not keep alive.
     std::vector<at::Tensor> targets = std::move(operands.targets);
-    Lowering lowering = [this, operands = std::move(operands), meta_ptr, rng_slot, compute](
+    Lowering lowering = [this, operands = std::move(operands), bound_ptr, rng_slot, compute](
                             hlo::Builder& b, const std::vector<hlo::Value>& in) {
-      ops::Node node = make_node(b, in, operands, *meta_ptr, rng_slot);
+      ops::Node node = make_node(b, in, operands, *bound_ptr, rng_slot);
       node.compute = to_hlo(compute);
       std::vector<hlo::Value> kept;
-      for (std::optional<hlo::Value>& v : lower_node(*def_, node, name_, meta_ptr->undefined))
+      for (std::optional<hlo::Value>& v : lower_node(*def_, node, name_, bound_ptr->undefined))
         if (v) kept.push_back(std::move(*v));
       return kept;
     };
@@ -176,7 +226,53 @@ class LoweredKernel final : public c10::OperatorKernel {
     push_results(args, meta, fresh, stack);
   }
 
- private:
+  // The defined results' shapes (bucketed ops write no argument: all results are fresh).
+  static std::vector<std::vector<int64_t>> fresh_sizes(const MetaResult& meta) {
+    std::vector<std::vector<int64_t>> sizes;
+    for (size_t k = 0; k < meta.outputs.size(); ++k)
+      if (!meta.undefined[k]) sizes.push_back(meta.outputs[k].shape);
+    return sizes;
+  }
+
+  // A concatenation whose result size keeps changing between calls (a growing cache):
+  // from the second size in one bucket on, the dimensions that changed come back padded at
+  // bucket sizes, so the ops that read the result next compile once per bucket. Decided
+  // once per program key.
+  std::vector<std::vector<bool>> varying_dims(const std::vector<c10::IValue>& args,
+                                              const MetaResult& meta,
+                                              const runtime::ProgramKey& key) {
+    std::lock_guard<std::mutex> lock(meta_mutex_);
+    auto known = varying_.find(key);
+    if (known != varying_.end()) return known->second;
+    runtime::ProgramKey family;
+    for (const c10::IValue& v : args) {
+      for (const at::Tensor& t : tensors_of(v)) {
+        family.add(t.defined() ? static_cast<int64_t>(t.scalar_type()) : -1);
+        if (!t.defined()) continue;
+        family.add(static_cast<int64_t>(t.dim()));
+        for (int64_t n : t.sizes()) family.add(ops::bucket(n));
+      }
+      if (v.isInt()) family.add(v.toInt());
+    }
+    std::vector<std::vector<int64_t>> now = fresh_sizes(meta);
+    std::vector<std::vector<std::vector<int64_t>>>& seen = seen_sizes_[family];
+    std::vector<std::vector<bool>> varying;
+    if (!seen.empty()) {
+      bool any = false;
+      varying.resize(now.size());
+      for (size_t i = 0; i < now.size(); ++i) {
+        varying[i].assign(now[i].size(), false);
+        for (const auto& earlier : seen)
+          for (size_t d = 0; d < now[i].size(); ++d)
+            if (earlier.at(i).size() == now[i].size() && earlier[i][d] != now[i][d])
+              any = varying[i][d] = true;
+      }
+      if (!any) varying.clear();
+    }
+    if (seen.size() < 4) seen.push_back(now);
+    return varying_.emplace(key, std::move(varying)).first->second;
+  }
+
   // Where each argument went: its lowering inputs, static attributes, write targets.
   struct Operands {
     std::vector<std::vector<int>> slots;  // per argument, its lowering input indices (-1: None)
@@ -320,6 +416,10 @@ class LoweredKernel final : public c10::OperatorKernel {
       }
       returns_.push_back(ret);
     }
+    bool writes = false;
+    for (const ArgInfo& info : infos_) writes |= info.mutated;
+    bucket_safe_ = ops::bucket_safe(name_) && !def_->random && !writes;
+    grows_ = bucket_safe_ && name_ == "cat";
   }
 
   // Defined fresh results: the tensors the program makes.
@@ -336,9 +436,12 @@ class LoweredKernel final : public c10::OperatorKernel {
 
   // Output shapes and dtypes from the meta kernel, cached by program key except for out=
   // forms (their result shape may depend on scalar values, as arange's does).
+  // With `bound`, inputs it reads at their bound have their bound sizes.
   std::shared_ptr<const MetaResult> infer(const c10::OperatorHandle& op,
                                           const std::vector<c10::IValue>& args,
-                                          const runtime::ProgramKey& key) {
+                                          const runtime::ProgramKey& key,
+                                          const OpCall* bound = nullptr,
+                                          bool probe = false) {
     bool has_out = false;
     for (const ArgInfo& info : infos_) has_out |= info.out;
     if (!has_out) {
@@ -348,7 +451,7 @@ class LoweredKernel final : public c10::OperatorKernel {
     }
     torch::jit::Stack meta_stack;
     std::vector<c10::IValue> meta_args;
-    for (const c10::IValue& v : args) meta_args.push_back(meta_value(v));
+    for (const c10::IValue& v : args) meta_args.push_back(meta_value(v, bound, probe));
     meta_stack = meta_args;
     {
       at::AutoDispatchBelowADInplaceOrView guard;
@@ -424,6 +527,13 @@ class LoweredKernel final : public c10::OperatorKernel {
   std::unordered_map<runtime::ProgramKey, std::shared_ptr<const MetaResult>,
                      runtime::ProgramKeyHash>
       meta_cache_;
+  bool bucket_safe_ = false;  // ops/bounded.h lists it, and it writes no argument
+  bool grows_ = false;        // cat: results padded when their size keeps changing
+  std::unordered_map<runtime::ProgramKey, std::vector<std::vector<bool>>, runtime::ProgramKeyHash>
+      varying_;
+  std::unordered_map<runtime::ProgramKey, std::vector<std::vector<std::vector<int64_t>>>,
+                     runtime::ProgramKeyHash>
+      seen_sizes_;
 };
 
 }  // namespace

@@ -24,19 +24,35 @@ void check_mm(const at::Tensor& a, const at::Tensor& b, int64_t rank, const char
   }
 }
 
+std::vector<int64_t> product_shape(const std::vector<int64_t>& a, const std::vector<int64_t>& b,
+                                   bool batched) {
+  return batched ? std::vector<int64_t>{a[0], a[1], b[2]} : std::vector<int64_t>{a[0], b[1]};
+}
+
 at::Tensor product(const char* name, const at::Tensor& a, const at::Tensor& b, bool batched,
-                   const at::Tensor* out) {
+                   const at::Tensor* out, bool buckets = true) {
   check_mm(a, b, batched ? 3 : 2, name);
   OpCall call(name);
+  // A functional form runs at the bound of inputs stored padded (ops/bounded.h).
+  if (buckets && out == nullptr) call.buckets();
   call.input(a).input(b);
+  if (call.bucketed()) {
+    std::vector<int64_t> ba = call.bound_sizes(a), bb = call.bound_sizes(b);
+    // The contraction must be padded alike on both sides, else run at the real sizes.
+    if (ba.back() != bb[bb.size() - 2] || (batched && ba[0] != bb[0]))
+      return product(name, a, b, batched, out, /*buckets=*/false);
+    std::vector<int64_t> bound = product_shape(ba, bb, batched);
+    std::vector<int64_t> probe =
+        product_shape(call.probe_sizes(a), call.probe_sizes(b), batched);
+    call.pad_outputs({product_shape(a.sizes().vec(), b.sizes().vec(), batched)}, {bound},
+                     OpCall::differ({bound}, {probe}));
+  }
   Lowering lower = [batched](hlo::Builder& builder, const std::vector<hlo::Value>& in) {
     return std::vector<hlo::Value>{batched ? ops::lower_bmm(builder, in[0], in[1])
                                            : ops::lower_mm(builder, in[0], in[1])};
   };
   if (out == nullptr) return call.run(lower)[0];
-  std::vector<int64_t> shape = batched ? std::vector<int64_t>{a.size(0), a.size(1), b.size(2)}
-                                       : std::vector<int64_t>{a.size(0), b.size(1)};
-  prepare_out(*out, shape, a.scalar_type());
+  prepare_out(*out, product_shape(a.sizes().vec(), b.sizes().vec(), batched), a.scalar_type());
   call.write(lower, {*out});
   return *out;
 }

@@ -17,9 +17,11 @@
 
 #include <functional>
 #include <memory>
+#include <unordered_map>
 #include <vector>
 
 #include "hlo/builder.h"
+#include "ops/bounded.h"
 #include "ops/strided.h"
 #include "runtime/device_buffer.h"
 #include "runtime/executable_cache.h"
@@ -33,6 +35,12 @@ class OpCall {
  public:
   explicit OpCall(const char* name);
 
+  // Lets the inputs added after it that are stored padded at bucket sizes (an earlier
+  // bucketed result) be read at their bound, with their real sizes as runtime operands,
+  // for ops that stay exact that way (ops/bounded.h), and a whole target stored padded be
+  // written at its bound (its value must broadcast to the bound: fill). Off when
+  // TORCH_TPU_SHAPE_BUCKETS is.
+  OpCall& buckets();
   // A tpu tensor, or a 0-d CPU tensor (which becomes a runtime scalar).
   OpCall& input(const at::Tensor& tensor);
   // A runtime scalar operand of `dtype`.
@@ -50,8 +58,28 @@ class OpCall {
   // written into `targets`.
   std::vector<at::Tensor> run_and_write(const Lowering& lower, size_t fresh,
                                         const std::vector<at::Tensor>& targets);
+  // Whether an input is read at its bound: the program serves every size in its buckets.
+  bool bucketed() const { return !dynamic_sizes_.empty(); }
+  // The shape `tensor` (an input) has in the program: its bound when read at the bound.
+  std::vector<int64_t> bound_sizes(const at::Tensor& tensor) const;
+  // The same with each dimension that varies one larger: result sizes computed from these
+  // and from bound_sizes differ exactly in the result's dynamic dimensions.
+  std::vector<int64_t> probe_sizes(const at::Tensor& tensor) const;
+  // The fresh results' real sizes, and their sizes in the program: the results come back
+  // padded at bucket sizes along the dimensions that differ, or that `varying` marks
+  // (per result and dimension: dynamic in the program, or changing from call to call),
+  // and are stored so.
+  void pad_outputs(const std::vector<std::vector<int64_t>>& real,
+                   const std::vector<std::vector<int64_t>>& bound,
+                   const std::vector<std::vector<bool>>& varying = {});
+  // Whether result dimensions differ between `bound` and `probe` shapes (same layout).
+  static std::vector<std::vector<bool>> differ(const std::vector<std::vector<int64_t>>& bound,
+                                               const std::vector<std::vector<int64_t>>& probe);
   // The key so far: inputs, scalars and parameters added before the call.
   const runtime::ProgramKey& program_key() const { return key_; }
+  // The key with the real sizes of inputs read at their bound (which the program key
+  // leaves out): what output shapes depend on.
+  runtime::ProgramKey sized_key() const;
   // How many lowering inputs have been added (tensors and scalars).
   size_t num_inputs() const { return inputs_.size(); }
 
@@ -59,15 +87,21 @@ class OpCall {
   struct Base {
     runtime::DeviceBuffer* buffer;
     int param;
+    std::shared_ptr<const runtime::Padding> padding;  // how the buffer is laid out
+    bool unpad = false;  // an operand reads it as plain values (an in-program slice)
   };
   struct Operand {
-    enum class Kind { View, Scalar } kind;
+    enum class Kind { View, Scalar, Padded } kind;
     int param = -1;          // scalar param, or the view's offset param
     int imag_param = -1;     // a complex scalar's imaginary part
     int base = -1;           // index into bases_
     hlo::DType dtype;
     std::vector<int64_t> sizes, strides;
     ops::StridedLayout layout;
+    bool physical = false;  // a View located in its padded storage (ops::physical_view)
+    std::shared_ptr<const ops::PaddedRead> padded;  // Padded: read at the bound
+    std::shared_ptr<const runtime::Padding> target_padding;  // a whole target kept padded
+    std::vector<int> size_params;                   // ... with these real sizes
   };
   struct Arg {
     std::shared_ptr<pjrt::Buffer> buffer;  // null for scalars until the device is known
@@ -82,6 +116,7 @@ class OpCall {
     runtime::DeviceBuffer* buffer;
     hlo::DType dtype;
     int64_t numel;
+    std::shared_ptr<const runtime::Padding> padding;  // a whole target written padded
   };
   struct WritePlan {
     std::vector<Assignment> assignments;
@@ -92,6 +127,12 @@ class OpCall {
   };
 
   Operand view_operand(const at::Tensor& tensor, bool needs_base);
+  // The index of `db`'s entry in bases_, added (with its parameter) if new.
+  int base_of(runtime::DeviceBuffer& db);
+  // The fresh results as tensors (padded where pad_outputs said), backed by `buffers`
+  // (null in fused mode: bound to group values by the caller).
+  std::vector<at::Tensor> wrap_fresh(const std::vector<hlo::TensorType>& types, size_t n,
+                                     const std::vector<std::shared_ptr<pjrt::Buffer>>& buffers) const;
   int add_param(hlo::DType dtype, std::vector<int64_t> shape, std::shared_ptr<pjrt::Buffer> buffer,
                 uint64_t bits = 0, int64_t pending = -1);
   void use_device(const at::Tensor& tensor);
@@ -121,7 +162,18 @@ class OpCall {
   std::vector<Arg> args_;
   std::vector<Base> bases_;
   std::vector<Operand> inputs_;
+  bool allow_buckets_ = false;
+  std::vector<int64_t> dynamic_sizes_;  // real sizes of the inputs read at their bound
+  std::unordered_map<const c10::TensorImpl*, std::shared_ptr<const ops::PaddedRead>> bound_of_;
+  // Per fresh result: its real sizes, and per dimension the length it is made static at
+  // (-1: left as the lowering gives it).
+  std::vector<std::vector<int64_t>> out_real_, out_lengths_;
+  std::vector<std::vector<int64_t>> out_dynamic_;  // ... and the dimensions stored padded
 };
+
+// A contiguous tpu tensor with `tensor`'s values in a plain (unpadded) flat buffer, for
+// code that hands the buffer to PJRT itself.
+at::Tensor plain_contiguous(const at::Tensor& tensor);
 
 // The contents of a tpu tensor as a new contiguous CPU tensor (waits for the device).
 at::Tensor to_host(const at::Tensor& tensor);

@@ -3,6 +3,7 @@
 #include <c10/util/Exception.h>
 
 #include "aten/allocator.h"
+#include "ops/bounded.h"
 #include "ops/strided.h"
 #include "runtime/fused_group.h"
 #include "runtime/runtime.h"
@@ -15,6 +16,25 @@ void resize_storage_bytes(const c10::Storage& storage, size_t nbytes) {
   c10::DataPtr fresh = allocate_on(old.device, nbytes);
   auto& next = *static_cast<runtime::DeviceBuffer*>(fresh.get_context());
   runtime::FusedGroup::get().ready(old);
+  runtime::Runtime& rt = runtime::Runtime::get();
+  if (old.buffer && old.padding) {
+    // Stored padded (ops/bounded.h): the plain values first.
+    const runtime::Padding& pad = *old.padding;
+    runtime::ProgramKey key;
+    key.add("unpad");
+    key.add(static_cast<int64_t>(old.dtype));
+    key.add(pad.logical);
+    key.add(pad.physical);
+    auto program = rt.cache().get(key, [&] {
+      hlo::Builder b;
+      hlo::Value out = ops::unpad_flat(b, b.parameter({old.dtype, {old.numel}}), pad.logical,
+                                       pad.physical);
+      return runtime::Program{b.module({out}), {out.type}, "unpad"};
+    });
+    int64_t n = 1;
+    for (int64_t s : pad.logical) n *= s;
+    old.assign(rt.execute(*program, {old.buffer}, old.device).at(0), old.dtype, n);
+  }
   if (old.buffer && nbytes > 0) {
     // Copy the common prefix as bytes when the new size is not a whole number of elements.
     int width = hlo::byte_width(old.dtype);
@@ -27,7 +47,6 @@ void resize_storage_bytes(const c10::Storage& storage, size_t nbytes) {
     key.add(old.numel);
     key.add(static_cast<int64_t>(dtype));
     key.add(new_n);
-    runtime::Runtime& rt = runtime::Runtime::get();
     auto program = rt.cache().get(key, [&] {
       hlo::Builder b;
       hlo::Value in = b.parameter({old.dtype, {old.numel}});

@@ -3,7 +3,9 @@
 #include <ATen/native/Resize.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/clone_native.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like_native.h>
 #include <ATen/ops/view_as_complex_native.h>
 #include <ATen/ops/view_as_real_native.h>
 #include <ATen/ops/view_native.h>
@@ -116,6 +118,45 @@ at::Tensor identity_copy(const at::Tensor& src, const at::Tensor& dst) {
   return dst;
 }
 
+// The like of a value stored padded (ops/bounded.h) is stored padded too, so what fills it
+// (full_like, zeros_like: masks over a growing cache) compiles once per bucket.
+at::Tensor empty_like(const at::Tensor& self, std::optional<c10::ScalarType> dtype,
+                      std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                      std::optional<bool> pin_memory,
+                      std::optional<c10::MemoryFormat> memory_format) {
+  at::Tensor out = at::native::empty_like(self, dtype, layout, device, pin_memory, memory_format);
+  if (!self.device().is_privateuseone() || out.device() != self.device() || out.numel() == 0 ||
+      !out.is_contiguous() || !self.is_contiguous() || self.storage_offset() != 0)
+    return out;
+  const auto& padding = device_buffer(self).padding;
+  if (padding && self.sizes() == padding->logical && ops::bucket_rule() != 0)
+    device_buffer(out).padding = padding;
+  return out;
+}
+
+// A contiguous clone of a value stored padded (ops/bounded.h) is itself stored padded and
+// compiled once per bucket (a reshape that cannot be a view clones: repeat_kv's GQA
+// expansion over a growing cache). Anything else clones as PyTorch does.
+at::Tensor clone(const at::Tensor& self, std::optional<c10::MemoryFormat> format) {
+  const c10::MemoryFormat f = format.value_or(c10::MemoryFormat::Preserve);
+  const bool contiguous_result =
+      f == c10::MemoryFormat::Contiguous ||
+      (f == c10::MemoryFormat::Preserve &&
+       (self.is_contiguous() || !self.is_non_overlapping_and_dense()));
+  if (contiguous_result && !self.is_conj() && !self.is_neg() && self.numel() > 0 &&
+      device_buffer(self).padding) {
+    OpCall call("clone");
+    call.buckets().input(self);
+    if (call.bucketed()) {
+      std::vector<int64_t> bound = call.bound_sizes(self);
+      call.pad_outputs({self.sizes().vec()}, {bound},
+                       OpCall::differ({bound}, {call.probe_sizes(self)}));
+      return call.run([](hlo::Builder&, const std::vector<hlo::Value>& in) { return in; })[0];
+    }
+  }
+  return at::native::clone(self, format);
+}
+
 // The host tensor of `src`'s values (its stored values with its conj/neg bits, lazily).
 at::Tensor host_values(const at::Tensor& src) {
   at::Tensor host = to_host(src);
@@ -178,7 +219,7 @@ c10::Scalar local_scalar_dense(const at::Tensor& self) {
 }
 
 at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
-  OpCall("fill").scalar(value, self.scalar_type())
+  OpCall("fill").buckets().scalar(value, self.scalar_type())
       .write([](hlo::Builder&, const std::vector<hlo::Value>& in) { return in; }, {self});
   return self;
 }
@@ -186,7 +227,7 @@ at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
 at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
   TORCH_CHECK(value.dim() == 0, "fill_ only supports 0-dimension value tensor but got tensor with ",
               value.dim(), " dimensions.");
-  OpCall("fill").input(value).write(
+  OpCall("fill").buckets().input(value).write(
       [](hlo::Builder&, const std::vector<hlo::Value>& in) { return in; }, {self});
   return self;
 }
@@ -232,6 +273,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_.source_Tensor", set_source_tensor);
   m.impl("set_", set_empty);
   m.impl("_copy_from", copy_from);
+  m.impl("clone", clone);
+  m.impl("empty_like", empty_like);
   m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
   m.impl("_copy_from_and_resize", copy_from_and_resize);
   m.impl("_local_scalar_dense", local_scalar_dense);

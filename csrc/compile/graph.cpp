@@ -19,6 +19,7 @@
 #include "aten/precision.h"
 #include "aten/schema_args.h"
 #include "hlo/builder.h"
+#include "ops/bounded.h"
 #include "ops/registry.h"
 #include "runtime/fused_group.h"
 #include "runtime/metrics.h"
@@ -197,7 +198,7 @@ bool whole_write(const at::Tensor& t, const runtime::DeviceBuffer& db, const hlo
 }
 
 bool is_dense(const at::Tensor& t, const runtime::DeviceBuffer& db, hlo::DType dtype) {
-  return db.buffer && db.dtype == dtype && t.is_contiguous() && t.storage_offset() == 0 &&
+  return db.buffer && !db.padding && db.dtype == dtype && t.is_contiguous() && t.storage_offset() == 0 &&
          db.numel == t.numel();
 }
 
@@ -295,25 +296,6 @@ struct Lowerer {
   }
 };
 
-// `x` with dimension `dim` static again. XLA:CPU returns a value whose size is dynamic
-// (stablehlo.set_dimension_size upstream) as a buffer with size metadata that no static
-// program accepts; a gather of every index along `dim` reads the same elements into a
-// static value of the bound (checked in tests/cpp/pjrt).
-hlo::Value static_along(hlo::Builder& b, const hlo::Value& x, int dim) {
-  const int64_t bound = x.type.shape.at(dim);
-  hlo::Value indices = b.iota({hlo::DType::S32, {bound, 1}}, 0);
-  std::string offset_dims, slice_sizes;
-  for (int64_t d = 0; d < x.type.rank(); ++d) {
-    if (d != dim) offset_dims += (offset_dims.empty() ? "" : ", ") + std::to_string(d);
-    slice_sizes += (d == 0 ? "" : ", ") + std::to_string(d == dim ? 1 : x.type.shape[d]);
-  }
-  std::string attrs = "dimension_numbers = #stablehlo.gather<offset_dims = [" + offset_dims +
-                      "], collapsed_slice_dims = [" + std::to_string(dim) +
-                      "], start_index_map = [" + std::to_string(dim) +
-                      "], index_vector_dim = 1>, slice_sizes = array<i64: " + slice_sizes + ">";
-  return b.emit("stablehlo.gather", {x, indices}, attrs, x.type);
-}
-
 }  // namespace
 
 Graph::Graph(const py::handle& spec_handle)
@@ -354,8 +336,7 @@ Graph::Graph(const py::handle& spec_handle)
       hlo::Value size = b.parameter({hlo::DType::S32, {}});
       sizes.push_back(size);
       const hlo::Value& x = *lw.vals[input];
-      lw.vals[input] = b.emit("stablehlo.set_dimension_size", {x, size},
-                              "dimension = " + std::to_string(dim) + " : i64", x.type);
+      lw.vals[input] = ops::set_dimension_size(b, x, size, dim);
       dynamic_.emplace_back(input, dim);
     }
   }
@@ -394,8 +375,7 @@ Graph::Graph(const py::handle& spec_handle)
       if (it == marks.end()) continue;
       for (const auto& [dim, k] : it->second) {
         const hlo::Value& x = *lw.vals.at(it->first);
-        lw.vals[it->first] = b.emit("stablehlo.set_dimension_size", {x, sizes.at(k)},
-                                    "dimension = " + std::to_string(dim) + " : i64", x.type);
+        lw.vals[it->first] = ops::set_dimension_size(b, x, sizes.at(k), dim);
       }
     }
   }
@@ -418,7 +398,7 @@ Graph::Graph(const py::handle& spec_handle)
       hlo::Value v = lw.value(id, "the graph output");
       auto dims = dynamic_outputs.find(static_cast<int>(outputs_.size()));
       if (dims != dynamic_outputs.end())
-        for (int d : dims->second) v = static_along(b, v, d);
+        for (int d : dims->second) v = ops::static_along(b, v, d, v.type.shape.at(d));
       out.result = static_cast<int>(program_outputs.size());
       results_.push_back(v.type);
       program_outputs.push_back(b.reshape(v, {v.type.numel()}));

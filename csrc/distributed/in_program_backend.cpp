@@ -305,9 +305,10 @@ BufferPtr dense_buffer(const at::Tensor& t) {
   std::vector<int64_t> strides(t.strides().begin(), t.strides().end());
   auto layout = ops::classify(sizes, strides, t.storage_offset(),
                               static_cast<int64_t>(db.nbytes) / hlo::byte_width(dtype));
-  if (layout.kind == ops::StridedLayout::Kind::Dense && db.buffer && db.dtype == dtype)
+  if (layout.kind == ops::StridedLayout::Kind::Dense && db.buffer && !db.padding &&
+      db.dtype == dtype)
     return db.buffer;
-  at::Tensor dense = db.written() ? t.clone(at::MemoryFormat::Contiguous) : at::zeros_like(t);
+  at::Tensor dense = db.written() ? aten::plain_contiguous(t) : at::zeros_like(t);
   return group.ready(aten::device_buffer(dense));
 }
 

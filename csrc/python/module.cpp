@@ -10,6 +10,7 @@
 #include "aten/precision.h"
 #include "aten/registration.h"
 #include "compile/graph.h"
+#include "ops/bounded.h"
 #include "ops/registry.h"
 #include "pjrt/error.h"
 #include "runtime/compile_log.h"
@@ -139,6 +140,14 @@ PYBIND11_MODULE(_C, m) {
     runtime::Runtime::configure({plugin_path, num_devices});
   });
   m.def("_is_initialized", &runtime::Runtime::initialized);
+  m.def("_set_bucket_rule", &ops::set_bucket_rule);
+  m.def("_shape_bucket", [](int64_t n, int64_t rule) { return ops::bucket(n, rule); });
+  // The padded shape a tensor's storage is kept at (ops/bounded.h), or None.
+  m.def("_padded_shape", [](const at::Tensor& t) -> py::object {
+    if (!t.device().is_privateuseone()) return py::none();
+    const auto& padding = aten::device_buffer(t).padding;
+    return padding ? py::cast(padding->physical) : py::none();
+  });
   // Ops eager mode runs through the table, and every op a compiled graph can lower.
   m.def("_lowerings", [] {
     std::vector<std::string> eager;

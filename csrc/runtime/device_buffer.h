@@ -6,11 +6,23 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "hlo/types.h"
 #include "pjrt/buffer.h"
 
 namespace torch_tpu::runtime {
+
+// A buffer laid out at bucket sizes (ops/bounded.h): the storage's values are the
+// row-major tensor of shape `logical`, stored as the prefix box of a row-major array of
+// shape `physical` (same rank, each dimension at least as large). Ops that know the
+// layout read it at the bound with the real sizes as runtime operands; any other reader
+// sees the logical values (an in-program slice, or a copy on the host).
+struct Padding {
+  std::vector<int64_t> logical, physical;
+  // The dimensions whose size varies (padded, or exactly at their bucket).
+  std::vector<int64_t> dynamic;
+};
 
 struct DeviceBuffer {
   DeviceBuffer(int device, size_t nbytes) : device(device), nbytes(nbytes) {}
@@ -29,15 +41,19 @@ struct DeviceBuffer {
   // Fused eager mode: the id of the recorded value that holds the newest contents, which
   // no program has computed yet (`buffer` is null meanwhile); -1 when `buffer` is current.
   int64_t pending = -1;
+  // Null for the usual flat layout.
+  std::shared_ptr<const Padding> padding;
 
   // Whether the storage has been written (allocation is lazy).
   bool written() const { return buffer != nullptr || pending >= 0; }
 
-  void assign(std::shared_ptr<pjrt::Buffer> b, hlo::DType type, int64_t n) {
+  void assign(std::shared_ptr<pjrt::Buffer> b, hlo::DType type, int64_t n,
+              std::shared_ptr<const Padding> layout = nullptr) {
     pending = -1;
     buffer = std::move(b);
     dtype = type;
     numel = n;
+    padding = std::move(layout);
   }
 };
 

@@ -68,6 +68,7 @@ void FusedGroup::bind(DeviceBuffer& db, int64_t value, hlo::DType dtype, int64_t
   db.pending = value;
   db.dtype = dtype;
   db.numel = numel;
+  db.padding.reset();  // the recording op sets it again when its result is padded
   bound_[&db] = value;
 }
 
@@ -185,7 +186,8 @@ void FusedGroup::flush_locked() {
     throw;
   }
   for (size_t i = 0; i < targets.size(); ++i)
-    targets[i]->assign(std::move(results[i]), targets[i]->dtype, targets[i]->numel);
+    targets[i]->assign(std::move(results[i]), targets[i]->dtype, targets[i]->numel,
+                       targets[i]->padding);
   reset();
 }
 
