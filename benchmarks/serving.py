@@ -11,6 +11,12 @@ share that venv: its row runs this script again in the SGLang venv
 (`$TORCH_TPU_SERVING_VENVS/sglang`, default /work/venvs/sglang), skipped without one.
 
     /work/venvs/vllm/bin/python benchmarks/serving.py [--rows hf-cpu,hf-tpu,vllm,sglang]
+
+--startup: engine start to the answers of 3 short prompts instead, vLLM and SGLang,
+compiled and eager, each cold (empty PyTorch and torch_tpu cache directories) then warm
+(the same directories again), every start in a fresh process; a small configuration
+(the serving tests': a tiny Llama, steps of up to 64 tokens, contexts up to 128), and the
+Dynamo frames traced and XLA programs compiled during each start.
 """
 
 from __future__ import annotations
@@ -158,13 +164,97 @@ def bench_hf(path: str, ids: list[list[int]], device: str) -> dict:
                 compiles=torch_tpu.metrics.snapshot()["compiles"] - before)
 
 
+STARTUP_PROMPTS = ["Hello", "The quick brown fox", "Once upon a time"]
+
+
+def startup_run(engine: str, mode: str, path: str) -> None:
+    """One engine start in this process (in that engine's venv): prints a JSON line
+    with the seconds from creating the engine to the answers of STARTUP_PROMPTS."""
+    eager = mode == "eager"
+    start = time.perf_counter()
+    if engine == "vllm":
+        import vllm
+        from torch._dynamo.utils import counters
+
+        llm = vllm.LLM(model=path, dtype="float32", enforce_eager=eager, max_model_len=128,
+                       max_num_seqs=8, max_num_batched_tokens=64,
+                       kv_cache_memory_bytes=16 << 20, seed=0)
+        params = vllm.SamplingParams(temperature=0.0, max_tokens=8, min_tokens=8)
+        llm.generate(STARTUP_PROMPTS, params, use_tqdm=False)
+        seconds = time.perf_counter() - start
+        frames = counters["stats"]["unique_graphs"]
+        compiles = torch_tpu.metrics.snapshot()["compiles"]
+    else:
+        import sglang as sgl
+
+        stats = pathlib.Path(tempfile.mkdtemp()) / "stats.json"
+        os.environ["TORCH_TPU_SGLANG_STATS"] = str(stats)
+        os.environ["TORCH_TPU_SGLANG_EAGER"] = "1" if eager else "0"
+        llm = sgl.Engine(model_path=path, device="tpu", dtype="float32", random_seed=0,
+                         context_length=128, max_total_tokens=2048,
+                         chunked_prefill_size=64, max_running_requests=8,
+                         log_level="warning")
+        llm.generate(STARTUP_PROMPTS, {"temperature": 0.0, "max_new_tokens": 8})
+        seconds = time.perf_counter() - start
+        warmup = json.loads(stats.read_text())
+        llm.shutdown()
+        # The scheduler's own counts (its warm-up; eager mode has none).
+        frames = warmup.get("warmup_traced_frames", 0)
+        compiles = warmup.get("warmup_compiles", 0)
+    print(json.dumps(dict(seconds=seconds, frames=frames, compiles=compiles)))
+
+
+def bench_startup(engines: list[str]) -> None:
+    venvs = pathlib.Path(os.environ.get("TORCH_TPU_SERVING_VENVS", "/work/venvs"))
+    print("engine start to the answers of 3 prompts (tiny Llama), cold then warm caches")
+    print(f"{'':22} {'cold s':>7} {'warm s':>7} {'warm frames':>12} {'warm compiles':>14}")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = str(make_tiny_model(tmp, "llama"))
+        warm = {}
+        for engine in engines:
+            python = venvs / engine / "bin" / "python"
+            if not python.exists():
+                print(f"{engine}: skipped, no venv at {python.parent.parent}")
+                continue
+            for mode in ("compiled", "eager"):
+                caches = pathlib.Path(tmp) / f"{engine}-{mode}"
+                env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(caches / "inductor"),
+                       "TORCH_TPU_CACHE_DIR": str(caches / "tpu"),
+                       "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "SGLANG_PLATFORM": "tpu"}
+                runs = []
+                for _ in ("cold", "warm"):
+                    out = subprocess.run([str(python), "-P", __file__, "--startup-run",
+                                          engine, mode, path], env=env, check=True,
+                                         capture_output=True, text=True).stdout
+                    runs.append(json.loads(out.strip().splitlines()[-1]))
+                warm[engine, mode] = runs[1]["seconds"]
+                print(f"{engine + ' ' + mode:22} {runs[0]['seconds']:7.1f} "
+                      f"{runs[1]['seconds']:7.1f} {runs[1]['frames']:12d} "
+                      f"{runs[1]['compiles']:14d}")
+        for engine in engines:
+            if (engine, "compiled") in warm and (engine, "eager") in warm:
+                print(f"  {engine}: warm compiled start = "
+                      f"{warm[engine, 'compiled'] / warm[engine, 'eager']:.2f}x warm eager")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", default="hf-cpu,hf-tpu,vllm,sglang")
     parser.add_argument("--eager", action="store_true", help="vLLM without compiled steps")
     parser.add_argument("--sglang-row", nargs=2, metavar=("MODEL", "DIR"),
                         help=argparse.SUPPRESS)  # the SGLang row, in the SGLang venv
+    parser.add_argument("--startup", action="store_true",
+                        help="engine start-up times instead (--rows picks vllm, sglang)")
+    parser.add_argument("--startup-run", nargs=3, metavar=("ENGINE", "MODE", "MODEL"),
+                        help=argparse.SUPPRESS)  # one start, in that engine's venv
     args = parser.parse_args()
+    if args.startup_run:
+        startup_run(*args.startup_run)
+        return
+    if args.startup:
+        engines = [r for r in args.rows.split(",") if r in ("vllm", "sglang")]
+        bench_startup(engines or ["vllm", "sglang"])
+        return
     if args.sglang_row:
         sglang_row(*args.sglang_row)
         return

@@ -123,7 +123,7 @@ venv=$venvs/sglang
 if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import importlib.util as u, sys; sys.exit(u.find_spec('sglang') is None)" 2> /dev/null; then
   stage sglang "$venv/bin/python" -P -m pytest -q -p no:cacheprovider tests/serving/test_sglang_offline.py \
     tests/serving/test_sglang_eager.py tests/serving/test_sglang_tp.py \
-    tests/serving/test_sglang_server.py
+    tests/serving/test_sglang_server.py tests/serving/test_sglang_warm_start.py
 else
   skip_stage sglang "no SGLang venv at $venv (bash scripts/serving_venvs.sh builds it)"
 fi

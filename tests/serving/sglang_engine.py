@@ -25,10 +25,12 @@ def greedy_params(max_tokens=MAX_TOKENS):
     return {"temperature": 0.0, "max_new_tokens": max_tokens, "min_new_tokens": max_tokens}
 
 
-def make_engine(path, stats, eager=False, **kw):
-    """An engine on tpu whose scheduler writes its compile counts to `stats`. The
-    environment is the scheduler's (a subprocess started here); it is restored after."""
-    env = {"TORCH_TPU_SGLANG_STATS": str(stats), "TORCH_TPU_SGLANG_EAGER": "1" if eager else "0"}
+def make_engine(path, stats, eager=False, env=None, **kw):
+    """An engine on tpu whose scheduler writes its compile counts to `stats`, with `env`
+    added to its environment (the scheduler is a subprocess started here; the caller's
+    environment is restored after)."""
+    env = {"TORCH_TPU_SGLANG_STATS": str(stats), "TORCH_TPU_SGLANG_EAGER": "1" if eager else "0",
+           **(env or {})}
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:

@@ -9,7 +9,9 @@ a few where the model's code breaks Dynamo's graph (Qwen3's layer boundaries):
   most tokens a step can hold) and its attention metadata to a width bucket; the
   attention backend (`attention.py`) describes the padded batch, padding rows write
   to the pool's padding slot and attend to nothing;
-- the body runs through `torch.compile(backend="tpu", dynamic=False)`, with a
+- the body runs compiled with backend "tpu", one static step per bucket pair
+  (`precompile.SavedSteps`: a server started again with the same configuration loads
+  each pair's step instead of tracing it), with a
   stand-in for SGLang's per-step `ForwardBatch`: the same Python object state for
   every step (an extend batch with no per-request fields), so the compiled graph
   depends only on the padded input ids and positions, the batch description and the
@@ -37,12 +39,14 @@ import os
 import time
 
 import torch
+from torch._dynamo.utils import counters
 from sglang.srt.model_executor import forward_context as fc
 from sglang.srt.model_executor.forward_batch_info import ForwardBatch, ForwardMode
 
 import torch_tpu
 from torch_tpu.serving import paged_attention as pa
 from torch_tpu.serving.buckets import MIN_TOKENS, buckets_up_to
+from torch_tpu.serving.precompile import SavedSteps, package_dir
 
 logger = logging.getLogger(__name__)
 
@@ -86,6 +90,38 @@ def _constant_platform_probes() -> None:
             torch.compiler.assume_constant_result(wrapped)
 
 
+def _step_config(model_runner, steps) -> str:
+    """What shapes a compiled step: the model and its configuration, dtypes, tensor
+    parallel size and the buckets (not the server's address or other run settings)."""
+    return repr(("sglang", type(model_runner.model).__qualname__,
+                 model_runner.model_config.hf_config.to_json_string(),
+                 str(model_runner.dtype), str(getattr(model_runner, "kv_cache_dtype", None)),
+                 model_runner.tp_size, steps.token_buckets, steps.width_buckets))
+
+
+def _bucket_of(args: tuple, kwargs: dict) -> tuple:
+    """A compiled step's bucket pair: the padded token count (of the ids) and the
+    block-table width of the batch the attention backend describes."""
+    return args[0].shape[0], fc.get_attn_backend().batch.token_blocks.shape[1]
+
+
+class _Placeholder:
+    """What a stored step keeps instead of CompiledSteps (see its __reduce__)."""
+
+
+class _Body:
+    """What a compiled step runs: the body's own forward with the stand-in batch."""
+
+    def __init__(self, forward):
+        self.forward = forward
+        self.template = _stand_in_batch()
+
+    def run(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        step = copy.copy(self.template)
+        step.input_ids, step.positions = input_ids, positions
+        return self.forward(input_ids, positions, step)
+
+
 class CompiledSteps:
     """Replaces the forward of a model's transformer body with padded, compiled steps
     (see the module docstring); `warm_up()` compiles every bucket pair."""
@@ -96,9 +132,14 @@ class CompiledSteps:
         self.backend = backend
         self.token_buckets = buckets_up_to(backend.max_tokens, MIN_TOKENS)
         self.width_buckets = backend.width_buckets()
-        self.template = _stand_in_batch()
         self.context = fc.ForwardContext(attn_backend=backend)
-        self.compiled = torch.compile(self._body, backend="tpu", dynamic=False)
+        self._body = _Body(self.eager_forward).run
+        # One compiled step per bucket pair, saved for the next server of the same
+        # configuration, which loads it instead of tracing (serving/precompile.py).
+        self.compiled = SavedSteps(self._body, package_dir(_step_config(model_runner, self),
+                                                           model_runner.tp_rank),
+                                   _bucket_of, fullgraph=False, dynamic=False)
+        self.compiled.arm()
         self.stats_path = os.environ.get(ENV_STATS) or None
         self.stats = {"compiled": True, "token_buckets": self.token_buckets,
                       "width_buckets": self.width_buckets, "steps": 0,
@@ -112,14 +153,6 @@ class CompiledSteps:
         torch._dynamo.config.accumulated_recompile_limit = max(
             torch._dynamo.config.accumulated_recompile_limit, 4096)
 
-    def _stand_in(self, input_ids: torch.Tensor, positions: torch.Tensor) -> ForwardBatch:
-        step = copy.copy(self.template)
-        step.input_ids, step.positions = input_ids, positions
-        return step
-
-    def _body(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        return self.eager_forward(input_ids, positions, self._stand_in(input_ids, positions))
-
     def _run(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         with fc.forward_context(self.context):
             out = self.compiled(input_ids, positions)
@@ -127,6 +160,12 @@ class CompiledSteps:
             raise NotImplementedError(f"the model body returns {type(out).__name__}, "
                                       "not one tensor of hidden states")
         return out
+
+    def __reduce__(self):
+        # A saved step stores the objects its guards read (serving/precompile.py); the
+        # body module is one, and its `forward` attribute is this object, whose compiled
+        # callables cannot be stored and which no guard reads: stored as a placeholder.
+        return (_Placeholder, ())
 
     # --- start-up ---------------------------------------------------------------
 
@@ -137,6 +176,7 @@ class CompiledSteps:
 
         start = time.perf_counter()
         before = torch_tpu.metrics.snapshot()
+        frames = counters["stats"]["unique_graphs"]
         device = self.backend.device
 
         def padding_step(tokens, width, run):
@@ -159,7 +199,10 @@ class CompiledSteps:
             torch.tpu.synchronize()
         self.backend.batch = None
         after = torch_tpu.metrics.snapshot()
+        saved = self.compiled.save()
         self.stats.update(
+            warmup_loaded_steps=self.compiled.loaded, warmup_saved_steps=saved,
+            warmup_traced_frames=counters["stats"]["unique_graphs"] - frames,
             warmup_seconds=round(time.perf_counter() - start, 2),
             warmup_graphs=after["graphs"] - before["graphs"],
             warmup_compiles=after["compiles"] - before["compiles"],

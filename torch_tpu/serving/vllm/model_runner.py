@@ -17,6 +17,7 @@ from vllm.v1.worker.utils import bind_kv_cache
 
 import torch_tpu
 from torch_tpu.serving import paged_attention as pa
+from torch_tpu.serving.precompile import SavedSteps, package_dir
 from torch_tpu.serving.buckets import MIN_TOKENS, buckets_up_to, token_bucket
 
 # Under "vllm." so that vLLM's logging configuration shows these messages.
@@ -65,6 +66,24 @@ def _without_cuda_streams():
         yield
     finally:
         torch.Event, torch.cuda.Stream, torch.cuda.Event = saved
+
+
+def _step_bucket(args: tuple, kwargs: dict) -> tuple:
+    """Which compiled step a model call is: the shapes of its tensor arguments and of the
+    attention metadata it reads from the forward context (the block-table width), and
+    whether it has attention at all."""
+    from vllm.forward_context import get_forward_context, is_forward_context_available
+
+    shapes = tuple(tuple(a.shape) for a in (*args, *kwargs.values())
+                   if isinstance(a, torch.Tensor))
+    metadata = get_forward_context().attn_metadata if is_forward_context_available() \
+        else None
+    if isinstance(metadata, dict) and metadata:
+        batch = next(iter(metadata.values()))
+        return shapes, tuple(tuple(getattr(batch, f.name).shape)
+                             for f in dataclasses.fields(batch)
+                             if isinstance(getattr(batch, f.name), torch.Tensor))
+    return shapes, metadata is None
 
 
 class TpuModelRunner(GPUModelRunner):
@@ -124,6 +143,29 @@ class TpuModelRunner(GPUModelRunner):
                       layer_kv_caches=kv_caches)
         return kv_caches
 
+    # --- warm starts -----------------------------------------------------------
+
+    def load_model(self, *args, **kwargs) -> None:
+        """The GPU runner's, then (compiled mode) the model's step becomes SavedSteps:
+        an engine of the same configuration started before left what Dynamo traced for
+        each bucket, and this one loads it at the bucket's first step instead of
+        tracing (torch_tpu/serving/precompile.py)."""
+        super().load_model(*args, **kwargs)
+        self.saved_steps = None
+        if getattr(self.model, "_compiled_call_impl", None) is None:
+            return  # eager
+        config = self.vllm_config
+        directory = package_dir(f"vllm {config.compute_hash()}", config.parallel_config.rank)
+        self.saved_steps = SavedSteps(self.model._call_impl, directory, _step_bucket)
+        self.model._compiled_call_impl = self.saved_steps
+
+    def save_compiled_steps(self) -> None:
+        """After the warm-up: the buckets traced in this engine, for the next one."""
+        if self.saved_steps is not None:
+            written = self.saved_steps.save()
+            logger.info("tpu warm start: %d step buckets loaded, %d saved",
+                        self.saved_steps.loaded, written)
+
     # --- bounded compiles -----------------------------------------------------
 
     def _determine_batch_execution_and_padding(self, num_tokens, *args, **kwargs):
@@ -133,6 +175,16 @@ class TpuModelRunner(GPUModelRunner):
                                                                  self.max_num_tokens))
         return mode, desc, ubatch, across_dp, stats
 
+    def _get_slot_mappings(self, num_tokens_padded, num_reqs_padded, num_tokens_unpadded,
+                           *args, **kwargs):
+        """The forward context's slot mappings, which the step graph reads, at the token
+        bucket's size in every step: vLLM sizes them to the real token count (unless
+        CUDA graphs pad), which would fail the step's guards at each new count."""
+        num_tokens_padded = max(num_tokens_padded,
+                                token_bucket(num_tokens_unpadded, self.max_num_tokens))
+        return super()._get_slot_mappings(num_tokens_padded, num_reqs_padded,
+                                          num_tokens_unpadded, *args, **kwargs)
+
     def capture_model(self) -> int:
         """vLLM's CUDA-graph capture hook, used for warm-up: runs the model once for
         every (token bucket, block-table width bucket) pair, attention included, so
@@ -140,6 +192,8 @@ class TpuModelRunner(GPUModelRunner):
         now. Returns the bytes graphs hold: none."""
         start = time.perf_counter()
         compiles = torch_tpu.metrics.snapshot()["compiles"]
+        if self.saved_steps is not None:
+            self.saved_steps.arm()
         block_size = self.cache_config.block_size
         max_blocks = -(-self.max_model_len // block_size)
         token_buckets = buckets_up_to(self.max_num_tokens, MIN_TOKENS)

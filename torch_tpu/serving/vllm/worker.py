@@ -78,6 +78,7 @@ class TpuWorker(Worker):
         _, last_hidden = self.model_runner._dummy_run(
             num_tokens=max_reqs, skip_eplb=True, cudagraph_runtime_mode=CUDAGraphMode.NONE)
         self.model_runner._dummy_sampler_run(hidden_states=last_hidden)
+        self.model_runner.save_compiled_steps()
         set_random_seed(self.model_config.seed)
         return CompilationTimes(
             language_model=self.compilation_config.compilation_time,
