@@ -233,6 +233,8 @@ def _lowerable(node: fx.Node, vals: dict) -> bool:
     if not isinstance(val, (torch.Tensor, list, tuple)) and val is not None:
         return True  # size arithmetic
     target = node.target
+    if target in _STRUCTURED:
+        return True
     if not isinstance(target, torch._ops.OpOverload) or target.namespace != "aten":
         return False
     if target is torch.ops.aten.copy_.default and node.args[0].op == "placeholder":
@@ -381,7 +383,8 @@ class _SpecBuilder:
         """The output value ids (-1 where the graph returns None or a number), and the
         numbers it returns in place of tensors (None if it returns only tensors)."""
         outs, template = [], []
-        for o in node.args[0]:
+        results = node.args[0]
+        for o in (results,) if isinstance(results, fx.Node) else results:
             r = self.refs[o] if isinstance(o, fx.Node) else _Const(o)
             if isinstance(r, int):
                 outs.append(r)
@@ -395,6 +398,9 @@ class _SpecBuilder:
 
     def get_attr(self, gm: fx.GraphModule, node: fx.Node) -> None:
         const = getattr(gm, node.target)
+        if isinstance(const, fx.GraphModule):  # a control-flow body
+            self.refs[node] = _Body(const)
+            return
         if not isinstance(const, torch.Tensor):
             raise Unsupported(f"a graph attribute of type {type(const).__name__}")
         self.refs[node] = self.new_value(const)
@@ -409,6 +415,9 @@ class _SpecBuilder:
         target = node.target
         if target is operator.getitem:
             self.refs[node] = self.refs[node.args[0]][node.args[1]]
+            return
+        if target in _STRUCTURED:
+            self.structured(node, val)
             return
         if not isinstance(target, torch._ops.OpOverload) or target.namespace != "aten":
             raise Unsupported(f"{target} has no tpu lowering")
@@ -429,6 +438,68 @@ class _SpecBuilder:
             ids = [self.new_value(val)]
             self.refs[node] = ids[0]
         self.nodes.append((_schema_name(target), [self.encode(a) for a in args], ids))
+
+
+    def structured(self, node: fx.Node, val) -> None:
+        """A control-flow op or the optimization barrier: a "@name" node whose bodies are
+        nested specs (csrc/compile/control_flow.h)."""
+        name = _STRUCTURED[node.target]
+        if name == "optimization_barrier":
+            args = [self.encode(node.args[0])]
+        elif name == "cond":
+            pred, true_fn, false_fn, operands = node.args
+            args = [self.encode(pred), self.body(true_fn), self.body(false_fn),
+                    self.encode(list(operands))]
+        elif name == "while_loop":
+            cond_fn, body_fn, carried, extra = node.args
+            args = [self.body(cond_fn), self.body(body_fn), self.encode(list(carried)),
+                    self.encode(list(extra))]
+        else:
+            combine_fn, init, xs, extra = node.args
+            args = [self.body(combine_fn), self.encode(list(init)), self.encode(list(xs)),
+                    self.encode(list(extra))]
+        if not isinstance(val, (list, tuple)) or not all(isinstance(v, torch.Tensor) for v in val):
+            raise Unsupported(f"{name} with results that are not tensors")
+        ids = [self.new_value(v) for v in val]
+        self.refs[node] = ids
+        self.nodes.append(("@" + name, args, ids))
+
+    def body(self, node: fx.Node):
+        """The nested spec of a control-flow body (a get_attr of a GraphModule)."""
+        ref = self.refs.get(node) if isinstance(node, fx.Node) else None
+        if not isinstance(ref, _Body):
+            raise Unsupported("a control-flow body that is not a graph")
+        gm = ref.gm
+        if _has_symbols(gm):
+            raise Unsupported("a control-flow body with symbolic or data-dependent sizes")
+        vals = _meta_vals(gm)
+        if not all(isinstance(vals.get(n), torch.Tensor) for n in gm.graph.nodes
+                   if n.op == "placeholder"):
+            raise Unsupported("a control-flow body with an input that is not a tensor")
+        spec, template = _SpecBuilder(vals).build(gm)
+        if template is not None or any(o < 0 for o in spec[3]):
+            raise Unsupported("a control-flow body that returns something other than tensors")
+        return spec
+
+
+class _Body:
+    """A control-flow body in a graph (the GraphModule a get_attr node names)."""
+
+    def __init__(self, gm: fx.GraphModule):
+        self.gm = gm
+
+
+def _structured_ops() -> dict:
+    """The non-ATen graph ops lowered as "@name" nodes, by their FX target."""
+    hop = torch.ops.higher_order
+    ops = {getattr(hop, name): name for name in ("cond", "while_loop", "scan")
+           if hasattr(hop, name)}
+    from torch_tpu import ops as tpu_ops  # registers torch.ops.tpu
+    ops[tpu_ops.barrier_op] = "optimization_barrier"
+    return ops
+
+
+_STRUCTURED = _structured_ops()
 
 
 class _Const:

@@ -1,6 +1,7 @@
 """`torch.tpu.ops`: TorchTPU 0.2's custom ops that this engine provides.
 
-`optimization_barrier` is one program through `stablehlo.optimization_barrier` (eager).
+`optimization_barrier` is the custom op `torch.ops.tpu.optimization_barrier`: eagerly one
+program through `stablehlo.optimization_barrier`, in a compiled graph part of its program.
 `ragged_dot` and `ragged_dot_weight_grad` are written with tpu ops (masks built on the
 device from `group_sizes`, batched products): no host read, differentiable by autograd,
 traceable by `torch.compile`. They do g times the work of one product (every row is
@@ -17,28 +18,40 @@ import torch
 from torch_tpu import _C
 
 
-class _Barrier(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, *inputs):
-        return tuple(_C._optimization_barrier(list(inputs)))
+@torch.library.custom_op("tpu::optimization_barrier", mutates_args=())
+def _barrier(inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+    return _C._optimization_barrier(inputs)
 
-    @staticmethod
-    def backward(ctx, *grads):
-        # The gradients pass through a barrier of their own, as in JAX.
-        present = [g for g in grads if g is not None]
-        through = iter(_C._optimization_barrier(present))
-        return tuple(next(through) if g is not None else None for g in grads)
+
+@_barrier.register_fake
+def _(inputs):
+    return [torch.empty_like(t) for t in inputs]
+
+
+def _barrier_backward(ctx, grads):
+    # The gradients pass through a barrier of their own, as in JAX.
+    present = [g for g in grads if g is not None]
+    through = iter(_barrier(present)) if present else iter(())
+    return [next(through) if g is not None else None for g in grads]
+
+
+_barrier.register_autograd(_barrier_backward)
+
+# What a compiled graph holds for a call (torch_tpu/_dynamo.py lowers it in the program).
+barrier_op = torch.ops.tpu.optimization_barrier.default
 
 
 def optimization_barrier(inputs) -> list:
     """`inputs` (tpu tensors) through one `stablehlo.optimization_barrier`: the same
     values, as new tensors in the same order, that XLA will not fuse with, move work
     across or deduplicate. Use the returned tensors afterwards. Eager (op and fused
-    mode) and differentiable; inside `torch.compile` it is a graph break for now."""
+    mode), differentiable, and inside `torch.compile` part of the graph's program."""
     inputs = list(inputs)
     if not all(isinstance(t, torch.Tensor) for t in inputs):
         raise TypeError("optimization_barrier: expected a sequence of tensors")
-    return list(_Barrier.apply(*inputs))
+    if not inputs:
+        return []
+    return list(_barrier(inputs))
 
 
 def _check_ragged(lhs: torch.Tensor, group_sizes: torch.Tensor, g: int) -> None:

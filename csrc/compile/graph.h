@@ -8,7 +8,8 @@
 //     inputs    [(dtype, shape)]             placeholder i is value i
 //     values    [(dtype, shape) or None]     the type of every value id
 //     nodes     [(schema name, args, [out value ids])], args in schema order: a tensor
-//               is (id,), a tensor list a list of (id,) / None, anything else as is
+//               is (id,), a tensor list a list of (id,) / None, anything else as is;
+//               control flow is a node named "@..." with nested specs (control_flow.h)
 //     outputs   [value id or -1 for None]
 //     mutations [(input index, value id)]    inputs the graph writes (copy_ into them)
 //     constants [(value id, bytes)]           tensor constants (get_attr), raw contents

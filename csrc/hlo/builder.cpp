@@ -117,6 +117,7 @@ std::vector<Value> Builder::emit_multi(const std::string& op, const std::vector<
 std::string Builder::region(const std::vector<TensorType>& arg_types, const RegionBody& body) {
   Builder inner;
   inner.next_id_ = next_id_;
+  inner.precision_ = precision_;
   std::vector<Value> args;
   std::string header = "{\n    ^bb0(";
   for (size_t i = 0; i < arg_types.size(); ++i) {
