@@ -172,6 +172,8 @@ def _why_not(node: fx.Node) -> str | None:
         return None
     target = node.target
     val = node.meta.get("val")
+    if isinstance(target, torch._ops.HigherOrderOperator):
+        return f"{target.name()} (control flow) is not bucketed"
     if not isinstance(target, torch._ops.OpOverload):
         if target in (operator.getitem,) or not isinstance(val, torch.Tensor):
             return None  # tuple access, size arithmetic

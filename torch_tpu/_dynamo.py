@@ -448,38 +448,72 @@ class _SpecBuilder:
             args = [self.encode(node.args[0])]
         elif name == "cond":
             pred, true_fn, false_fn, operands = node.args
-            args = [self.encode(pred), self.body(true_fn), self.body(false_fn),
-                    self.encode(list(operands))]
+            ins = self.types(operands)
+            args = [self.encode(pred), self.body(true_fn, ins), self.body(false_fn, ins),
+                    self.tensors(operands)]
         elif name == "while_loop":
             cond_fn, body_fn, carried, extra = node.args
-            args = [self.body(cond_fn), self.body(body_fn), self.encode(list(carried)),
-                    self.encode(list(extra))]
+            ins = self.types(carried, numbers=False) + self.types(extra)
+            args = [self.body(cond_fn, ins), self.body(body_fn, ins), self.tensors(carried),
+                    self.tensors(extra)]
         else:
             combine_fn, init, xs, extra = node.args
-            args = [self.body(combine_fn), self.encode(list(init)), self.encode(list(xs)),
-                    self.encode(list(extra))]
+            steps = [(dtype, shape[1:]) for dtype, shape in self.types(xs, numbers=False)]
+            ins = self.types(init, numbers=False) + steps + self.types(extra)
+            args = [self.body(combine_fn, ins), self.tensors(init), self.tensors(xs),
+                    self.tensors(extra)]
         if not isinstance(val, (list, tuple)) or not all(isinstance(v, torch.Tensor) for v in val):
             raise Unsupported(f"{name} with results that are not tensors")
         ids = [self.new_value(v) for v in val]
         self.refs[node] = ids
         self.nodes.append(("@" + name, args, ids))
 
-    def body(self, node: fx.Node):
-        """The nested spec of a control-flow body (a get_attr of a GraphModule)."""
+    def types(self, nodes, numbers=True) -> list:
+        """(dtype, shape) of each control-flow operand, or its value if it is a number
+        (a size, part of the body's program as in any graph)."""
+        out = []
+        for n in nodes:
+            v = self.vals.get(n) if isinstance(n, fx.Node) else n
+            if isinstance(v, torch.Tensor):
+                out.append((v.dtype, list(v.shape)))
+            elif numbers and isinstance(v, (bool, int, float)):
+                out.append(v)
+            else:
+                raise Unsupported(f"a control-flow operand of type {type(v).__name__}")
+        return out
+
+    def tensors(self, nodes) -> list:
+        """The tensor operands of a control-flow op (its numbers are constants in the body)."""
+        return [self.encode(n) for n in nodes
+                if isinstance(self.vals.get(n) if isinstance(n, fx.Node) else n, torch.Tensor)]
+
+    def body(self, node: fx.Node, inputs: list):
+        """The nested spec of a control-flow body (a get_attr of a GraphModule) called
+        with tensors of `inputs` (dtype, shape). A body traced with symbolic sizes is
+        re-run on fake tensors of these sizes, as a specialised graph is."""
         ref = self.refs.get(node) if isinstance(node, fx.Node) else None
         if not isinstance(ref, _Body):
             raise Unsupported("a control-flow body that is not a graph")
         gm = ref.gm
-        if _has_symbols(gm):
-            raise Unsupported("a control-flow body with symbolic or data-dependent sizes")
-        vals = _meta_vals(gm)
-        if not all(isinstance(vals.get(n), torch.Tensor) for n in gm.graph.nodes
-                   if n.op == "placeholder"):
-            raise Unsupported("a control-flow body with an input that is not a tensor")
+        vals = _concrete_vals(gm, inputs) if _has_symbols(gm) else _meta_vals(gm)
         spec, template = _SpecBuilder(vals).build(gm)
         if template is not None or any(o < 0 for o in spec[3]):
             raise Unsupported("a control-flow body that returns something other than tensors")
         return spec
+
+
+def _concrete_vals(gm: fx.GraphModule, inputs: list) -> dict:
+    """Every node's fake value for `gm` run on fake tensors of `inputs` ((dtype, shape),
+    or a number)."""
+    tensors = [i for i in inputs if isinstance(i, tuple)]
+    if any(isinstance(s, torch.SymInt) for _, shape in tensors for s in shape):
+        raise Unsupported("a control-flow body with symbolic sizes")
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    interp = _Interpreter(gm)
+    with mode:
+        interp.run(*[torch.empty(i[1], dtype=i[0]) if isinstance(i, tuple) else i
+                     for i in inputs])
+    return dict(interp.vals)
 
 
 class _Body:

@@ -204,6 +204,20 @@ def test_nested_cond_inside_scan():
     check_value_and_grad(f, xs, h0)
 
 
+def test_scan_with_dynamic_sizes_compiles_once_per_shape():
+    # A body traced with symbolic sizes is specialised with the graph (not bucketed).
+    def f(xs, h):
+        return scan(lambda h, x: (h * torch.sigmoid(x) + x, h.clone()), h, xs)
+
+    g = torch.compile(f, backend="tpu", dynamic=True)
+    for n in (4, 6, 9):
+        xs, h = rand((n, 3), torch.float32, seed=n), rand((3,), torch.float32, seed=30)
+        out, ref = g(xs.to("tpu"), h.to("tpu")), f(xs, h)
+        assert_same(out[0], ref[0], **TOL)
+        assert_same(out[1], ref[1], **TOL)
+    assert counts() == (3, 0, 0)
+
+
 def test_random_op_in_a_body_runs_op_by_op_with_a_warning():
     def f(xs, h0):
         return scan(lambda h, x: (h + torch.rand_like(x), h.clone()), h0, xs)
@@ -237,6 +251,18 @@ def test_optimization_barrier_in_a_compiled_graph():
     assert counts() == (2, 0, 0)
 
 
+def loop_program(code: str, tmp_path) -> str:
+    """Runs `code` (which prints whether it matched CPU) in a fresh process dumping its
+    programs; returns the one program with a loop."""
+    out = run_python(code, env={"TORCH_TPU_DUMP_DIR": str(tmp_path), "TORCH_TPU_DISK_CACHE": "0"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "True"
+    texts = [open(p).read() for p in glob.glob(os.path.join(tmp_path, "*.mlir"))]
+    graph = [t for t in texts if "stablehlo.while" in t]
+    assert len(graph) == 1
+    return graph[0]
+
+
 def test_programs_hold_the_loop_and_the_barrier_once(tmp_path):
     # The dumped programs: a scan over 8 layers holds its body once (one product per
     # matmul of the layer) inside a stablehlo.while; the barrier is in the graph.
@@ -250,11 +276,21 @@ def test_programs_hold_the_loop_and_the_barrier_once(tmp_path):
         "out = torch.compile(f, backend='tpu', fullgraph=True)(x.to('tpu'), w.to('tpu'))\n"
         "ref = f(x, w, barrier=lambda ts: ts)  # an identity on values\n"
         "print(torch.allclose(out.cpu(), ref, rtol=1e-5, atol=1e-5))\n")
-    out = run_python(code, env={"TORCH_TPU_DUMP_DIR": str(tmp_path), "TORCH_TPU_DISK_CACHE": "0"})
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "True"
-    texts = [open(p).read() for p in glob.glob(os.path.join(tmp_path, "*.mlir"))]
-    graph = [t for t in texts if "stablehlo.while" in t]
-    assert len(graph) == 1
-    assert graph[0].count("stablehlo.dot_general") == 1
-    assert "stablehlo.optimization_barrier" in graph[0]
+    graph = loop_program(code, tmp_path)
+    assert graph.count("stablehlo.dot_general") == 1
+    assert "stablehlo.optimization_barrier" in graph
+
+
+def test_matmul_precision_reaches_loop_bodies(tmp_path):
+    # A body's products carry the precision in effect, as the graph's own do.
+    code = (
+        "import torch, torch_tpu\n"
+        "from torch._higher_order_ops.scan import scan\n"
+        "torch.set_float32_matmul_precision('medium')\n"
+        "f = lambda x, w: scan(lambda h, w: (h @ w, ()), x, w)[0]\n"
+        "x, w = torch.randn(2, 4), torch.randn(3, 4, 4)\n"
+        "out = torch.compile(f, backend='tpu', fullgraph=True)(x.to('tpu'), w.to('tpu'))\n"
+        "print(torch.allclose(out.cpu(), f(x, w), rtol=1e-4, atol=1e-4))\n")
+    graph = loop_program(code, tmp_path)
+    assert "#stablehlo<precision DEFAULT>" in graph
+    assert "HIGHEST" not in graph
