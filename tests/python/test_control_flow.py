@@ -294,3 +294,32 @@ def test_matmul_precision_reaches_loop_bodies(tmp_path):
     graph = loop_program(code, tmp_path)
     assert "#stablehlo<precision DEFAULT>" in graph
     assert "HIGHEST" not in graph
+
+
+def test_warm_start_loads_control_flow_graphs(tmp_path):
+    # The nested specs are stored in AOTAutograd's cache like any graph's: a second
+    # process compiles nothing and gets the same values and gradients.
+    code = (
+        "import torch, torch_tpu\n"
+        "from torch._higher_order_ops.scan import scan\n"
+        "f = lambda x, w: scan(lambda h, w: (torch.tanh(h @ w), h.sum()), x, w)\n"
+        "g = torch.Generator().manual_seed(0)\n"
+        "x, w = torch.randn(2, 4, generator=g), torch.randn(5, 4, 4, generator=g)\n"
+        "tw = w.to('tpu').requires_grad_()\n"
+        "out = torch.compile(f, backend='tpu', fullgraph=True)(x.to('tpu'), tw)\n"
+        "(out[0].sum() + out[1].sum()).backward()\n"
+        "cw = w.clone().requires_grad_()\n"
+        "ref = f(x, cw)\n"
+        "(ref[0].sum() + ref[1].sum()).backward()\n"
+        "same = all(torch.allclose(a.detach().cpu(), b.detach(), rtol=1e-5, atol=1e-5)\n"
+        "           for a, b in [(out[0], ref[0]), (out[1], ref[1]), (tw.grad, cw.grad)])\n"
+        "m = torch_tpu.metrics.snapshot()\n"
+        "print(same, m['compiles'], m['graph_fallbacks'])\n")
+    env = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),
+           "TORCH_TPU_CACHE_DIR": str(tmp_path / "tpu")}
+    runs = [run_python(code, env=env) for _ in range(2)]
+    for r in runs:
+        assert r.returncode == 0, r.stderr
+    cold, warm = (r.stdout.split() for r in runs)
+    assert cold[0] == "True" and int(cold[1]) > 0 and cold[2] == "0"
+    assert warm == ["True", "0", "0"]
