@@ -156,6 +156,19 @@ TEST(Builder, MatmulPrecisionOnF32ProductsOnly) {
   }
 }
 
+TEST(Builder, RegionsKeepTheMatmulPrecision) {
+  // A loop body's products (control flow in compiled graphs) get the precision of the
+  // builder the region belongs to.
+  Builder b;
+  b.set_matmul_precision(Precision::Default);
+  TensorType m{DType::F32, {2, 2}};
+  std::string body = b.region({m}, [](Builder& r, const std::vector<Value>& a) {
+    return std::vector<Value>{r.dot_general(a[0], a[0], {}, {}, {1}, {0}, DType::F32)};
+  });
+  EXPECT_TRUE(contains(body, "#stablehlo<precision DEFAULT>")) << body;
+  EXPECT_FALSE(contains(body, "HIGHEST")) << body;
+}
+
 TEST(Builder, DotGeneralBatched) {
   Builder b;
   Value x = b.parameter({DType::S32, {2, 1, 2}});
