@@ -4,6 +4,7 @@
 #include <ATen/ops/empty.h>
 #include <c10/core/DispatchKeySet.h>
 
+#include <cstring>
 #include <functional>
 #include <mutex>
 #include <unordered_map>
@@ -572,11 +573,35 @@ at::Tensor wrap_buffer(std::shared_ptr<pjrt::Buffer> buffer, hlo::DType dtype,
   return t;
 }
 
+bool adopt_buffer(const at::Tensor& dst, std::shared_ptr<pjrt::Buffer> buffer) {
+  if (!dst.is_contiguous() || dst.storage_offset() != 0 || dst.numel() == 0 ||
+      dst.storage().nbytes() != dst.nbytes())
+    return false;
+  runtime::DeviceBuffer& db = device_buffer(dst);
+  if (db.pending >= 0) runtime::FusedGroup::get().forget(db);
+  db.assign(std::move(buffer), to_hlo(dst.scalar_type()), dst.numel());
+  dst.unsafeGetTensorImpl()->bump_version();
+  return true;
+}
+
 at::Tensor to_host(const at::Tensor& tensor) {
   at::Tensor host = at::empty(tensor.sizes(), tensor.options().device(c10::kCPU));
   to_host_into(tensor, host);
   return host;
 }
+
+namespace {
+// Where the device's memory is host memory (XLA:CPU), a ready buffer of `nbytes` is read
+// with a plain memcpy on this thread: PJRT's device-to-host copy hands the copy to a
+// plugin thread and back (0.25 ms for 1 MiB, against 0.04 ms for the memcpy). Null where
+// the plugin cannot give the address or the buffer is laid out otherwise.
+const void* host_address(const pjrt::Buffer& buffer, size_t nbytes) {
+  const void* src = runtime::Runtime::get().host_address(buffer);
+  if (src == nullptr || buffer.on_device_size() != nbytes) return nullptr;
+  buffer.await_ready();
+  return src;
+}
+}  // namespace
 
 void to_host_into(const at::Tensor& tensor, const at::Tensor& host) {
   TORCH_CHECK(host.device().is_cpu() && host.is_contiguous() &&
@@ -611,6 +636,8 @@ void to_host_into(const at::Tensor& tensor, const at::Tensor& host) {
       for (size_t d = 0; d < padding->logical.size(); ++d)
         box = box.narrow(static_cast<int64_t>(d), 0, padding->logical[d]);
       host.view(padding->logical).copy_(box);
+    } else if (const void* src = host_address(*buffer, host.nbytes())) {
+      std::memcpy(host.data_ptr(), src, host.nbytes());
     } else {
       buffer->to_host(host.data_ptr(), host.nbytes());
     }

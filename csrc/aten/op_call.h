@@ -186,4 +186,9 @@ at::Tensor from_host(const at::Tensor& host, c10::DeviceIndex device);
 at::Tensor wrap_buffer(std::shared_ptr<pjrt::Buffer> buffer, hlo::DType dtype,
                        c10::IntArrayRef sizes, c10::DeviceIndex device);
 
+// Makes `buffer` (dense, 1-d or dst's shape, dst's dtype and element count) the contents
+// of `dst` when dst covers its whole storage: no program runs. Returns false, leaving dst
+// unchanged, when it does not (a view of part of a storage, or empty).
+bool adopt_buffer(const at::Tensor& dst, std::shared_ptr<pjrt::Buffer> buffer);
+
 }  // namespace torch_tpu::aten

@@ -19,6 +19,7 @@
 #include "aten/allocator.h"
 #include "aten/dtype.h"
 #include "aten/op_call.h"
+#include "distributed/coalescing.h"
 #include "runtime/fused_group.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
@@ -295,36 +296,49 @@ void copy_back(const at::Tensor& src, const Tensors& dsts, int64_t offset = 0) {
 // 4 MiB, against 1 ms more for the in-place program).
 constexpr int64_t kInPlaceBytes = int64_t{8} << 20;
 
-// copy_back() from `src`, a buffer of `pool`, which then goes back to the pool. A large
-// destination that covers its storage is not given a freshly uploaded buffer: a device
-// program reads its piece of `src` in place and writes it into the destination's own
-// buffer, donated (its pages are mapped already). On XLA:CPU faulting in a fresh 64 MiB
-// buffer took 100 ms, against 8 ms for the copy. The program is an out= `where` whose
-// output is also its input, which is what makes the old buffer an argument XLA may
-// reuse. `src` returns to the pool once every program that reads it is done: XLA:CPU
-// reports host memory it reads in place free at once, so the programs' outputs tell.
+// A pooled host buffer that goes back to its pool when the last user lets go of it.
+struct Held {
+  at::Tensor buffer;
+  Pool pool;
+  ~Held() { pool->give(buffer); }
+};
+
+// copy_back() from `src`, a buffer of `pool`, which then goes back to the pool.
+// Where device memory is host memory (XLA:CPU), a destination that covers its storage
+// takes the piece of `src` itself as its device buffer (a view, no copy: the result
+// stays in the pooled memory until the tensor's buffer dies, then the memory returns to
+// the pool). Elsewhere, a large destination that covers its storage is not given a
+// freshly uploaded buffer: a device program reads its piece of `src` in place and
+// writes it into the destination's own buffer, donated (its pages are mapped already;
+// on XLA:CPU faulting in a fresh 64 MiB buffer took 100 ms, against 8 ms for the copy).
+// The program is an out= `where` whose output is also its input, which is what makes
+// the old buffer an argument XLA may reuse. `src` returns to the pool once every buffer
+// or program that reads it is done.
 void deliver_staged(const at::Tensor& src, const Tensors& dsts, const Pool& pool) {
-  struct Held {
-    at::Tensor buffer;
-    Pool pool;
-    ~Held() { pool->give(buffer); }
-  };
   std::shared_ptr<Held> held(new Held{src, pool});
+  runtime::Runtime& rt = runtime::Runtime::get();
   int64_t offset = 0;
   for (const auto& d : dsts) {
     at::Tensor piece = src.narrow(0, offset, d.numel());
     offset += d.numel();
     if (d.numel() == 0) continue;
-    if (d.nbytes() < kInPlaceBytes || !d.is_contiguous() || d.storage_offset() != 0 ||
-        d.storage().nbytes() != d.nbytes()) {
+    const hlo::DType dtype = aten::to_hlo(d.scalar_type());
+    const c10::DeviceIndex device = d.device().index();
+    const bool covers = d.is_contiguous() && d.storage_offset() == 0 &&
+                        d.storage().nbytes() == d.nbytes();
+    // XLA:CPU's buffers are 64-byte aligned; a piece that is not is copied.
+    if (covers && reinterpret_cast<uintptr_t>(piece.data_ptr()) % 64 == 0) {
+      std::shared_ptr<pjrt::Buffer> view =
+          rt.view_host_memory(piece.data_ptr(), dtype, {d.numel()}, device, [held] {});
+      if (view && aten::adopt_buffer(d, std::move(view))) continue;
+    }
+    if (d.nbytes() < kInPlaceBytes || !covers) {
       d.copy_(piece.view(d.sizes()));
       continue;
     }
-    const hlo::DType dtype = aten::to_hlo(d.scalar_type());
-    const c10::DeviceIndex device = d.device().index();
     at::Tensor on_host = aten::wrap_buffer(
-        runtime::Runtime::get().on_host_memory(piece.data_ptr(), dtype, {d.numel()}, device),
-        dtype, d.sizes(), device);
+        rt.on_host_memory(piece.data_ptr(), dtype, {d.numel()}, device), dtype, d.sizes(),
+        device);
     at::Tensor keep_new = at::zeros({}, d.options().dtype(at::kBool));
     at::where_out(const_cast<at::Tensor&>(d), keep_new, d, on_host);
     runtime::FusedGroup::get().ready(aten::device_buffer(d))->on_ready([held] {});
@@ -375,8 +389,9 @@ class HostStagedBackend final : public c10d::Backend {
     Signature sig("all_reduce");
     sig.add(static_cast<int64_t>(opts.reduceOp.op_));
     for (const auto& t : tensors) sig.add(t);
-    agree(sig, "all_reduce", tensors);
+    Agreement check = start_agreement(sig);
     at::Tensor host = to_host_flat(tensors, pool_.get());
+    agree(check, "all_reduce", tensors);
     c10d::AllreduceOptions o = opts;
     bool average = prepare_reduce(o.reduceOp, host);
     Tensors hv{host};
@@ -398,8 +413,9 @@ class HostStagedBackend final : public c10d::Backend {
     Signature sig("broadcast");
     sig.add(opts.rootRank);
     for (const auto& t : tensors) sig.add(t);
-    agree(sig, "broadcast", tensors);
+    Agreement check = start_agreement(sig);
     at::Tensor host = to_host_flat(tensors, pool_.get());
+    agree(check, "broadcast", tensors);
     Tensors hv{host};
     c10d::BroadcastOptions o = opts;
     o.rootTensor = 0;
@@ -414,8 +430,9 @@ class HostStagedBackend final : public c10d::Backend {
     Signature sig("reduce");
     sig.add(static_cast<int64_t>(opts.reduceOp.op_)).add(opts.rootRank);
     for (const auto& t : tensors) sig.add(t);
-    agree(sig, "reduce", tensors);
+    Agreement check = start_agreement(sig);
     at::Tensor host = to_host_flat(tensors, pool_.get());
+    agree(check, "reduce", tensors);
     c10d::ReduceOptions o = opts;
     o.rootTensor = 0;
     bool average = prepare_reduce(o.reduceOp, host);
@@ -593,14 +610,14 @@ class HostStagedBackend final : public c10d::Backend {
     runtime::metrics().host_staged_collectives++;
     WorkPtr h = host_->send(header, dst, tag);
     WorkPtr w = host_->send(payload, dst, tag);
-    return c10::make_intrusive<StagedP2PWork>(
+    return coalescing_.record(c10::make_intrusive<StagedP2PWork>(
         OpType::SEND, tensors[0].device(), [=](std::chrono::milliseconds timeout) {
           h->wait(timeout);
           w->wait(timeout);
           (void)header;
           (void)payload;  // alive until sent
           return Tensors();
-        });
+        }));
   }
 
   WorkPtr recv(Tensors& tensors, int src, int tag) override {
@@ -615,8 +632,16 @@ class HostStagedBackend final : public c10d::Backend {
     c10d::BarrierOptions o = opts;
     o.device = std::nullopt;
     o.device_ids.clear();
-    return host_->barrier(o);
+    return coalescing_.record(host_->barrier(o));
   }
+
+  // c10d's _coalescing_manager(device=...) and batch_isend_irecv: the collectives start
+  // at once (all_reduce, all_gather_into_tensor and reduce_scatter_tensor calls inside
+  // the manager reach us already joined, as one *_coalesced call); endCoalescing's Work
+  // completes when they all have.
+  bool supportsCoalescing() const override { return true; }
+  void startCoalescing() override { coalescing_.start(); }
+  WorkPtr endCoalescing() override { return coalescing_.end(); }
 
   void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override {
     host_->monitoredBarrier(opts, wait_all_ranks);
@@ -643,23 +668,36 @@ class HostStagedBackend final : public c10d::Backend {
  private:
   WorkPtr staged(WorkPtr host, OpType type, const Tensors& tensors, Finish finish) {
     runtime::metrics().host_staged_collectives++;
-    return c10::make_intrusive<StagedWork>(std::move(host), type, tensors.at(0).device(),
-                                           std::move(finish));
+    return coalescing_.record(c10::make_intrusive<StagedWork>(
+        std::move(host), type, tensors.at(0).device(), std::move(finish)));
   }
 
   // Every rank passes the same signature, or every rank raises: gloo would abort the
   // process (or hang) on mismatched sizes. One small host all-reduce of (s, -s) with MAX
-  // gives max(s) and -min(s), equal to s on every rank exactly when all agree.
-  void agree(const Signature& sig, const char* op, const Tensors& tensors) {
-    if (!checks_enabled()) return;
-    int64_t s = sig.value();
-    at::Tensor pair = at::tensor(std::vector<int64_t>{s, -s});
-    Tensors hv{pair};
+  // gives max(s) and -min(s), equal to s on every rank exactly when all agree. It is
+  // started first and waited for once the caller has staged its tensors to the host
+  // (start_agreement, then agree), so the round trip overlaps the device->host copy.
+  struct Agreement {
+    int64_t s = 0;
+    at::Tensor pair;
+    WorkPtr work;  // null when checks are off
+  };
+  Agreement start_agreement(const Signature& sig) {
+    Agreement a;
+    if (!checks_enabled()) return a;
+    a.s = sig.value();
+    a.pair = at::tensor(std::vector<int64_t>{a.s, -a.s});
+    Tensors hv{a.pair};
     c10d::AllreduceOptions o;
     o.reduceOp = c10d::ReduceOp::MAX;
-    host_->allreduce(hv, o)->wait();
-    auto* p = pair.data_ptr<int64_t>();
-    if (p[0] == s && -p[1] == s) return;
+    a.work = host_->allreduce(hv, o);
+    return a;
+  }
+  void agree(const Agreement& a, const char* op, const Tensors& tensors) {
+    if (!a.work) return;
+    a.work->wait();
+    auto* p = a.pair.data_ptr<int64_t>();
+    if (p[0] == a.s && -p[1] == a.s) return;
     std::string shapes;
     for (const auto& t : tensors)
       shapes += (shapes.empty() ? "" : ", ") + std::string(c10::toString(t.scalar_type())) +
@@ -667,6 +705,9 @@ class HostStagedBackend final : public c10d::Backend {
     TORCH_CHECK(false, "tpu_dist: ", op, " on rank ", getRank(), " with ", shapes,
                 ": the ranks of the group disagree on the collective, its shapes, dtypes "
                 "or root; every rank must make the same call");
+  }
+  void agree(const Signature& sig, const char* op, const Tensors& tensors) {
+    agree(start_agreement(sig), op, tensors);
   }
 
   // AVG and PREMUL_SUM become a host SUM (gloo has neither): the factor is applied to
@@ -737,8 +778,9 @@ class HostStagedBackend final : public c10d::Backend {
     check_all(inputs, op);
     Signature sig(op);
     for (const auto& t : inputs) sig.add(t);
-    agree(sig, op, inputs);
+    Agreement check = start_agreement(sig);
     at::Tensor host_in = to_host_flat(inputs, pool_.get());
+    agree(check, op, inputs);
     int64_t block = host_in.numel();
     at::Tensor host_out = pool_->take(block * getSize(), host_in.scalar_type());
     if (result.empty())
@@ -763,12 +805,13 @@ class HostStagedBackend final : public c10d::Backend {
     Signature sig(op);
     sig.add(static_cast<int64_t>(opts.reduceOp.op_));
     for (const auto& t : outputs) sig.add(t);
-    agree(sig, op, outputs);
+    Agreement check = start_agreement(sig);
     // Rank-major order: rank r's block is its pieces of every input.
     Tensors ordered;
     for (int r = 0; r < getSize(); ++r)
       for (const auto& p : pieces) ordered.push_back(p[r]);
     at::Tensor host_in = to_host_flat(ordered, pool_.get());
+    agree(check, op, outputs);
     c10d::ReduceScatterOptions o = opts;
     bool average = prepare_reduce(o.reduceOp, host_in);
     at::Tensor host_out = pool_->take(host_in.numel() / getSize(), host_in.scalar_type());
@@ -817,11 +860,13 @@ class HostStagedBackend final : public c10d::Backend {
       copy_back(payload[0], {dst});
       return Tensors{dst};
     };
-    return c10::make_intrusive<StagedP2PWork>(OpType::RECV, dst.device(), run, source);
+    return coalescing_.record(
+        c10::make_intrusive<StagedP2PWork>(OpType::RECV, dst.device(), run, source));
   }
 
   c10::intrusive_ptr<c10d::Backend> host_;
   Pool pool_ = std::make_shared<StagingPool>();
+  Coalescing coalescing_;
 };
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "aten/allocator.h"
 #include "aten/dtype.h"
 #include "aten/op_call.h"
+#include "distributed/coalescing.h"
 #include "distributed/host_staged_backend.h"
 #include "hlo/builder.h"
 #include "ops/strided.h"
@@ -314,18 +315,9 @@ BufferPtr dense_buffer(const at::Tensor& t) {
 
 // Makes `buffer` (1-d, dst's dtype and element count) the contents of `dst`.
 void deliver(const at::Tensor& dst, BufferPtr buffer) {
-  hlo::DType dtype = aten::to_hlo(dst.scalar_type());
-  if (dst.is_contiguous() && dst.storage_offset() == 0 && dst.numel() > 0 &&
-      dst.storage().nbytes() == dst.nbytes()) {
-    // The result covers the whole storage: adopt the buffer, no program runs.
-    runtime::DeviceBuffer& db = aten::device_buffer(dst);
-    if (db.pending >= 0) runtime::FusedGroup::get().forget(db);
-    db.assign(std::move(buffer), dtype, dst.numel());
-    dst.unsafeGetTensorImpl()->bump_version();
-    return;
-  }
-  if (dst.numel() == 0) return;
-  dst.copy_(aten::wrap_buffer(std::move(buffer), dtype, dst.sizes(), dst.device().index()));
+  if (dst.numel() == 0 || aten::adopt_buffer(dst, buffer)) return;  // adopted: no program
+  dst.copy_(aten::wrap_buffer(std::move(buffer), aten::to_hlo(dst.scalar_type()), dst.sizes(),
+                              dst.device().index()));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -673,8 +665,9 @@ class InProgramBackend final : public c10d::Backend {
     };
     if (!even(input_splits, input) || !even(output_splits, output) ||
         input.numel() != output.numel()) {
-      return fallback("all_to_all_single with uneven splits")
-          ->alltoall_base(output, input, output_splits, input_splits, opts);
+      return coalescing_.record(fallback("all_to_all_single with uneven splits")
+                                    ->alltoall_base(output, input, output_splits,
+                                                    input_splits, opts));
     }
     Tensors ins{input}, outs{output};
     Spec s = spec(Kind::AllToAll, "all_to_all_single", ins);
@@ -691,7 +684,8 @@ class InProgramBackend final : public c10d::Backend {
     for (size_t i = 0; i < inputs.size(); ++i)
       even &= inputs[i].numel() == inputs[0].numel() && outputs[i].numel() == inputs[0].numel();
     if (!even)
-      return fallback("all_to_all with tensors of different sizes")->alltoall(outputs, inputs, opts);
+      return coalescing_.record(
+          fallback("all_to_all with tensors of different sizes")->alltoall(outputs, inputs, opts));
     Spec s = spec(Kind::AllToAll, "all_to_all", inputs);
     s.group = getSize();
     s.split = true;
@@ -713,39 +707,44 @@ class InProgramBackend final : public c10d::Backend {
           return c10::IValue(Tensors());
         },
         c10::ListType::ofTensors());
-    return c10::make_intrusive<InProgramWork>(OpType::BARRIER, done);
+    return coalescing_.record(c10::make_intrusive<InProgramWork>(OpType::BARRIER, done));
   }
 
   // What the in-program transport does not run goes through the host-staged one.
   WorkPtr reduce(Tensors& tensors, const c10d::ReduceOptions& opts) override {
     flush();
-    return fallback("reduce")->reduce(tensors, opts);
+    return coalescing_.record(fallback("reduce")->reduce(tensors, opts));
   }
   WorkPtr gather(std::vector<Tensors>& outputs, Tensors& inputs,
                  const c10d::GatherOptions& opts) override {
     flush();
-    return fallback("gather")->gather(outputs, inputs, opts);
+    return coalescing_.record(fallback("gather")->gather(outputs, inputs, opts));
   }
   WorkPtr scatter(Tensors& outputs, std::vector<Tensors>& inputs,
                   const c10d::ScatterOptions& opts) override {
     flush();
-    return fallback("scatter")->scatter(outputs, inputs, opts);
+    return coalescing_.record(fallback("scatter")->scatter(outputs, inputs, opts));
   }
   WorkPtr send(Tensors& tensors, int dst, int tag) override {
     flush();
-    return fallback("send")->send(tensors, dst, tag);
+    return coalescing_.record(fallback("send")->send(tensors, dst, tag));
   }
   WorkPtr recv(Tensors& tensors, int src, int tag) override {
     flush();
-    return fallback("recv")->recv(tensors, src, tag);
+    return coalescing_.record(fallback("recv")->recv(tensors, src, tag));
   }
   WorkPtr recvAnysource(Tensors& tensors, int tag) override {
     flush();
-    return fallback("recv")->recvAnysource(tensors, tag);
+    return coalescing_.record(fallback("recv")->recvAnysource(tensors, tag));
   }
   void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override {
     fallback("monitored_barrier")->monitoredBarrier(opts, wait_all_ranks);
   }
+
+  // c10d's _coalescing_manager(device=...) and batch_isend_irecv: see coalescing.h.
+  bool supportsCoalescing() const override { return true; }
+  void startCoalescing() override { coalescing_.start(); }
+  WorkPtr endCoalescing() override { return coalescing_.end(); }
 
   void setTimeout(std::chrono::milliseconds timeout) override {
     rendezvous_->set_timeout(timeout);
@@ -855,12 +854,13 @@ class InProgramBackend final : public c10d::Backend {
     c.future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors());
     FuturePtr future = c.future;
     rendezvous_->arrive(getRank(), seq_++, std::move(c));
-    return c10::make_intrusive<InProgramWork>(type, std::move(future));
+    return coalescing_.record(c10::make_intrusive<InProgramWork>(type, std::move(future)));
   }
 
   const int device_;
   std::shared_ptr<Rendezvous> rendezvous_;
   c10::intrusive_ptr<c10d::Backend> fallback_;
+  Coalescing coalescing_;
   uint64_t seq_ = 0;
 };
 

@@ -1,5 +1,7 @@
 #include "pjrt/buffer.h"
 
+#include <cstddef>
+
 #include "pjrt/error.h"
 
 namespace torch_tpu::pjrt {
@@ -45,6 +47,21 @@ void Buffer::to_host(void* dst, size_t size) const {
   args.dst_size = size;
   plugin_->check(plugin_->api()->PJRT_Buffer_ToHostBuffer(&args), "PJRT_Buffer_ToHostBuffer");
   Event(plugin_, args.event).await();
+}
+
+void* Buffer::unsafe_pointer() const {
+  const PJRT_Api* api = plugin_->api();
+  if (api->struct_size <= offsetof(PJRT_Api, PJRT_Buffer_UnsafePointer) ||
+      api->PJRT_Buffer_UnsafePointer == nullptr)
+    return nullptr;
+  auto args = TORCH_TPU_PJRT_ARGS(PJRT_Buffer_UnsafePointer_Args);
+  args.buffer = buffer_;
+  try {
+    plugin_->check(api->PJRT_Buffer_UnsafePointer(&args), "PJRT_Buffer_UnsafePointer");
+  } catch (const Error&) {
+    return nullptr;  // not every plugin can say
+  }
+  return reinterpret_cast<void*>(args.buffer_pointer);
 }
 
 void Buffer::await_ready() const {

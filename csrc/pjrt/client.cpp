@@ -152,13 +152,47 @@ std::unique_ptr<Buffer> Client::buffer_on_host_memory(const void* data, PJRT_Buf
   return from_host(data, type, dims, index, PJRT_HostBufferSemantics_kImmutableZeroCopy);
 }
 
-std::unique_ptr<Buffer> Client::from_host(const void* data, PJRT_Buffer_Type type,
-                                          const std::vector<int64_t>& dims, size_t index,
-                                          PJRT_HostBufferSemantics semantics) const {
+namespace {
+void check_element_type(PJRT_Buffer_Type type) {
   if (type == PJRT_Buffer_Type_INVALID || type == PJRT_Buffer_Type_TOKEN) {
     // An invalid element type aborts the CPU plugin instead of returning an error.
     throw Error(PJRT_Error_Code_INVALID_ARGUMENT, "invalid element type for a device buffer");
   }
+}
+}  // namespace
+
+std::unique_ptr<Buffer> Client::view_of_memory(void* data, PJRT_Buffer_Type type,
+                                               const std::vector<int64_t>& dims, size_t index,
+                                               std::function<void()> on_delete) const {
+  const PJRT_Api* api = plugin_->api();
+  if (api->struct_size <= offsetof(PJRT_Api, PJRT_Client_CreateViewOfDeviceBuffer) ||
+      api->PJRT_Client_CreateViewOfDeviceBuffer == nullptr)
+    return nullptr;
+  check_element_type(type);
+  auto* done = new std::function<void()>(std::move(on_delete));
+  auto args = TORCH_TPU_PJRT_ARGS(PJRT_Client_CreateViewOfDeviceBuffer_Args);
+  args.client = client_;
+  args.device_buffer_ptr = data;
+  args.dims = dims.data();
+  args.num_dims = dims.size();
+  args.element_type = type;
+  args.device = device(index);
+  args.on_delete_callback = [](void*, void* arg) {
+    auto* callback = static_cast<std::function<void()>*>(arg);
+    (*callback)();
+    delete callback;
+  };
+  args.on_delete_callback_arg = done;
+  PJRT_Error* error = api->PJRT_Client_CreateViewOfDeviceBuffer(&args);
+  if (error != nullptr) delete done;  // no view, so no callback
+  plugin_->check(error, "PJRT_Client_CreateViewOfDeviceBuffer");
+  return std::make_unique<Buffer>(plugin_.get(), args.buffer, /*borrowed=*/true);
+}
+
+std::unique_ptr<Buffer> Client::from_host(const void* data, PJRT_Buffer_Type type,
+                                          const std::vector<int64_t>& dims, size_t index,
+                                          PJRT_HostBufferSemantics semantics) const {
+  check_element_type(type);
   auto args = TORCH_TPU_PJRT_ARGS(PJRT_Client_BufferFromHostBuffer_Args);
   args.client = client_;
   args.data = data;

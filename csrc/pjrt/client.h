@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <variant>
@@ -50,6 +51,13 @@ class Client {
   std::unique_ptr<Buffer> buffer_on_host_memory(const void* data, PJRT_Buffer_Type type,
                                                 const std::vector<int64_t>& dims,
                                                 size_t index) const;
+  // A buffer on device `index` whose contents are the memory at `data`, in place, for as
+  // long as the buffer lives; `on_delete` runs (on any thread) once PJRT is done with
+  // the memory. Only where device memory is host memory (XLA:CPU); null when the plugin
+  // lacks PJRT_Client_CreateViewOfDeviceBuffer.
+  std::unique_ptr<Buffer> view_of_memory(void* data, PJRT_Buffer_Type type,
+                                         const std::vector<int64_t>& dims, size_t index,
+                                         std::function<void()> on_delete) const;
 
  private:
   std::unique_ptr<Buffer> from_host(const void* data, PJRT_Buffer_Type type,

@@ -228,6 +228,19 @@ std::unique_ptr<pjrt::Buffer> Runtime::on_host_memory(const void* data, hlo::DTy
   return client_->buffer_on_host_memory(data, to_pjrt(dtype), dims, device);
 }
 
+std::unique_ptr<pjrt::Buffer> Runtime::view_host_memory(void* data, hlo::DType dtype,
+                                                        const std::vector<int64_t>& dims,
+                                                        int device,
+                                                        std::function<void()> on_delete) {
+  if (client_->platform_name() != "cpu") return nullptr;
+  return client_->view_of_memory(data, to_pjrt(dtype), dims, device, std::move(on_delete));
+}
+
+const void* Runtime::host_address(const pjrt::Buffer& buffer) const {
+  if (client_->platform_name() != "cpu") return nullptr;
+  return buffer.unsafe_pointer();
+}
+
 std::shared_ptr<pjrt::Buffer> Runtime::scalar(int device, hlo::DType dtype, uint64_t bits) {
   ScalarCache& c = *scalars_;
   ScalarCache::Key key{device, dtype, bits};
@@ -260,6 +273,10 @@ std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::execute(
   std::vector<std::shared_ptr<pjrt::Buffer>> donated;
   for (const auto& [arg, bytes] : program.donations) {
     if (std::find(kept.begin(), kept.end(), arg) != kept.end()) continue;
+    if (args[arg]->borrowed()) {  // memory we do not own (view_host_memory): keep it
+      kept.push_back(arg);
+      continue;
+    }
     metrics().donated_bytes += bytes;
     donated.push_back(args[arg]);
   }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -48,6 +49,15 @@ class Runtime {
   // A buffer that may read `data` in place; see Client::buffer_on_host_memory.
   std::unique_ptr<pjrt::Buffer> on_host_memory(const void* data, hlo::DType dtype,
                                                const std::vector<int64_t>& dims, int device);
+  // A buffer that is the host memory at `data` itself, for as long as it lives, where
+  // device memory is host memory (XLA:CPU); null elsewhere. `on_delete` runs, on any
+  // thread, once no program can read or write the memory any more. Never donated.
+  std::unique_ptr<pjrt::Buffer> view_host_memory(void* data, hlo::DType dtype,
+                                                 const std::vector<int64_t>& dims, int device,
+                                                 std::function<void()> on_delete);
+  // The host address of `buffer`'s memory where device memory is host memory (XLA:CPU)
+  // and the plugin says it; null elsewhere. Read it only once the buffer is ready.
+  const void* host_address(const pjrt::Buffer& buffer) const;
   // A 0-d buffer holding `bits` (the value's bytes, little-endian) as `dtype`. Cached:
   // loops over Python scalars reuse one buffer per distinct value.
   std::shared_ptr<pjrt::Buffer> scalar(int device, hlo::DType dtype, uint64_t bits);

@@ -299,6 +299,36 @@ def fused():
         raise AssertionError("fused mode was accepted with threaded ranks")
 
 
+def _coalescing(rank, W):
+    from torch.distributed.distributed_c10d import _coalescing_manager
+
+    import dist_workers as w
+
+    want = w.coalesced_reference(rank, W)
+    device = torch.device(f"tpu:{rank}")
+    for manager in (_coalescing_manager,
+                    lambda: _coalescing_manager(device=device, async_ops=False)):
+        got = w.coalesced_calls(rank, W, device, manager)
+        assert len(got) == len(want)
+        for a, b in zip(got, want):
+            torch.testing.assert_close(a, b, rtol=0, atol=0)
+    # A fallback op (send/recv go host-staged) inside the device manager is in its Work.
+    t = torch.full((3,), float(rank), device=device)
+    with _coalescing_manager(device=device, async_ops=True) as cm:
+        dist.all_reduce(t)
+        dist.reduce(torch.ones(2, device=device), dst=0)
+    cm.wait()
+    exact(t, torch.full((3,), float(sum(range(W)))))
+    recv = w.ring_exchange(rank, W, device, True)
+    exact(recv, torch.arange(7, dtype=torch.float32) + 10 * ((rank - 1) % W))
+    return True
+
+
+def coalescing():
+    all_ok(run_ranks(2, _coalescing))
+    all_ok(run_ranks(4, _coalescing))
+
+
 def _pipelined(rank, W):
     # Many collectives issued back to back with device work between them, no host sync:
     # queued replicated launches on XLA:CPU can deadlock (and the plugin aborts the
@@ -326,6 +356,7 @@ SCENARIOS = {
     "ddp": ddp,
     "fused": fused,
     "pipelined": pipelined,
+    "coalescing": coalescing,
 }
 
 

@@ -657,3 +657,167 @@ def fsdp_tp_attention(rank, world_size, init_method):
     torch.testing.assert_close(torch.tensor(losses),
                                torch.tensor(ref.reference(_attention_block, _attention_batch)),
                                rtol=1e-5, atol=1e-6)
+
+
+# --- c10d's coalescing manager and batch_isend_irecv ---------------------------------
+
+def coalesced_inputs(rank, W):
+    # Integers in float32: every summation order gives the same bits, so results on tpu
+    # and on CPU compare exactly.
+    g = torch.Generator().manual_seed(rank)
+    return [torch.randint(-1000, 1000, (n,), generator=g).float() for n in (5, 16, 3 * W)]
+
+
+def coalesced_reference(rank, W):
+    """What coalesced_calls returns, computed from every rank's inputs on the CPU."""
+    every = [coalesced_inputs(r, W) for r in range(W)]
+    sums = [sum(e[i] for e in every) for i in range(3)]
+    maxes = [torch.stack([e[i] for e in every]).amax(0) for i in range(3)]
+    return sums + maxes + [
+        torch.cat([e[0] for e in every]), torch.cat([e[1].reshape(4, 4) for e in every]),
+        sums[0], sums[2].chunk(W)[rank]]
+
+
+def coalesced_calls(rank, W, device, manager):
+    """The collectives FSDP-style code issues inside `_coalescing_manager`, on tensors on
+    `device`; `manager()` opens it. Returns every result, moved to the CPU."""
+    ints = coalesced_inputs(rank, W)
+    results = []
+    # all_reduce, SUM and MAX (gloo has no AVG): one allreduce_coalesced call each
+    for op in (dist.ReduceOp.SUM, dist.ReduceOp.MAX):
+        ts = [t.to(device, copy=True) for t in ints]
+        with manager():
+            for t in ts:
+                dist.all_reduce(t, op=op)
+        results += [t.cpu() for t in ts]
+    # all_gather_single and reduce_scatter_single (formerly *_into_tensor / *_tensor):
+    # FSDP's shapes, 1-d and 2-d shards
+    ins = [ints[0].to(device, copy=True), ints[1].reshape(4, 4).to(device, copy=True)]
+    outs = [torch.empty(5 * W, device=device), torch.empty(4 * W, 4, device=device)]
+    with manager():
+        for o, i in zip(outs, ins):
+            dist.all_gather_single(o, i)
+    results += [o.cpu() for o in outs]
+    ins = [torch.cat([ints[0]] * W).to(device), ints[2].to(device, copy=True)]
+    outs = [torch.empty(5, device=device), torch.empty(3, device=device)]
+    with manager():
+        for o, i in zip(outs, ins):
+            dist.reduce_scatter_single(o, i, op=dist.ReduceOp.SUM)
+    results += [o.cpu() for o in outs]
+    return results
+
+
+def ring_exchange(rank, W, device, batched):
+    """Each rank sends to the next and receives from the previous, as pipeline-parallel
+    code does with batch_isend_irecv."""
+    send = (torch.arange(7, dtype=torch.float32) + 10 * rank).to(device)
+    recv = torch.empty(7, device=device)
+    ops = [dist.P2POp(dist.isend, send, (rank + 1) % W),
+           dist.P2POp(dist.irecv, recv, (rank - 1) % W)]
+    if batched:
+        works = dist.batch_isend_irecv(ops)
+    else:  # gloo on CPU tensors: no coalescing there, so plain isend/irecv
+        works = [op.op(op.tensor, op.peer) for op in ops]
+    for w in works:
+        w.wait()
+    return recv.cpu()
+
+
+def coalescing(rank, world_size, init_method):
+    """tpu tensors through tpu_dist's coalescing against gloo on CPU tensors, same group."""
+    import contextlib
+
+    from torch.distributed.distributed_c10d import _coalescing_manager
+
+    init(rank, world_size, init_method)
+    W = world_size
+    backend = dist.group.WORLD._get_backend(torch.device(TPU))
+    assert backend.supports_coalescing
+
+    # Fast path (no device): the manager joins the calls into one *_coalesced call.
+    got = coalesced_calls(rank, W, TPU, _coalescing_manager)
+    # gloo, one call at a time, on CPU tensors
+    want = coalesced_calls(rank, W, "cpu", contextlib.nullcontext)
+    assert len(got) == len(want)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+    # With a device: the backend's startCoalescing/endCoalescing around the same calls,
+    # then async with a non-fast-path op inside (one Work for all)
+    device = torch.device(TPU)
+    got = coalesced_calls(rank, W, TPU,
+                          lambda: _coalescing_manager(device=device, async_ops=False))
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    ts = [(torch.arange(4.0) + rank).to(TPU), torch.full((3,), float(rank)).to(TPU)]
+    root = torch.full((2,), float(rank)).to(TPU)
+    with _coalescing_manager(device=device, async_ops=True) as cm:
+        for t in ts:
+            dist.all_reduce(t)
+        dist.broadcast(root, src=W - 1)  # not a fast-path op: starts at once, in the Work
+    cm.wait()
+    cpu = [torch.arange(4.0) + rank, torch.full((3,), float(rank))]
+    cpu_root = torch.full((2,), float(rank))
+    for t in cpu:
+        dist.all_reduce(t)
+    dist.broadcast(cpu_root, src=W - 1)
+    for a, b in zip(ts + [root], cpu + [cpu_root]):
+        torch.testing.assert_close(a.cpu(), b, rtol=0, atol=0)
+
+    # batch_isend_irecv goes through the coalescing manager (supports_coalescing)
+    torch.testing.assert_close(ring_exchange(rank, W, TPU, True),
+                               ring_exchange(rank, W, "cpu", False), rtol=0, atol=0)
+
+    # c10d's own checks still apply: mixed collectives in one manager
+    def mixed():
+        with _coalescing_manager():
+            dist.all_reduce(torch.ones(2, device=TPU))
+            dist.all_gather_single(torch.empty(2 * W, device=TPU), torch.ones(2, device=TPU))
+    raises(mixed, "same type")
+    # and the backend's: endCoalescing without startCoalescing
+    raises(lambda: backend._end_coalescing(), "without startCoalescing")
+    dist.barrier()
+    return True
+
+
+def staged_results(rank, world_size, init_method):
+    """Host-staged results on XLA:CPU are views of pooled host memory (no copy back). A
+    result must keep its values while later collectives reuse the pool, through in-place
+    ops on it (which must not hand its memory to another buffer), views of it, and
+    its death (the memory goes back to the pool). Checked against gloo on CPU tensors."""
+    import torch_tpu
+
+    init(rank, world_size, init_method)
+    for n in (1 << 10, 3 << 20):
+        cpu = [_rank_tensor(rank, n, scale=k + 1) for k in range(4)]
+        tpu = [t.to(TPU) for t in cpu]
+        for t in cpu:
+            dist.all_reduce(t)
+        kept = []
+        uploaded = torch_tpu.metrics.snapshot()["host_to_device_bytes"]
+        for t in tpu:
+            dist.all_reduce(t)
+            kept.append(t)
+        torch.tpu.synchronize()
+        # nothing was copied back to the device: the results are the host buffers
+        assert torch_tpu.metrics.snapshot()["host_to_device_bytes"] == uploaded
+        for a, b in zip(kept, cpu):
+            exact(a, b)
+        # in place on a result, then more collectives of the same size (pool reuse)
+        kept[0].add_(1)
+        kept[1][: n // 2].mul_(2)
+        del kept[2], tpu  # kept[2]'s memory returns to the pool
+        again = _rank_tensor(rank, n, scale=7).to(TPU)
+        dist.all_reduce(again)
+        ref = _rank_tensor(rank, n, scale=7)
+        dist.all_reduce(ref)
+        exact(again, ref)
+        exact(kept[0], cpu[0] + 1)
+        exact(kept[1], torch.cat([cpu[1][: n // 2] * 2, cpu[1][n // 2:]]))
+        exact(kept[2], cpu[3])
+        # a result read by a program, then reduced again in place
+        y = kept[0] * 3
+        dist.all_reduce(kept[0])
+        exact(y, (cpu[0] + 1) * 3)
+        exact(kept[0], (cpu[0] + 1) * world_size)
+    return True

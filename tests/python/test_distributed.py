@@ -19,6 +19,16 @@ def test_collectives(world_size):
     launch(fn, world_size, timeout=200)
 
 
+def test_coalescing_manager():
+    """_coalescing_manager (with and without a device) and batch_isend_irecv on tpu
+    tensors give what gloo gives on CPU tensors."""
+    launch(w.coalescing, 2, timeout=150)
+
+
+def test_staged_results_stay():
+    launch(w.staged_results, 2, timeout=120)
+
+
 def test_ddp_and_tensor_parallel():
     launch(w.ddp_and_tensor_parallel, 2, timeout=150)
 

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_avai
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCENARIOS = ["collectives_2", "collectives_4", "subgroups", "mismatch", "missing", "ddp",
-             "fused", "pipelined"]
+             "fused", "pipelined", "coalescing"]
 
 
 @pytest.fixture(scope="module")

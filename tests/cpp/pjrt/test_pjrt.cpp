@@ -158,6 +158,39 @@ TEST(Buffer, DimsTypeSizeAndRoundTrip) {
   EXPECT_EQ(download<double>(*s), (std::vector<double>{2.5}));
 }
 
+// What the host-staged collectives rely on (csrc/distributed/host_staged_backend.cpp):
+// on XLA:CPU a view is the host memory itself, programs read it in place, and its
+// on-delete callback runs when the buffer is destroyed, not before.
+TEST(Buffer, ViewOfHostMemoryIsThatMemoryUntilDestroyed) {
+  alignas(64) float data[3] = {1, 2, 3};
+  bool deleted = false;
+  auto view = client().view_of_memory(data, PJRT_Buffer_Type_F32, {3}, 0,
+                                      [&deleted] { deleted = true; });
+  ASSERT_NE(view, nullptr);
+  EXPECT_TRUE(view->borrowed());
+  EXPECT_EQ(view->unsafe_pointer(), static_cast<void*>(data));
+  data[1] = 20;  // no copy was taken
+  auto exe = client().compile(add_one_module(), test::compile_options());
+  PJRT_Buffer* args[] = {view->raw()};
+  auto out = exe->execute(args, 1, client().devices().at(0));
+  EXPECT_EQ(download<float>(*out[0]), (std::vector<float>{2, 21, 4}));
+  EXPECT_EQ(download<float>(*view), (std::vector<float>{1, 20, 3}));
+  EXPECT_FALSE(deleted);
+  view.reset();
+  EXPECT_TRUE(deleted);
+}
+
+TEST(Buffer, UnsafePointerIsTheContents) {
+  auto b = upload<int32_t>({7, -8, 9}, {3});
+  EXPECT_FALSE(b->borrowed());
+  b->await_ready();
+  const void* p = b->unsafe_pointer();
+  ASSERT_NE(p, nullptr);
+  int32_t got[3];
+  std::memcpy(got, p, sizeof(got));
+  EXPECT_EQ(std::vector<int32_t>(got, got + 3), (std::vector<int32_t>{7, -8, 9}));
+}
+
 TEST(Executable, TwoOutputs) {
   hlo::Builder b;
   hlo::Value x = b.parameter({DType::F32, {2}});
