@@ -603,6 +603,15 @@ const void* host_address(const pjrt::Buffer& buffer, size_t nbytes) {
 }
 }  // namespace
 
+const void* host_address(const at::Tensor& tensor) {
+  if (tensor.numel() == 0 || !tensor.is_contiguous() || tensor.storage_offset() != 0)
+    return nullptr;
+  runtime::DeviceBuffer& db = device_buffer(tensor);
+  runtime::FusedGroup::get().ready(db);
+  if (!db.buffer || db.padding || db.dtype != to_hlo(tensor.scalar_type())) return nullptr;
+  return host_address(*db.buffer, tensor.nbytes());
+}
+
 void to_host_into(const at::Tensor& tensor, const at::Tensor& host) {
   TORCH_CHECK(host.device().is_cpu() && host.is_contiguous() &&
                   host.scalar_type() == tensor.scalar_type() && host.numel() == tensor.numel(),

@@ -186,6 +186,11 @@ at::Tensor from_host(const at::Tensor& host, c10::DeviceIndex device);
 at::Tensor wrap_buffer(std::shared_ptr<pjrt::Buffer> buffer, hlo::DType dtype,
                        c10::IntArrayRef sizes, c10::DeviceIndex device);
 
+// Where device memory is host memory (XLA:CPU): the address of `tensor`'s elements when
+// they are its whole device buffer, dense, once it is computed (waits for it); null
+// otherwise. Valid while the tensor keeps its buffer.
+const void* host_address(const at::Tensor& tensor);
+
 // Makes `buffer` (dense, 1-d or dst's shape, dst's dtype and element count) the contents
 // of `dst` when dst covers its whole storage: no program runs. Returns false, leaving dst
 // unchanged, when it does not (a view of part of a storage, or empty).

@@ -58,7 +58,7 @@ class CoalescedWork : public Work {
     return all;
   }
   // Needs every part to have a Future (host-staged send/recv have none: they complete
-  // in wait()).
+  // in wait()). Its value is every part's tensors, in order.
   FuturePtr getFuture() override {
     if (future_) return future_;
     std::vector<FuturePtr> parts;
@@ -70,17 +70,17 @@ class CoalescedWork : public Work {
     }
     auto left = std::make_shared<std::atomic<size_t>>(parts.size());
     FuturePtr all = future_;
-    std::vector<WorkPtr> works = parts_;
     for (auto& f : parts) {
-      f->addCallback([left, all, works](c10::ivalue::Future& done) {
-        if (done.hasError()) {
-          if (!all->completed()) all->setErrorIfNeeded(done.exception_ptr());
-        }
+      // The parts' Futures, not their Works: a gloo Work's result() raises until the
+      // Work itself is marked done, which is after its Future completes.
+      f->addCallback([left, all, parts](c10::ivalue::Future& done) {
+        if (done.hasError()) all->setErrorIfNeeded(done.exception_ptr());
         if (--*left > 0 || all->completed()) return;
         std::vector<at::Tensor> tensors;
-        for (const auto& w : works) {
-          auto r = w->result();
-          tensors.insert(tensors.end(), r.begin(), r.end());
+        for (const auto& p : parts) {
+          const c10::IValue& v = p->constValue();
+          if (v.isTensorList())
+            for (const auto& t : v.toTensorVector()) tensors.push_back(t);
         }
         all->markCompleted(c10::IValue(std::move(tensors)));
       });
@@ -94,6 +94,10 @@ class CoalescedWork : public Work {
 };
 
 }  // namespace
+
+WorkPtr combine_works(std::vector<WorkPtr> parts) {
+  return c10::make_intrusive<CoalescedWork>(std::move(parts));
+}
 
 void Coalescing::start() {
   std::lock_guard<std::mutex> lock(mu_);

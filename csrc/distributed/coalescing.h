@@ -12,6 +12,9 @@
 
 namespace torch_tpu::distributed {
 
+// One Work over `parts`, done when they all are (what endCoalescing returns).
+c10::intrusive_ptr<c10d::Work> combine_works(std::vector<c10::intrusive_ptr<c10d::Work>> parts);
+
 class Coalescing {
  public:
   using WorkPtr = c10::intrusive_ptr<c10d::Work>;

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -296,6 +297,10 @@ void copy_back(const at::Tensor& src, const Tensors& dsts, int64_t offset = 0) {
 // 4 MiB, against 1 ms more for the in-place program).
 constexpr int64_t kInPlaceBytes = int64_t{8} << 20;
 
+// An all_reduce of at least this size goes to gloo in kChunks pieces (allreduce_chunked).
+constexpr int64_t kChunkedBytes = int64_t{16} << 20;
+constexpr int64_t kChunks = 4;
+
 // A pooled host buffer that goes back to its pool when the last user lets go of it.
 struct Held {
   at::Tensor buffer;
@@ -390,6 +395,8 @@ class HostStagedBackend final : public c10d::Backend {
     sig.add(static_cast<int64_t>(opts.reduceOp.op_));
     for (const auto& t : tensors) sig.add(t);
     Agreement check = start_agreement(sig);
+    if (tensors.size() == 1 && tensors[0].nbytes() >= kChunkedBytes)
+      if (WorkPtr w = allreduce_chunked(tensors, opts, check)) return w;
     at::Tensor host = to_host_flat(tensors, pool_.get());
     agree(check, "all_reduce", tensors);
     c10d::AllreduceOptions o = opts;
@@ -708,6 +715,40 @@ class HostStagedBackend final : public c10d::Backend {
   }
   void agree(const Signature& sig, const char* op, const Tensors& tensors) {
     agree(start_agreement(sig), op, tensors);
+  }
+
+  // A large all_reduce in kChunks pieces, where the device's memory is host memory
+  // (XLA:CPU): each piece is copied to the host and its gloo all_reduce started before
+  // the next piece is copied, so the copy overlaps gloo's work (64 MiB on 2 ranks:
+  // 1.3-1.55x gloo on CPU tensors in one piece, 0.85-1.4x, median 1.04x, in four). Null
+  // where the tensor's memory cannot be read in place; the caller stages it whole.
+  WorkPtr allreduce_chunked(const Tensors& tensors, const c10d::AllreduceOptions& opts,
+                            const Agreement& check) {
+    const at::Tensor& t = tensors[0];
+    const auto* src = static_cast<const char*>(aten::host_address(t));
+    if (src == nullptr) return nullptr;
+    runtime::metrics().host_staged_bytes += t.nbytes();
+    at::Tensor host = pool_->take(t.numel(), t.scalar_type());
+    const int64_t n = host.numel(), per = (n + kChunks - 1) / kChunks;
+    const size_t elem = host.element_size();
+    bool average = false;
+    std::vector<WorkPtr> parts;
+    for (int64_t a = 0; a < n; a += per) {
+      at::Tensor piece = host.narrow(0, a, std::min(per, n - a));
+      std::memcpy(piece.data_ptr(), src + a * elem, piece.nbytes());
+      if (a == 0) agree(check, "all_reduce", tensors);  // before the first host collective
+      c10d::AllreduceOptions o = opts;
+      average = prepare_reduce(o.reduceOp, piece);
+      Tensors hv{piece};
+      parts.push_back(host_->allreduce(hv, o));
+    }
+    int size = getSize();
+    return staged(combine_works(std::move(parts)), OpType::ALLREDUCE, tensors,
+                  [=, pool = pool_] {
+                    if (average) divide(host, size);
+                    deliver_staged(host, tensors, pool);
+                    return tensors;
+                  });
   }
 
   // AVG and PREMUL_SUM become a host SUM (gloo has neither): the factor is applied to

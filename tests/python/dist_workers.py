@@ -820,4 +820,22 @@ def staged_results(rank, world_size, init_method):
         dist.all_reduce(kept[0])
         exact(y, (cpu[0] + 1) * 3)
         exact(kept[0], (cpu[0] + 1) * world_size)
+    # 20 MiB and a few elements: staged in 4 uneven pieces, each its own gloo call
+    n = (5 << 20) + 3
+    cpu = _rank_tensor(rank, n)
+    summed = cpu.clone()
+    dist.all_reduce(summed)
+    for op, want in [(dist.ReduceOp.SUM, summed), (dist.ReduceOp.AVG, summed / world_size),
+                     (dist._make_nccl_premul_sum(0.5), summed * 0.5),
+                     (dist.ReduceOp.MAX, None)]:
+        t = cpu.to(TPU)
+        backend = dist.group.WORLD._get_backend(torch.device(TPU))
+        seq = backend._get_sequence_number_for_group()
+        dist.all_reduce(t, op=op)
+        # the agreement check and four pieces: five host collectives
+        assert backend._get_sequence_number_for_group() - seq == 5
+        if want is None:  # gloo on CPU tensors for the reference
+            want = cpu.clone()
+            dist.all_reduce(want, op=op)
+        exact(t, want)
     return True
