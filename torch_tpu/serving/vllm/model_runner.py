@@ -156,7 +156,8 @@ class TpuModelRunner(GPUModelRunner):
             return  # eager
         config = self.vllm_config
         directory = package_dir(f"vllm {config.compute_hash()}", config.parallel_config.rank)
-        self.saved_steps = SavedSteps(self.model._call_impl, directory, _step_bucket)
+        self.saved_steps = SavedSteps(self.model._call_impl, directory, _step_bucket,
+                                      dynamic=False)
         self.model._compiled_call_impl = self.saved_steps
 
     def save_compiled_steps(self) -> None:
