@@ -4,9 +4,6 @@ Importing it (which `import torch` does through the `torch.backends` entry point
 registers the device; the PJRT plugin itself loads at first device use.
 """
 
-import os
-
-
 def _autoload() -> None:
     """Entry point for torch's device-backend autoload: importing this module is the work.
     Defined before `import torch`, which looks it up on this half-imported module when
@@ -27,12 +24,12 @@ def __getattr__(name: str):
 
 
 def _start() -> None:
-    from torch_tpu import _plugin
+    from torch_tpu import _C, _plugin, _settings
 
-    # Settings are checked before the extension loads: a bad one leaves no half-started
-    # device behind.
+    # Settings are checked before the device is configured (loading the extension starts
+    # nothing): a bad one leaves no half-started device behind.
+    _settings.check_all()
     plugin, num_devices = _plugin.find_plugin(), _plugin.num_devices()
-    from torch_tpu import _C
 
     _C._configure(plugin, num_devices)
     from torch_tpu import _bucket_rule
@@ -54,7 +51,7 @@ def _start() -> None:
     _distributed.register()
     _eager.register()
     _default_backend.install()
-    set_cpu_fallback(os.environ.get("TORCH_TPU_CPU_FALLBACK", "0") == "1")
+    set_cpu_fallback(_settings.get("TORCH_TPU_CPU_FALLBACK"))
 
 
 def set_cpu_fallback(enabled: bool) -> None:

@@ -3,26 +3,13 @@ holds it): a size that varies compiles at its bucket, the next power of two (at 
 up to 1,024, then a multiple of 128. `TORCH_TPU_SHAPE_BUCKETS` is "off", or an integer
 that sizes round up to a multiple of."""
 
-import os
-
-from torch_tpu import _C
+from torch_tpu import _C, _settings
 
 
 def setting():
     """TORCH_TPU_SHAPE_BUCKETS: None (the default rule), 0 (off) or a multiple."""
-    raw = os.environ.get("TORCH_TPU_SHAPE_BUCKETS", "").strip().lower()
-    if raw in ("", "default", "pow2"):
-        return None
-    if raw in ("off", "0", "none"):
-        return 0
-    try:
-        value = int(raw)
-    except ValueError:
-        value = -1
-    if value < 1:
-        raise ValueError(f"TORCH_TPU_SHAPE_BUCKETS={raw!r}: expected 'off' or a positive "
-                       "integer (sizes round up to a multiple of it)")
-    return value
+    value = _settings.get("TORCH_TPU_SHAPE_BUCKETS")
+    return None if value < 0 else value
 
 
 def bucket(n: int, multiple=None) -> int:

@@ -27,18 +27,14 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from torch_tpu import _C
+from torch_tpu import _C, _settings
 
-_TRANSPORTS = ("auto", "host", "in_program")
 # Equal on two ranks exactly when they live in the same process.
 _PROCESS_TOKEN = f"{os.getpid()}-{uuid.uuid4().hex}"
 
 
 def _transport_setting() -> str:
-    value = os.environ.get("TORCH_TPU_DIST_TRANSPORT", "auto").strip().lower() or "auto"
-    if value not in _TRANSPORTS:
-        raise ValueError(f"TORCH_TPU_DIST_TRANSPORT={value!r}: expected one of {_TRANSPORTS}")
-    return value
+    return _settings.get("TORCH_TPU_DIST_TRANSPORT")
 
 
 def _host_staged(options):

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import enum
 import functools
-import os
 
 import torch
 
-from torch_tpu import _C
+from torch_tpu import _C, _settings
 
 _MODES = ("op", "fused")
 _mode = "op"
@@ -167,8 +166,6 @@ def register() -> None:
     register_optimizer_step_pre_hook(_step_pre_hook)
     register_optimizer_step_post_hook(_step_post_hook)
     _wrap_clip_grad_norm()
-    mode = os.environ.get("TORCH_TPU_EAGER_MODE") or (
-        "fused" if os.environ.get("TORCH_TPU_DEFER_AND_FUSE") == "1" else "op")
-    if mode not in _MODES:
-        raise ValueError(f"TORCH_TPU_EAGER_MODE={mode!r}: expected one of {_MODES}")
+    mode = _settings.get("TORCH_TPU_EAGER_MODE") or (
+        "fused" if _settings.get("TORCH_TPU_DEFER_AND_FUSE") else "op")
     set_eager_mode(mode)

@@ -9,13 +9,12 @@ nothing else changes.
 """
 
 import contextlib
-import os
 
-from torch_tpu import _C
+from torch_tpu import _C, _settings
 
 
 def forbidden_by_env() -> bool:
-    return os.environ.get("TORCH_TPU_NO_COMPILE", "0") == "1"
+    return _settings.get("TORCH_TPU_NO_COMPILE")
 
 
 class no_compile(contextlib.ContextDecorator):

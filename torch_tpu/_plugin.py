@@ -3,10 +3,12 @@
 import importlib.util
 import os
 
+from torch_tpu import _settings
+
 
 def find_plugin() -> str:
     """TORCH_TPU_PJRT_PLUGIN if set; else libtpu if installed; else xla-cpu-pjrt."""
-    path = os.environ.get("TORCH_TPU_PJRT_PLUGIN")
+    path = _settings.get("TORCH_TPU_PJRT_PLUGIN")
     if path:
         return path
     for module, filename in (("libtpu", "libtpu.so"),
@@ -27,17 +29,11 @@ def num_devices() -> int:
     launcher (torchrun sets LOCAL_WORLD_SIZE), one per local process, so that
     `tpu:LOCAL_RANK` exists in every process as `cuda:LOCAL_RANK` does on a GPU host;
     else 1. Other plugins report their own devices."""
-    value = os.environ.get("TORCH_TPU_NUM_DEVICES")
-    if value is None:
-        value = os.environ.get("LOCAL_WORLD_SIZE", "1")
-        try:
-            return max(1, int(value))
-        except ValueError:
-            raise ValueError(f"LOCAL_WORLD_SIZE must be an integer, got {value!r}") from None
+    count = _settings.get("TORCH_TPU_NUM_DEVICES")
+    if count is not None:
+        return count
+    value = os.environ.get("LOCAL_WORLD_SIZE", "1")
     try:
-        count = int(value)
+        return max(1, int(value))
     except ValueError:
-        raise ValueError(f"TORCH_TPU_NUM_DEVICES must be a positive integer, got {value!r}") from None
-    if count < 1:
-        raise ValueError(f"TORCH_TPU_NUM_DEVICES must be a positive integer, got {value!r}")
-    return count
+        raise ValueError(f"LOCAL_WORLD_SIZE must be an integer, got {value!r}") from None

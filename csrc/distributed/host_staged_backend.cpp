@@ -24,6 +24,7 @@
 #include "runtime/fused_group.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
+#include "runtime/settings.h"
 #include "runtime/trace.h"
 
 namespace torch_tpu::distributed {
@@ -373,10 +374,7 @@ class Signature {
 };
 
 bool checks_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("TORCH_TPU_DIST_CHECKS");
-    return v == nullptr || std::string(v) != "0";
-  }();
+  static const bool on = runtime::settings::flag("TORCH_TPU_DIST_CHECKS");
   return on;
 }
 

@@ -1,5 +1,6 @@
 // torch_tpu._C: the bindings. No logic lives here.
 #include <torch/csrc/Generator.h>
+#include <pybind11/stl.h>
 #include <torch/extension.h>
 
 #include "aten/allocator.h"
@@ -18,6 +19,7 @@
 #include "runtime/fused_group.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
+#include "runtime/settings.h"
 
 namespace py = pybind11;
 using namespace torch_tpu;
@@ -77,6 +79,20 @@ py::dict metric_docs() {
 #undef TORCH_TPU_DISK_METRIC_DOC
   d["fallbacks"] = "{op: count} of ops that ran on the CPU";
   return d;
+}
+
+// runtime/settings.h's table, for torch_tpu/_settings.py.
+py::list settings_table() {
+  py::list out;
+  for (const auto& s : runtime::settings::table()) {
+    py::dict names;
+    for (const auto& [word, v] : s.names) names[py::str(word)] = v;
+    out.append(py::dict(py::arg("name") = s.name, py::arg("type") = runtime::settings::type_name(s.type),
+                        py::arg("default") = s.fallback ? py::object(py::str(s.fallback)) : py::none(),
+                        py::arg("doc") = s.doc, py::arg("words") = s.words, py::arg("min") = s.min,
+                        py::arg("names") = names));
+  }
+  return out;
 }
 
 py::dict cache_stats() {
@@ -203,6 +219,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_cpu_fallback_enabled", &aten::cpu_fallback_enabled);
   m.def("_metrics", &metrics_dict);
   m.def("_metric_docs", &metric_docs);
+  m.def("_settings", &settings_table);
+  m.def("_setting", [](const std::string& name) { return runtime::settings::value(name); });
   m.def("_fused_begin", [] { runtime::FusedGroup::get().begin(); });
   m.def("_fused_end", [] { runtime::FusedGroup::get().end(); });
   m.def("_fused_recording", [] { return runtime::FusedGroup::get().recording(); });

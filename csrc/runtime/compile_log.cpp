@@ -1,8 +1,8 @@
 #include "runtime/compile_log.h"
 
 #include <cstdio>
-#include <cstdlib>
-#include <sstream>
+
+#include "runtime/settings.h"
 
 namespace torch_tpu::runtime {
 
@@ -10,15 +10,6 @@ namespace {
 
 // Long signatures (a graph's hundred parameters) keep their head: enough to tell them apart.
 constexpr size_t kMaxArgs = 8;
-
-bool env_lists(const char* name, const std::string& word) {
-  const char* v = std::getenv(name);
-  if (v == nullptr) return false;
-  std::stringstream items(v);
-  for (std::string item; std::getline(items, item, ',');)
-    if (item == word) return true;
-  return false;
-}
 
 // "tensor<3x4xf32>" -> "f32[3,4]"; an encoding after the element type (bounds) is dropped.
 std::string short_type(const std::string& body) {
@@ -65,9 +56,8 @@ const char* disk_outcome_name(DiskOutcome outcome) {
 }
 
 CompileLog::CompileLog() {
-  print_ = env_lists("TORCH_TPU_LOG", "compiles");
-  const char* no_compile = std::getenv("TORCH_TPU_NO_COMPILE");
-  if (no_compile != nullptr && std::string(no_compile) == "1") forbid_depth_ = 1;
+  print_ = settings::lists("TORCH_TPU_LOG", "compiles");
+  if (settings::flag("TORCH_TPU_NO_COMPILE")) forbid_depth_ = 1;
 }
 
 CompileLog& CompileLog::get() {

@@ -3,7 +3,8 @@
 #include <cctype>
 #include <cstdlib>
 #include <limits>
-#include <stdexcept>
+
+#include "runtime/settings.h"
 
 namespace torch_tpu::runtime {
 
@@ -35,16 +36,7 @@ int64_t largest_tensor(const std::string& mlir) {
 }
 
 int64_t fast_compile_elements() {
-  static const int64_t limit = [] {
-    const char* text = std::getenv("TORCH_TPU_FAST_COMPILE_ELEMENTS");
-    if (text == nullptr || *text == '\0') return int64_t{65536};
-    char* end = nullptr;
-    const long long v = std::strtoll(text, &end, 10);
-    if (*end != '\0' || v < 0)
-      throw std::invalid_argument(std::string("TORCH_TPU_FAST_COMPILE_ELEMENTS must be a ") +
-                                  "non-negative integer, got '" + text + "'");
-    return static_cast<int64_t>(v);
-  }();
+  static const int64_t limit = *settings::integer("TORCH_TPU_FAST_COMPILE_ELEMENTS");
   return limit;
 }
 

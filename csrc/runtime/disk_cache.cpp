@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "hlo/builder.h"
+#include "runtime/settings.h"
 
 namespace torch_tpu::runtime {
 
@@ -62,21 +63,12 @@ std::vector<Entry> list_entries(const std::string& dir) {
   return entries;
 }
 
-int64_t env_int(const char* name, int64_t fallback) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return fallback;
-  char* end = nullptr;
-  long long parsed = std::strtoll(v, &end, 10);
-  return end != v && parsed > 0 ? parsed : fallback;
-}
-
 }  // namespace
 
 DiskCacheConfig disk_cache_config_from_env() {
   DiskCacheConfig c;
-  const char* off = std::getenv("TORCH_TPU_DISK_CACHE");
-  c.enabled = !(off != nullptr && std::string(off) == "0");
-  if (const char* dir = std::getenv("TORCH_TPU_CACHE_DIR"); dir != nullptr && *dir != '\0') {
+  c.enabled = settings::flag("TORCH_TPU_DISK_CACHE");
+  if (std::string dir = settings::text("TORCH_TPU_CACHE_DIR"); !dir.empty()) {
     c.dir = dir;
   } else if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {
     c.dir = std::string(xdg) + "/torch_tpu";
@@ -85,7 +77,7 @@ DiskCacheConfig disk_cache_config_from_env() {
   } else {
     c.enabled = false;
   }
-  c.max_bytes = env_int("TORCH_TPU_CACHE_MAX_BYTES", int64_t{4} << 30);
+  c.max_bytes = *settings::integer("TORCH_TPU_CACHE_MAX_BYTES");
   return c;
 }
 

@@ -4,13 +4,13 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <fstream>
 
 #include "hlo/builder.h"
 #include "runtime/compile_log.h"
 #include "runtime/compile_overrides.h"
 #include "runtime/metrics.h"
+#include "runtime/settings.h"
 #include "runtime/trace.h"
 
 namespace torch_tpu::runtime {
@@ -24,9 +24,9 @@ void ProgramKey::add(const char* text) {
 namespace {
 
 void dump(const std::string& fingerprint, const std::string& mlir) {
-  static const char* dir = std::getenv("TORCH_TPU_DUMP_DIR");
-  if (dir == nullptr || *dir == '\0') return;
-  std::ofstream(std::string(dir) + "/" + fingerprint + ".mlir") << mlir;
+  static const std::string dir = settings::text("TORCH_TPU_DUMP_DIR");
+  if (dir.empty()) return;
+  std::ofstream(dir + "/" + fingerprint + ".mlir") << mlir;
 }
 
 // Lines of /proc/self/maps: one per mapping. -1 where there is no such file.
@@ -45,8 +45,8 @@ int64_t process_mappings() {
 
 ExecutableCache::MappingBudget ExecutableCache::default_mapping_budget() {
   int64_t limit = 0;
-  if (const char* v = std::getenv("TORCH_TPU_MAX_MAPPINGS"); v != nullptr && *v != '\0') {
-    limit = std::atoll(v);
+  if (auto set = settings::integer("TORCH_TPU_MAX_MAPPINGS")) {
+    limit = *set;
   } else {
     int64_t max_map_count = 0;
     if (!(std::ifstream("/proc/sys/vm/max_map_count") >> max_map_count) || max_map_count <= 0)
@@ -163,9 +163,7 @@ std::shared_ptr<const CompiledProgram> ExecutableCache::get(
 }
 
 size_t ExecutableCache::default_capacity() {
-  const char* v = std::getenv("TORCH_TPU_CACHE_ENTRIES");
-  long long n = v != nullptr ? std::atoll(v) : 0;
-  return n > 0 ? static_cast<size_t>(n) : 4096;
+  return static_cast<size_t>(*settings::integer("TORCH_TPU_CACHE_ENTRIES"));
 }
 
 // Drops least recently used programs beyond `capacity`. Programs still compiling stay:

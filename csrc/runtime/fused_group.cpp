@@ -1,12 +1,12 @@
 #include "runtime/fused_group.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
+#include "runtime/settings.h"
 #include "runtime/trace.h"
 
 namespace torch_tpu::runtime {
@@ -17,11 +17,7 @@ FusedGroup& FusedGroup::get() {
 }
 
 size_t FusedGroup::max_ops() {
-  static const size_t limit = [] {
-    const char* env = std::getenv("TORCH_TPU_FUSED_MAX_OPS");
-    long long n = env ? std::atoll(env) : 0;
-    return n > 0 ? static_cast<size_t>(n) : size_t{4096};
-  }();
+  static const size_t limit = static_cast<size_t>(*settings::integer("TORCH_TPU_FUSED_MAX_OPS"));
   return limit;
 }
 

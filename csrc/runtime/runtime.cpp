@@ -20,6 +20,7 @@
 #include "runtime/compile_overrides.h"
 #include "runtime/element_type.h"
 #include "runtime/metrics.h"
+#include "runtime/settings.h"
 #include "runtime/trace.h"
 
 namespace torch_tpu::runtime {
@@ -180,8 +181,8 @@ Runtime::Runtime(RuntimeConfig config)
           1, 1, /*portable=*/true, {{kOptimizationLevel, kFastOptimizationLevel}})),
       scalars_(std::make_unique<ScalarCache>()),
       pending_(std::make_unique<Pending>()) {
-  const char* blocking = std::getenv("TORCH_TPU_LAUNCH_BLOCKING");
-  launch_blocking_ = blocking != nullptr && std::string(blocking) == "1";
+  settings::check_all();
+  launch_blocking_ = settings::flag("TORCH_TPU_LAUNCH_BLOCKING");
   if (config_.plugin_path.empty()) {
     throw pjrt::Error(PJRT_Error_Code_NOT_FOUND,
                       "no PJRT plugin found: install xla-cpu-pjrt, or set "
@@ -189,8 +190,7 @@ Runtime::Runtime(RuntimeConfig config)
   }
   // XLA's plugins log informational lines to stderr (its TF_CPP_MIN_LOG_LEVEL, read when
   // they first log). Quiet unless the user asks: TORCH_TPU_VERBOSE=1, or their own level.
-  const char* verbose = std::getenv("TORCH_TPU_VERBOSE");
-  if (verbose == nullptr || std::string(verbose) != "1") setenv("TF_CPP_MIN_LOG_LEVEL", "1", 0);
+  if (!settings::flag("TORCH_TPU_VERBOSE")) setenv("TF_CPP_MIN_LOG_LEVEL", "1", 0);
   auto plugin = pjrt::Plugin::load(config_.plugin_path);
   std::vector<pjrt::CreateOption> options;
   if (config_.virtual_devices()) options.push_back({"cpu_device_count", config_.num_devices});
@@ -371,10 +371,7 @@ std::vector<std::shared_ptr<pjrt::Event>> Runtime::in_flight(int device) {
 int64_t Runtime::memory_capacity(int device) const { return capacity_.at(device); }
 
 bool Runtime::donation_enabled() {
-  static const bool enabled = [] {
-    const char* env = std::getenv("TORCH_TPU_DONATE");
-    return env == nullptr || std::string(env) != "0";
-  }();
+  static const bool enabled = settings::flag("TORCH_TPU_DONATE");
   return enabled;
 }
 

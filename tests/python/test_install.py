@@ -45,14 +45,18 @@ except RuntimeError as e:
     assert len(warning_lines) == 1 and "Traceback" not in r.stderr, r.stderr
 
 
-def test_a_broken_extension_names_the_cause():
-    # A failure other than shadowing: an invalid device count at start-up.
+@pytest.mark.parametrize("name,value", [("TORCH_TPU_NUM_DEVICES", "many"),
+                                        ("TORCH_TPU_FUSED_MAX_OPS", "lots")])
+def test_a_bad_setting_names_the_cause(name, value):
+    # A failure other than shadowing: a bad setting at start-up (the device count, which
+    # Python reads, or a variable only the C++ runtime reads: its start checks them all).
     r = run_python("import torch\n"
                    "try:\n    torch.zeros(2, device='tpu')\n"
                    "except RuntimeError as e:\n    print('ERROR', e)\n",
-                   {"TORCH_TPU_NUM_DEVICES": "many"})
+                   {name: value})
     assert r.returncode == 0, r.stderr
-    assert "ERROR" in r.stdout and "TORCH_TPU_NUM_DEVICES" in r.stdout, r.stdout
+    assert "ERROR" in r.stdout and f"{name}='{value}': expected an integer >= 1" in r.stdout, \
+        r.stdout
 
 
 def _editable() -> bool:

@@ -36,9 +36,11 @@ def raise_virtual_devices(count: int) -> None:
     the device groups between the processes are tpu_dist's host-staged ones. A plugin
     with real devices ignores the variable."""
     try:
-        current = int(os.environ.get("TORCH_TPU_NUM_DEVICES", "1"))
-    except ValueError:
-        current = 1  # torch_tpu reports the bad value when a worker starts
+        from torch_tpu import _settings
+
+        current = _settings.get("TORCH_TPU_NUM_DEVICES") or 1
+    except (ImportError, ValueError):
+        current = 1  # torch_tpu reports the bad value (or its broken install) when a worker starts
     if current < count:
         os.environ["TORCH_TPU_NUM_DEVICES"] = str(count)
 

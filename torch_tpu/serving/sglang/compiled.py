@@ -44,6 +44,7 @@ from sglang.srt.model_executor import forward_context as fc
 from sglang.srt.model_executor.forward_batch_info import ForwardBatch, ForwardMode
 
 import torch_tpu
+from torch_tpu import _settings
 from torch_tpu.serving import paged_attention as pa
 from torch_tpu.serving.buckets import MIN_TOKENS, buckets_up_to
 from torch_tpu.serving.precompile import SavedSteps, package_dir
@@ -55,7 +56,7 @@ ENV_STATS = "TORCH_TPU_SGLANG_STATS"
 
 
 def eager_requested() -> bool:
-    return os.environ.get(ENV_EAGER, "0").lower() not in ("", "0", "false", "no")
+    return _settings.get(ENV_EAGER)
 
 
 def _stand_in_batch() -> ForwardBatch:
@@ -140,7 +141,7 @@ class CompiledSteps:
                                                            model_runner.tp_rank),
                                    _bucket_of, fullgraph=False, dynamic=False)
         self.compiled.arm()
-        self.stats_path = os.environ.get(ENV_STATS) or None
+        self.stats_path = _settings.get(ENV_STATS)
         self.stats = {"compiled": True, "token_buckets": self.token_buckets,
                       "width_buckets": self.width_buckets, "steps": 0,
                       "eager_steps": 0, "step_graphs_after_warmup": 0,
@@ -301,7 +302,7 @@ def install(model_runner, backend) -> CompiledSteps | None:
 
 
 def _write_eager_stats() -> None:
-    path = os.environ.get(ENV_STATS)
+    path = _settings.get(ENV_STATS)
     if path:
         with open(path, "w") as f:
             json.dump({"compiled": False}, f)

@@ -10,6 +10,7 @@ from vllm.logger import init_logger
 from vllm.platforms.interface import Platform, PlatformEnum
 
 import torch_tpu
+from torch_tpu import _settings
 from torch_tpu.serving.device import device_total_memory, raise_virtual_devices
 
 # Under "vllm." so that vLLM's logging configuration shows these messages.
@@ -24,7 +25,8 @@ class TpuPlatform(Platform):
     # vLLM's device groups (tensor/pipeline parallel collectives on tpu tensors) use
     # torch_tpu's c10d backend; its CPU groups are gloo groups of their own.
     dist_backend: str = "tpu_dist"
-    device_control_env_var: str = "TORCH_TPU_VISIBLE_DEVICES"
+    # No device_control_env_var: torch_tpu has no CUDA_VISIBLE_DEVICES-like variable (each
+    # XLA:CPU process has its own virtual devices), so vLLM keeps its placeholder name.
     # Small helpers vLLM compiles on their own (sampler, logprobs) use dynamic shapes;
     # they stay eager ops on the device, the model step is what we compile.
     simple_compile_backend: str = "eager"
@@ -127,7 +129,7 @@ class TpuPlatform(Platform):
         compilation.cudagraph_capture_sizes = []
         model = vllm_config.model_config
         eager = (model is not None and model.enforce_eager) or \
-            os.environ.get("TORCH_TPU_VLLM_EAGER", "0") == "1"
+            _settings.get("TORCH_TPU_VLLM_EAGER")
         if eager or compilation.mode == CompilationMode.NONE:
             compilation.mode = CompilationMode.NONE
         else:
