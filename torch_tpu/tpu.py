@@ -160,6 +160,22 @@ def empty_cache() -> None:
     """Buffers are freed when their last tensor dies; there is no cache to empty."""
 
 
+def host_memory_stats() -> dict:
+    """Pinned host memory (`pin_memory()`), as `torch.cuda.host_memory_stats`: for
+    active_requests, active_bytes, allocations and allocated_bytes their current, peak,
+    allocated and freed counts; num_host_alloc and num_host_free. Nothing is cached, so
+    allocations equal active requests."""
+    return dict(sorted(_C._host_memory_stats().items()))
+
+
+def reset_peak_host_memory_stats() -> None:
+    _C._reset_host_memory_stats(False)
+
+
+def reset_accumulated_host_memory_stats() -> None:
+    _C._reset_host_memory_stats(True)
+
+
 # --- compilation cache ---------------------------------------------------------
 
 def cache_stats(entries: bool = False) -> dict:

@@ -7,6 +7,7 @@
 #include "aten/barrier_kernel.h"
 #include "aten/device.h"
 #include "aten/generator.h"
+#include "aten/host_allocator.h"
 #include "aten/lowered_kernel.h"
 #include "aten/precision.h"
 #include "aten/registration.h"
@@ -78,6 +79,25 @@ py::dict metric_docs() {
   TORCH_TPU_DISK_METRICS(TORCH_TPU_DISK_METRIC_DOC)
 #undef TORCH_TPU_DISK_METRIC_DOC
   d["fallbacks"] = "{op: count} of ops that ran on the CPU";
+  return d;
+}
+
+// host_allocator()'s statistics, flattened as torch.cuda.host_memory_stats's are.
+py::dict host_memory_stats() {
+  const at::HostStats s = aten::host_allocator().get_stats();
+  py::dict d;
+  const std::pair<const char*, const c10::CachingAllocator::Stat*> stats[] = {
+      {"active_requests", &s.active_requests}, {"active_bytes", &s.active_bytes},
+      {"allocations", &s.allocations}, {"allocated_bytes", &s.allocated_bytes}};
+  for (const auto& [name, stat] : stats) {
+    const std::string key(name);
+    d[py::str(key + ".current")] = stat->current;
+    d[py::str(key + ".peak")] = stat->peak;
+    d[py::str(key + ".allocated")] = stat->allocated;
+    d[py::str(key + ".freed")] = stat->freed;
+  }
+  d["num_host_alloc"] = s.num_host_alloc;
+  d["num_host_free"] = s.num_host_free;
   return d;
 }
 
@@ -219,6 +239,11 @@ PYBIND11_MODULE(_C, m) {
   m.def("_cpu_fallback_enabled", &aten::cpu_fallback_enabled);
   m.def("_metrics", &metrics_dict);
   m.def("_metric_docs", &metric_docs);
+  m.def("_host_memory_stats", &host_memory_stats);
+  m.def("_reset_host_memory_stats", [](bool accumulated) {
+    accumulated ? aten::host_allocator().reset_accumulated_stats()
+                : aten::host_allocator().reset_peak_stats();
+  });
   m.def("_settings", &settings_table);
   m.def("_setting", [](const std::string& name) { return runtime::settings::value(name); });
   m.def("_fused_begin", [] { runtime::FusedGroup::get().begin(); });

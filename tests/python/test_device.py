@@ -72,6 +72,40 @@ def test_memory_stats_track_allocations():
     assert torch.tpu.max_memory_allocated() == before
 
 
+def test_pinned_host_memory_is_one_tracked_allocator():
+    # pin_memory() (the hooks' allocator) and torch.accelerator's host-memory calls are
+    # one allocator: what one pins, the other counts, and is_pinned() knows it.
+    torch.accelerator.empty_host_cache()  # nothing cached: a no-op, not a crash
+    torch.tpu.reset_peak_host_memory_stats()
+    before = torch.tpu.host_memory_stats()
+    x = torch.arange(1000, dtype=torch.float32)
+    assert not x.is_pinned()
+    p = x.pin_memory()
+    assert p.is_pinned() and torch.equal(p, x)
+    assert not p.clone().is_pinned()  # a clone is ordinary CPU memory
+    stats = torch.tpu.host_memory_stats()
+    assert stats["active_bytes.current"] - before["active_bytes.current"] == 4000
+    assert stats["active_requests.current"] - before["active_requests.current"] == 1
+    assert stats["num_host_alloc"] - before["num_host_alloc"] == 1
+    assert stats["active_bytes.peak"] >= stats["active_bytes.current"]
+    # A pinned buffer copies to the device and back like any CPU tensor.
+    y = p.to("tpu", non_blocking=True)
+    assert torch.equal(y.cpu(), x)
+    del p
+    after = torch.tpu.host_memory_stats()
+    assert after["active_bytes.current"] == before["active_bytes.current"]
+    assert after["num_host_free"] - before["num_host_free"] == 1
+    empty = torch.empty(0).pin_memory()  # an empty block shares nullptr: counted, not kept
+    assert torch.tpu.host_memory_stats()["active_requests.current"] == \
+        before["active_requests.current"] + 1
+    del empty
+    torch.tpu.reset_accumulated_host_memory_stats()
+    torch.tpu.reset_peak_host_memory_stats()
+    stats = torch.tpu.host_memory_stats()
+    assert stats["num_host_alloc"] == 0 and stats["allocated_bytes.allocated"] == 0
+    assert stats["active_bytes.peak"] == stats["active_bytes.current"]
+
+
 def test_autoload_without_import():
     r = run_python("import torch; x = torch.ones(3, device='tpu'); print((x + x).cpu().tolist(), "
                    "torch.tpu.device_count(), torch.accelerator.current_accelerator())")
