@@ -4,12 +4,9 @@
 
 #include <gtest/gtest.h>
 
-#include <array>
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
 #include <memory>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -20,26 +17,11 @@
 
 namespace torch_tpu::test {
 
-// TORCH_TPU_PJRT_PLUGIN if set, else the installed xla-cpu-pjrt wheel's plugin.
+// TORCH_TPU_PJRT_PLUGIN if set, else the xla-cpu-pjrt plugin CMake found at configure time.
 inline std::string plugin_path() {
   if (const char* env = std::getenv("TORCH_TPU_PJRT_PLUGIN"); env != nullptr && *env != '\0')
     return env;
-  static const std::string found = [] {
-    const char* command =
-        "python3 -c \"import os, xla_plugins.xla_cpu_pjrt as m; "
-        "print(os.path.join(os.path.dirname(m.__file__), 'xla_cpu_pjrt.so'))\" 2>/dev/null";
-    std::string out;
-    if (FILE* pipe = popen(command, "r")) {
-      std::array<char, 512> chunk;
-      while (fgets(chunk.data(), chunk.size(), pipe) != nullptr) out += chunk.data();
-      pclose(pipe);
-    }
-    while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
-    if (out.empty())
-      throw std::runtime_error("no PJRT plugin: set TORCH_TPU_PJRT_PLUGIN or install xla-cpu-pjrt");
-    return out;
-  }();
-  return found;
+  return TORCH_TPU_TEST_PLUGIN;
 }
 
 inline std::shared_ptr<pjrt::Plugin> plugin() {
