@@ -12,7 +12,7 @@
 #
 # Venvs go to $TORCH_TPU_SERVING_VENVS (default /work/venvs): outside the repository, so
 # that fresh clones (CI) reuse them. They see the system site-packages, where torch
-# 2.13.0 and torch_tpu are installed (.ci/run installs torch_tpu there); for a developer
+# (pyproject.toml's pin) and torch_tpu are installed (.ci/run installs torch_tpu there); for a developer
 # build, TORCH_TPU_PKG=build/dev-NAME/pkg adds that directory with a .pth file instead.
 set -euo pipefail
 self=$(realpath "$0")
@@ -25,13 +25,17 @@ engines=("$@")
 
 VLLM_VERSION=0.32.0
 SGLANG_VERSION=0.5.21
-TORCHVISION_VERSION=0.28.0  # the release paired with torch 2.13.0
-# What the tests need besides the engine; torch is pinned so pip never swaps in another
-# build (an unpinned resolve would pull a multi-GB CUDA torch).
-COMMON=("torch==2.13.0" pytest requests)
+TORCHVISION_VERSION=0.28.0  # the release paired with the torch pin below
+# What the tests need besides the engine; torch is pinned (pyproject.toml's pin, named
+# only there) so pip never swaps in another build (an unpinned resolve would pull a
+# multi-GB CUDA torch).
+TORCH_PIN=$(python3 -c 'import tomllib
+deps = tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]
+print(next(d for d in deps if d.startswith("torch==")))')
+COMMON=("$TORCH_PIN" pytest requests)
 
 # A venv is rebuilt when this script or its constraints change.
-stamp_of() { echo "$1 $(cat "$self" scripts/serving-*-constraints.txt scripts/serving_torchvision_without_ops.py | sha256sum | cut -c1-16)"; }
+stamp_of() { echo "$1 $TORCH_PIN $(cat "$self" scripts/serving-*-constraints.txt scripts/serving_torchvision_without_ops.py | sha256sum | cut -c1-16)"; }
 
 make_venv() {  # name
   local venv=$root/$1 site
