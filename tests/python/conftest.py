@@ -1,66 +1,8 @@
-import os
-import subprocess
-import sys
-import tempfile
-
+"""Fixtures for every test file; the shared helpers are in helpers.py."""
 import pytest
 import torch
 
 import torch_tpu  # noqa: F401  (autoload does this too; explicit for clarity)
-
-
-def run_python(code: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    """Runs `code` in a fresh interpreter (for plugin choice, device count, autoload).
-
-    It runs outside the checkout so `import torch_tpu` finds the installed package, not
-    the source tree (which has no built extension). A None value in `env` unsets it."""
-    full_env = dict(os.environ)
-    full_env.update(env or {})
-    full_env = {k: v for k, v in full_env.items() if v is not None}
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=full_env, timeout=300, cwd=tempfile.gettempdir())
-
-
-FLOATS = [torch.float32, torch.bfloat16, torch.float16, torch.float64]
-LOW = (torch.bfloat16, torch.float16)
-
-
-def tol(dtype, f32=1e-5, f64=None, low=2e-2, equal_nan=False) -> dict:
-    """assert_close tolerances for results of `dtype`: `low` for bf16/f16, `f32` for
-    float32, `f64` for float64 (None: assert_close's own default for the dtype)."""
-    bound = low if dtype in LOW else f32 if dtype == torch.float32 else \
-        f64 if dtype == torch.float64 else None
-    out = {} if bound is None else dict(rtol=bound, atol=bound)
-    if equal_nan:
-        out["equal_nan"] = True
-    return out
-
-
-def eps_tol(dtype, ulps) -> dict:
-    """rtol = atol = `ulps` times `dtype`'s machine epsilon. For a half-type result
-    compared with the float32 result rounded once, 1 covers that rounding and a last-bit
-    difference in the float32 sums; an op that rounds intermediate results in the half
-    type needs about one more per rounding step on the result's path."""
-    bound = ulps * torch.finfo(dtype).eps
-    return dict(rtol=bound, atol=bound)
-
-
-def rand(shape, dtype, seed=0, scale=1.0):
-    """A seeded CPU sample: normal floats times `scale`, small signed ints, fair bools."""
-    g = torch.Generator().manual_seed(seed)
-    if dtype == torch.bool:
-        return torch.rand(shape, generator=g) > 0.5
-    if dtype.is_floating_point:
-        return torch.randn(shape, generator=g).mul(scale).to(dtype)
-    return torch.randint(-9, 10, shape, generator=g).to(dtype)
-
-
-def assert_same(tpu_tensor: torch.Tensor, cpu_tensor: torch.Tensor, **tol):
-    assert tpu_tensor.device.type == "tpu"
-    host = tpu_tensor.cpu()
-    assert host.dtype == cpu_tensor.dtype
-    assert host.shape == cpu_tensor.shape
-    torch.testing.assert_close(host, cpu_tensor, **tol)
 
 
 @pytest.fixture

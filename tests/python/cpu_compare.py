@@ -8,7 +8,7 @@ AVX512-FP16 and AMX on Intel, float32 arithmetic elsewhere), so a test tuned aga
 on one machine fails on another."""
 import torch
 
-from conftest import LOW, assert_same, tol
+from helpers import LOW, assert_same, tol
 
 
 def tolerance(dtype, f32=1e-4):

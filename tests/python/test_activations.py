@@ -8,7 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import assert_same, FLOATS, tol as shared_tol
+import helpers
+from helpers import assert_same, FLOATS, tol as shared_tol
 
 tol = functools.partial(shared_tol, f32=2e-5, f64=2e-5, equal_nan=True)
 
@@ -48,12 +49,11 @@ ACTIVATIONS = {
 }
 
 
+SPECIALS = [0.0, -0.0, 3.0, -3.0, math.inf, -math.inf, math.nan, 25.0]
+
+
 def sample(dtype, shape=(6, 8), seed=0, specials=True):
-    g = torch.Generator().manual_seed(seed)
-    x = (torch.rand(shape, generator=g, dtype=torch.float64) * 12 - 6).to(dtype)
-    if specials:
-        x.view(-1)[:8] = torch.tensor([0.0, -0.0, 3.0, -3.0, math.inf, -math.inf, math.nan, 25.0])
-    return x
+    return helpers.sample(dtype, shape, seed, -6, 6, SPECIALS if specials else ())
 
 
 @pytest.mark.parametrize("dtype", FLOATS)

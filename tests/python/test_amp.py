@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 import torch_tpu
-from conftest import assert_same
+from helpers import assert_same
 
 LOW = [torch.bfloat16, torch.float16]
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import LOW, assert_same, tol as shared_tol
+from helpers import LOW, assert_same, tol as shared_tol
 
 tol = functools.partial(shared_tol, f32=1e-4, f64=3e-2, low=3e-2)
 

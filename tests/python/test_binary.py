@@ -8,7 +8,8 @@ import math
 import pytest
 import torch
 
-from conftest import assert_same, tol as shared_tol
+import helpers
+from helpers import assert_same, same_or_same_error, to_tpu, tol as shared_tol
 
 tol = functools.partial(shared_tol, f32=2e-5, f64=2e-5, equal_nan=True)
 
@@ -17,31 +18,12 @@ DTYPES = [torch.float32, torch.bfloat16, torch.int64, torch.bool]
 MORE_DTYPES = [torch.float16, torch.float64, torch.int32, torch.uint8]
 
 
+# Edge values at the start of each floating sample.
+SPECIALS = [0.0, -0.0, math.nan, math.inf, -math.inf, 2.0]
+
+
 def sample(dtype, shape, seed, lo=-5, hi=5, specials=True):
-    g = torch.Generator().manual_seed(seed)
-    x = lo + (hi - lo) * torch.rand(shape, generator=g, dtype=torch.float64)
-    if dtype == torch.bool:
-        return x > (lo + hi) / 2
-    if not dtype.is_floating_point:
-        return x.round().to(dtype)
-    x = x.to(dtype)
-    if specials and x.numel() >= 6:
-        x.view(-1)[:6] = torch.tensor([0.0, -0.0, math.nan, math.inf, -math.inf, 2.0], dtype=dtype)
-    return x
-
-
-def to_tpu(a):
-    return a.to("tpu") if isinstance(a, torch.Tensor) else a
-
-
-def same_or_same_error(fn, *cpu_args, **tolerance):
-    try:
-        expected = fn(*cpu_args)
-    except (RuntimeError, NotImplementedError, TypeError):
-        with pytest.raises((RuntimeError, NotImplementedError, TypeError)):
-            fn(*map(to_tpu, cpu_args)).cpu()
-        return
-    assert_same(fn(*map(to_tpu, cpu_args)), expected, **tolerance)
+    return helpers.sample(dtype, shape, seed, lo, hi, SPECIALS if specials else ())
 
 
 BINARY = {

@@ -9,7 +9,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import torch_tpu
-from conftest import assert_same
+from helpers import assert_same
 
 
 pytestmark = pytest.mark.usefixtures("fresh_dynamo")

@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 
 import torch_tpu
-from conftest import run_python
+from helpers import run_python
 
 # A few distinct programs (at least three in either eager mode: each host read ends a
 # fused group); prints the metrics and a checksum of the results, read before the metrics.

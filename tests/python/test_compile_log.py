@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import torch_tpu
-from conftest import run_python
+from helpers import run_python
 
 # Ops in op mode, each new program, shape and dtype once; prints the compile log.
 EAGER = """

@@ -11,7 +11,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import torch_tpu
-from conftest import assert_same, run_python
+from helpers import assert_same, run_python
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 TOL = dict(rtol=1e-4, atol=1e-5)

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 import torch_tpu
-from conftest import assert_same, rand
+from helpers import assert_same, rand, tol
 
 CDTYPES = [torch.complex64, torch.complex128]
 
@@ -11,10 +11,6 @@ CDTYPES = [torch.complex64, torch.complex128]
 def crand(shape, dtype, seed=0):
     part = torch.float32 if dtype == torch.complex64 else torch.float64
     return torch.complex(rand(shape, part, seed), rand(shape, part, seed + 1))
-
-
-def tol_of(dtype):
-    return dict(rtol=1e-5, atol=1e-5) if dtype in (torch.complex64, torch.float32) else {}
 
 
 @pytest.mark.parametrize("dtype", CDTYPES)
@@ -40,17 +36,17 @@ def test_round_trip_and_views(dtype):
 def test_arithmetic(dtype):
     x, y = crand((4, 3), dtype, 0), crand((4, 3), dtype, 2)
     a, b = x.to("tpu"), y.to("tpu")
-    assert_same(a + b, x + y, **tol_of(dtype))
-    assert_same(a * b, x * y, **tol_of(dtype))
-    assert_same(a / b, x / y, **tol_of(dtype))
-    assert_same(a - 2.5, x - 2.5, **tol_of(dtype))
-    assert_same(a * (1 - 2j), x * (1 - 2j), **tol_of(dtype))
-    assert_same(a.abs(), x.abs(), **tol_of(dtype))
-    assert_same(a.angle(), x.angle(), **tol_of(dtype))
-    assert_same(a.exp(), x.exp(), **tol_of(dtype))
-    assert_same(a * 2.0, x * 2.0, **tol_of(dtype))
+    assert_same(a + b, x + y, **tol(dtype))
+    assert_same(a * b, x * y, **tol(dtype))
+    assert_same(a / b, x / y, **tol(dtype))
+    assert_same(a - 2.5, x - 2.5, **tol(dtype))
+    assert_same(a * (1 - 2j), x * (1 - 2j), **tol(dtype))
+    assert_same(a.abs(), x.abs(), **tol(dtype))
+    assert_same(a.angle(), x.angle(), **tol(dtype))
+    assert_same(a.exp(), x.exp(), **tol(dtype))
+    assert_same(a * 2.0, x * 2.0, **tol(dtype))
     # Real and complex operands promote to complex.
-    assert_same(a + x.real.to("tpu"), x + x.real, **tol_of(dtype))
+    assert_same(a + x.real.to("tpu"), x + x.real, **tol(dtype))
 
 
 @pytest.mark.parametrize("dtype", CDTYPES)
@@ -62,7 +58,7 @@ def test_conjugation(dtype):
     assert torch.equal(c.cpu(), x.conj())
     assert_same(c.clone(), x.conj().clone())
     assert_same(torch.conj_physical(t), torch.conj_physical(x))
-    assert_same(c * t, x.conj() * x, **tol_of(dtype))
+    assert_same(c * t, x.conj() * x, **tol(dtype))
     # Negative views (as autograd makes them) are applied too.
     assert torch.equal(torch._neg_view(t).cpu().resolve_neg(), -x)
     # A host tensor with the conjugate bit uploads its values.
@@ -74,7 +70,7 @@ def test_complex_polar_angle(dtype):
     re, im = rand((3, 4), dtype, 3), rand((3, 4), dtype, 4)
     assert_same(torch.complex(re.to("tpu"), im.to("tpu")), torch.complex(re, im))
     r = re.abs()
-    assert_same(torch.polar(r.to("tpu"), im.to("tpu")), torch.polar(r, im), **tol_of(dtype))
+    assert_same(torch.polar(r.to("tpu"), im.to("tpu")), torch.polar(r, im), **tol(dtype))
     z = torch.tensor([-1.5, 0.0, 2.0, float("nan"), -0.0], dtype=dtype)
     assert_same(z.to("tpu").angle(), z.angle(), equal_nan=True)
     ints = torch.tensor([-3, 0, 4])
@@ -171,10 +167,10 @@ def test_comparisons_sign_and_norm(dtype):
     t = x.to("tpu")
     assert_same(t == t[0], x == x[0])
     assert_same(t != 0, x != 0)
-    assert_same(t.sgn(), x.sgn(), **tol_of(dtype))
+    assert_same(t.sgn(), x.sgn(), **tol(dtype))
     assert_same(torch.linalg.vector_norm(t, dim=1), torch.linalg.vector_norm(x, dim=1),
-                **tol_of(dtype))
-    assert_same(t.norm(), x.norm(), **tol_of(dtype))
+                **tol(dtype))
+    assert_same(t.norm(), x.norm(), **tol(dtype))
 
 
 def test_ops_without_complex_lowering_raise_or_fall_back():

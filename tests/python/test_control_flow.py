@@ -12,7 +12,7 @@ from torch._higher_order_ops.scan import scan
 from torch._higher_order_ops.while_loop import while_loop
 
 import torch_tpu
-from conftest import assert_same, eps_tol, rand, run_python
+from helpers import assert_same, eps_tol, rand, run_python
 
 
 pytestmark = pytest.mark.usefixtures("fresh_dynamo")

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 import torch_tpu
 from torch_tpu import _C
-from conftest import run_python
+from helpers import run_python
 
 # Cache lengths around the buckets 8, 16, 32 and 64.
 LENGTHS = [9, 15, 16, 17, 31, 32, 33, 40]

@@ -2,7 +2,7 @@ import pytest
 import torch
 
 import torch_tpu
-from conftest import run_python
+from helpers import run_python
 
 
 def test_cpu_and_tpu_tensors_in_one_op():

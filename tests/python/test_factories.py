@@ -3,7 +3,7 @@ import pytest
 import torch
 
 import torch_tpu
-from conftest import assert_same, eps_tol, FLOATS, LOW
+from helpers import assert_same, eps_tol, FLOATS, LOW
 
 
 @pytest.mark.parametrize("args", [(5,), (2, 9), (-3, 7, 2), (10, 0, -3), (0,), (3, 3)])

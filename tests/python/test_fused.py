@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import torch_tpu
-from conftest import assert_same, rand, run_python
+from helpers import assert_same, rand, run_python
 
 
 def pending() -> int:

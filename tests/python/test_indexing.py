@@ -4,7 +4,7 @@ import torch
 import torch.nn.functional as F
 
 import torch_tpu
-from conftest import assert_same
+from helpers import assert_same
 
 DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.int64, torch.int32, torch.bool]
 # A cheaper spread for ops whose lowering does not depend on the dtype's kind beyond these.

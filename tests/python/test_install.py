@@ -7,7 +7,7 @@ import sys
 import pytest
 
 import torch_tpu
-from conftest import run_python
+from helpers import run_python
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -3,7 +3,7 @@ non-contiguous inputs, NaN."""
 import pytest
 import torch
 
-from conftest import assert_same
+from helpers import assert_same
 
 
 @pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.float32, torch.bfloat16,

@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from conftest import assert_same, rand, tol
+from helpers import assert_same, rand, tol
 from cpu_compare import check
 
 FLOATS = [torch.float32, torch.float64, torch.bfloat16]

@@ -3,7 +3,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import assert_same, tol
+from helpers import assert_same, tol
 
 REDUCTIONS = ["none", "mean", "sum"]
 

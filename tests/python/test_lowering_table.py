@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import torch_tpu
-from conftest import assert_same
+from helpers import assert_same
 
 
 def test_every_table_op_is_registered_for_tpu():

@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import assert_same
+from helpers import assert_same
 from cpu_compare import check, tolerance
 
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import torch_tpu
-from conftest import assert_same, FLOATS, rand, tol as shared_tol
+from helpers import assert_same, FLOATS, rand, tol as shared_tol
 
 tol = functools.partial(shared_tol, f32=None, low=1e-2)
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import torch_tpu
-from conftest import assert_same, tol, LOW
+from helpers import assert_same, tol, LOW
 
 
 def make_lists(dtype, count=3, positive=False, seed=0):

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import torch_tpu  # noqa: F401
-from conftest import assert_same, rand, run_python
+from helpers import assert_same, rand, run_python
 
 # Runs `body` once per setting in a fresh process with an empty cache and a dump
 # directory; prints, per setting, the precision attributes of every program it compiled

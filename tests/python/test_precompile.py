@@ -14,7 +14,7 @@ import json
 import pytest
 import torch
 
-from conftest import run_python
+from helpers import run_python
 
 # A small MLP's loss and the gradient of its first weight, compiled one of three ways;
 # prints them with the Dynamo frames traced, the graphs backend "tpu" traced (its

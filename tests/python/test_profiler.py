@@ -9,7 +9,7 @@ from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
 import torch_tpu
-from conftest import assert_same, rand
+from helpers import assert_same, rand
 
 ACTIVITIES = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import torch_tpu
-from conftest import run_python, FLOATS
+from helpers import run_python, FLOATS
 
 N = 200_000
 

@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from conftest import assert_same, FLOATS, rand, tol
+from helpers import assert_same, FLOATS, rand, tol
 
 INTS = [torch.int64, torch.int32]
 ALL = FLOATS + INTS + [torch.bool]

@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import assert_same
+from helpers import assert_same
 
 from test_indexing import DTYPES, make, tpu
 from test_indexing import grad_check as grad_check_tol

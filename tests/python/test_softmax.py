@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from conftest import assert_same, FLOATS, tol as shared_tol, rand as shared_rand
+from helpers import assert_same, FLOATS, tol as shared_tol, rand as shared_rand
 
 tol = functools.partial(shared_tol, f32=None)
 rand = functools.partial(shared_rand, scale=3.0)

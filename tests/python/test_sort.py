@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from conftest import assert_same
+from helpers import assert_same
 
 DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.float64, torch.int64, torch.int32]
 

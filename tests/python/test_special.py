@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from conftest import assert_same
+from helpers import assert_same
 
 POLYNOMIALS = [
     "chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v",

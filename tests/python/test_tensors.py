@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import torch_tpu
-from conftest import assert_same
+from helpers import assert_same
 
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32,
           torch.int16, torch.int8, torch.uint8, torch.bool]

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import torch_tpu  # noqa: F401
-from conftest import assert_same, rand
+from helpers import assert_same, rand
 
 SIZES = [3, 0, 4, 2]  # an empty group included; 9 rows of 10 are grouped, the last is 0
 
@@ -124,7 +124,7 @@ def test_optimization_barrier_values_and_gradient():
 
 
 def test_optimization_barrier_is_in_the_program(tmp_path):
-    from conftest import run_python
+    from helpers import run_python
 
     out = run_python(
         "import torch, torch_tpu\n"

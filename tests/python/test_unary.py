@@ -7,7 +7,8 @@ import math
 import pytest
 import torch
 
-from conftest import assert_same, tol as shared_tol
+import helpers
+from helpers import assert_same, same_or_same_error, tol as shared_tol
 
 tol = functools.partial(shared_tol, f32=2e-5, f64=1e-9, equal_nan=True)
 
@@ -15,34 +16,13 @@ DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.float64, torch.int
 SPECIALS = [0.0, -0.0, math.inf, -math.inf, math.nan, 1.0, -1.0, 0.5, 2.0, -2.5]
 
 
+DOMAINS = {"any": (-4, 4), "pos": (0.05, 6), "unit": (-0.95, 0.95), "ge1": (1.05, 6),
+           "open01": (0.02, 0.98), "small": (-2.5, 2.5)}
+
+
 def sample(domain, dtype, shape=(4, 6), specials=True, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    u = torch.rand(shape, generator=g, dtype=torch.float64)
-    lo, hi = {"any": (-4, 4), "pos": (0.05, 6), "unit": (-0.95, 0.95), "ge1": (1.05, 6),
-              "open01": (0.02, 0.98), "small": (-2.5, 2.5)}[domain]
-    x = lo + (hi - lo) * u
-    if dtype == torch.bool:
-        return x > (lo + hi) / 2
-    if not dtype.is_floating_point:
-        return (x * 2).round().to(dtype)
-    x = x.to(dtype)
-    if specials:
-        flat = x.view(-1)
-        flat[: len(SPECIALS)] = torch.tensor(SPECIALS, dtype=dtype)
-    return x
-
-
-def same_or_same_error(fn, *cpu_args, **tolerance):
-    """fn on CPU and on tpu agree: equal results, or both raise."""
-    try:
-        expected = fn(*cpu_args)
-    except (RuntimeError, NotImplementedError):
-        with pytest.raises((RuntimeError, NotImplementedError)):
-            fn(*[a.to("tpu") if isinstance(a, torch.Tensor) else a for a in cpu_args]).cpu()
-        return None
-    got = fn(*[a.to("tpu") if isinstance(a, torch.Tensor) else a for a in cpu_args])
-    assert_same(got, expected, **tolerance)
-    return expected
+    lo, hi = DOMAINS[domain]
+    return helpers.sample(dtype, shape, seed, lo, hi, SPECIALS if specials else (), int_scale=2)
 
 
 # name: (input domain, differentiable)

@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import eps_tol
+from helpers import eps_tol
 from cpu_compare import check, tolerance
 
 

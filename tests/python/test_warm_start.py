@@ -9,7 +9,7 @@ import pickle
 import pytest
 import torch
 
-from conftest import run_python
+from helpers import run_python
 
 # Two training steps of a small MLP, its forward and backward compiled by BACKEND; prints
 # the losses, how many graphs backend "tpu" traced (its compiler calls), AOTAutograd's
