@@ -1,28 +1,13 @@
 #!/usr/bin/env bash
 # Runs every test: the GoogleTest suites of the C++ core (via ctest), then the Python
-# suite. It sets up what it needs first: torch_tpu itself (an editable install, if none
-# is importable), the `test` extras pinned in pyproject.toml, and the C++ test tools
-# from Debian packages when it may install them (root). Without them it says which
-# package is missing, skips the C++ suites and still runs the Python suite.
-# Arguments go to pytest.
+# suite in op and fused eager mode, then the serving tests in the engines' venvs. It runs
+# scripts/test_setup.sh first (installs torch_tpu if missing, the pinned test extras and,
+# as root, the C++ suites' Debian packages). Arguments go to pytest. The stages pick
+# tests by pytest marker (pyproject.toml lists them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python=${PYTHON:-python3}
-
-if ! (cd /tmp && "$python" -c "import torch_tpu._C") 2> /dev/null; then
-  echo "test.sh: torch_tpu is not installed; installing it in editable mode"
-  # The pins are pyproject.toml's: what building needs, and what torch_tpu depends on.
-  "$python" - <<'PY' | xargs "$python" -m pip install -q --root-user-action=ignore ninja
-import tomllib
-p = tomllib.load(open("pyproject.toml", "rb"))
-print("\n".join(dict.fromkeys(p["build-system"]["requires"] + p["project"]["dependencies"])))
-PY
-  "$python" -m pip install -q --root-user-action=ignore --no-build-isolation -e .
-fi
-"$python" - <<'PY' | xargs "$python" -m pip install -q --root-user-action=ignore
-import tomllib
-print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["test"]))
-PY
+# Sourced: it leaves $python and the C++ suites' missing Debian packages ($missing).
+source scripts/test_setup.sh
 
 # One empty program cache for all stages (tests/conftest.py): every run starts cold, as a
 # fresh CI machine does, and the fused-mode pass reuses what the op-mode pass compiled.
@@ -72,17 +57,6 @@ skip_stage() {  # skip_stage NAME REASON
   summary+=("$(printf '%-10s %-7s %s' "$1" skipped "$2")")
 }
 
-# The C++ suites need cmake, ninja, a C++ compiler and GoogleTest.
-missing=()
-command -v cmake > /dev/null || missing+=(cmake)
-command -v ninja > /dev/null || missing+=(ninja-build)
-command -v g++ > /dev/null || missing+=(g++)
-[ -f /usr/include/gtest/gtest.h ] || missing+=(libgtest-dev)
-if [ ${#missing[@]} -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get > /dev/null; then
-  echo "test.sh: installing ${missing[*]}"
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" > /dev/null
-  missing=()
-fi
 cpp_tests() {
   local build=build/cpp-tests
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
@@ -99,14 +73,11 @@ fi
 # -P: the repository root must not shadow the installed torch_tpu.
 stage op-mode "$python" -P -m pytest -q tests/python "$@"
 # Again in fused eager mode (ops recorded, run as one program per group): both eager
-# modes must give the same results. Run once, above, and not again here: the files
-# about compiled graphs and their cache (a compiled graph is one program in either
-# mode), the distributed transports (multi-process; the in-program one refuses fused
-# mode), packaging and the lowering table. That halves CI's second pass.
-echo "test.sh: the Python suite in fused eager mode (compile, distributed, install and lowering-table files skipped)"
+# modes must give the same results. Tests marked single_mode, distributed or slow ran
+# once, above (pyproject.toml says what each marker means).
+echo "test.sh: the Python suite in fused eager mode (without tests marked single_mode, distributed or slow)"
 stage fused-mode env TORCH_TPU_EAGER_MODE=fused "$python" -P -m pytest -q tests/python \
-  --ignore-glob='tests/python/test_compile*.py' --ignore-glob='tests/python/test_distributed*.py' \
-  --ignore=tests/python/test_install.py --ignore=tests/python/test_lowering_table.py "$@"
+  -m "not single_mode and not distributed and not slow" "$@"
 
 # Serving: the paged-attention kernels need only torch_tpu; the engine tests run in the
 # engine's venv (scripts/serving_venvs.sh), which sees this torch_tpu through the

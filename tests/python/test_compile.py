@@ -12,7 +12,7 @@ import torch_tpu
 from helpers import assert_same
 
 
-pytestmark = pytest.mark.usefixtures("fresh_dynamo")
+pytestmark = [pytest.mark.single_mode, pytest.mark.usefixtures("fresh_dynamo")]
 
 
 def graphs():

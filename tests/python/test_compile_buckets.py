@@ -12,6 +12,8 @@ import torch.nn.functional as F
 import torch_tpu
 from torch_tpu import _buckets
 
+pytestmark = pytest.mark.single_mode
+
 SIZES = [2, 3, 7, 8, 9, 15, 16, 17]  # buckets 8, 8, 8, 8, 16, 16, 16, 32
 
 

@@ -1,5 +1,6 @@
 """The disk tier of the compilation cache, seen from fresh processes: eager programs and
 torch.compile graphs (minGPT training) share it."""
+import pytest
 import json
 import os
 import subprocess
@@ -11,6 +12,8 @@ import torch
 
 import torch_tpu
 from helpers import run_python
+
+pytestmark = pytest.mark.single_mode
 
 # A few distinct programs (at least three in either eager mode: each host read ends a
 # fused group); prints the metrics and a checksum of the results, read before the metrics.

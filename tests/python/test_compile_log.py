@@ -11,6 +11,8 @@ import torch
 import torch_tpu
 from helpers import run_python
 
+pytestmark = pytest.mark.single_mode
+
 # Ops in op mode, each new program, shape and dtype once; prints the compile log.
 EAGER = """
 import json, torch, torch_tpu

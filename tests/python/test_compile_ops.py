@@ -17,7 +17,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 TOL = dict(rtol=1e-4, atol=1e-5)
 
 
-pytestmark = pytest.mark.usefixtures("fresh_dynamo")
+pytestmark = [pytest.mark.single_mode, pytest.mark.usefixtures("fresh_dynamo")]
 
 
 def one_program():

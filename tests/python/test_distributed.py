@@ -8,8 +8,9 @@ import torch.distributed as dist
 import dist_workers as w
 from dist_launch import launch
 
-pytestmark = pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(),
-                                reason="torch.distributed with gloo is required")
+pytestmark = [pytest.mark.distributed,
+              pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(),
+                                 reason="torch.distributed with gloo is required")]
 
 
 @pytest.mark.parametrize("world_size", [2, 4])

@@ -15,6 +15,8 @@ import pytest
 import torch
 import torch.distributed as dist
 
+pytestmark = pytest.mark.distributed
+
 if not dist.is_available() or not dist.is_gloo_available():
     pytest.skip("torch.distributed with gloo is required", allow_module_level=True)
 

@@ -14,6 +14,8 @@ import torch.distributed as dist
 
 import torch_tpu  # noqa: F401
 
+pytestmark = pytest.mark.distributed
+
 pytest.importorskip("transformers")
 if not dist.is_available() or not dist.is_gloo_available():
     pytest.skip("torch.distributed with gloo is required", allow_module_level=True)

@@ -10,8 +10,9 @@ import sys
 import pytest
 import torch.distributed as dist
 
-pytestmark = pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(),
-                                reason="torch.distributed with gloo is required")
+pytestmark = [pytest.mark.distributed,
+              pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(),
+                                 reason="torch.distributed with gloo is required")]
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCENARIOS = ["collectives_2", "collectives_4", "subgroups", "mismatch", "missing", "ddp",

@@ -9,6 +9,8 @@ import pytest
 import torch_tpu
 from helpers import run_python
 
+pytestmark = pytest.mark.single_mode
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # Drops scikit-build-core's editable finder, so that Python finds torch_tpu as it would

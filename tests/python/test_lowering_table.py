@@ -6,6 +6,8 @@ import torch
 import torch_tpu
 from helpers import assert_same
 
+pytestmark = pytest.mark.single_mode
+
 
 def test_every_table_op_is_registered_for_tpu():
     names = torch_tpu._C._lowerings()
