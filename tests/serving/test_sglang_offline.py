@@ -5,7 +5,10 @@ context lengths), with compiled steps (the default) for a tiny Llama; a second r
 SGLang's radix (prefix) cache and still gives the same tokens; prompts longer than one
 prefill chunk (chunked prefill) do too. A compiled session compiles every step program
 during warm-up and none in a run of mixed request sizes; a KV cache too small for the
-batch retracts (preempts) requests and still finishes every one with HF's tokens.
+batch retracts (preempts) requests and still finishes every one with HF's tokens. The
+engine runs with TORCH_TPU_NO_COMPILE=1: its start-up compiles, and every compiled step
+after the warm-up runs under torch_tpu.no_compile() (a compile there would raise in the
+scheduler and stop the engine).
 
 The engine lives for the whole module; the eager tests, which start engines of their
 own, are in test_sglang_eager.py (one engine at a time: see sglang_engine.py)."""
@@ -25,10 +28,13 @@ def engine(model_dir, tmp_path_factory):
     """A compiled Llama engine with a KV pool of 256 tokens: enough for the greedy
     batch, too small for eight requests of 63-70 tokens at once. A low
     schedule_conservativeness makes the scheduler admit requests on a small estimate
-    of their new tokens, so running requests outgrow the pool and get retracted."""
+    of their new tokens, so running requests outgrow the pool and get retracted.
+    TORCH_TPU_NO_COMPILE=1 in the scheduler's environment: steps after warm-up may not
+    compile."""
     path = model_dir("llama")
     stats = tmp_path_factory.mktemp("sglang-stats") / "compiled.json"
-    llm = make_engine(path, stats, max_total_tokens=256, schedule_conservativeness=0.05)
+    llm = make_engine(path, stats, env={"TORCH_TPU_NO_COMPILE": "1"}, max_total_tokens=256,
+                      schedule_conservativeness=0.05)
     yield llm, path, stats
     llm.shutdown()
 
@@ -66,10 +72,11 @@ def test_greedy_matches_hf(engine):
 
 
 def test_no_step_compile_after_warmup(engine):
-    """Batches of 1..8 requests, prompts of 1..20 words, 1..20 new tokens: every step
-    runs a program compiled at warm-up (no new Dynamo graph, no new XLA program inside
-    a step). The eager ops around the body (logits of the last tokens, sampling) may
-    compile once per new request count; they are not step programs."""
+    """Batches of 1..8 requests, prompts of 1..20 words, 1..20 new tokens, served under
+    TORCH_TPU_NO_COMPILE=1: every step runs a program compiled at warm-up (a new Dynamo
+    graph or XLA program inside a step would raise; the counts say none was made). The
+    eager ops around the body (input staging, logits of the last tokens, sampling) are
+    outside the steps: they may compile once per new request or token count."""
     llm, _, stats = engine
     rng = random.Random(0)
     words = "the quick brown fox jumps over a lazy dog while tensors flow".split()

@@ -1,6 +1,7 @@
 """vLLM's offline API (`LLM`) on tpu: greedy tokens equal Hugging Face `generate` on the
-CPU for a tiny Llama and a tiny Qwen3, eager and compiled; a compiled session compiles
-no step program after its warm-up in a run of mixed request sizes; seeded random sampling is
+CPU for a tiny Llama and a tiny Qwen3, eager and compiled; a compiled session serves a
+run of mixed request sizes with TORCH_TPU_NO_COMPILE=1 after its warm-up, and a step
+outside its buckets raises naming the compile; seeded random sampling is
 reproducible; a KV cache too small for the batch preempts and still finishes every
 request with the right tokens."""
 
@@ -47,28 +48,55 @@ def test_compiled_llama_matches_hf(model_dir, compiled_llama):
                                                         MAX_TOKENS)
 
 
-def test_no_step_compile_after_warmup(compiled_llama):
-    """The model steps (one Dynamo graph, one XLA program per token and width bucket)
-    all compiled during warm-up. The runner's small per-batch-size eager ops (input
-    staging, logits of the sampled rows, argmax) may still compile once per new
-    request or token count; none of them is a step program."""
-    import torch
-
+def mixed_batches(llm, rounds=3):
+    """Batches of 1..8 requests, prompts of 1..20 words, 1..20 new tokens."""
     rng = random.Random(0)
     words = "the quick brown fox jumps over a lazy dog while tensors flow".split()
-    before = torch_tpu.metrics.snapshot()
-    known = {e["fingerprint"] for e in torch.tpu.cache_stats(entries=True)["entries"]}
-    for _ in range(3):  # batches of 1..8 requests, prompts of 1..20 words, 1..20 tokens
+    for _ in range(rounds):
         prompts = [" ".join(rng.choice(words) for _ in range(rng.randint(1, 20)))
                    for _ in range(rng.randint(1, 8))]
         params = [vllm.SamplingParams(temperature=0.0, max_tokens=rng.randint(1, 20))
                   for _ in prompts]
-        compiled_llama.generate(prompts, params)
-    after = torch_tpu.metrics.snapshot()
-    assert after["graphs"] == before["graphs"]  # no new Dynamo graph
-    new = [e["label"] for e in torch.tpu.cache_stats(entries=True)["entries"]
-           if e["fingerprint"] not in known]
-    assert not [label for label in new if label.startswith("graph")]
+        outs = llm.generate(prompts, params, use_tqdm=False)
+        assert all(1 <= len(o.outputs[0].token_ids) <= p.max_tokens
+                   for o, p in zip(outs, params))
+
+
+def runner_of(llm):
+    """The engine's model runner (the engine core runs in this process)."""
+    return llm.llm_engine.engine_core.engine_core.model_executor.driver_worker.worker \
+        .model_runner
+
+
+def test_no_step_compile_after_warmup(compiled_llama, monkeypatch):
+    """The model steps (one Dynamo graph, one XLA program per token and width bucket)
+    all compiled during warm-up: with TORCH_TPU_NO_COMPILE=1 every step after it runs
+    under torch_tpu.no_compile() (common.SteadyState), where a compile or a Dynamo
+    recompile would raise, and a run of mixed request sizes serves without error. The
+    runner's small per-batch-size eager ops around the step (input staging, logits of
+    the sampled rows, argmax) are outside it (docs/serving.md)."""
+    monkeypatch.setenv("TORCH_TPU_NO_COMPILE", "1")
+    assert runner_of(compiled_llama).steady.forbidding()
+    before = torch_tpu.metrics.snapshot()["graph_runs"]
+    mixed_batches(compiled_llama)
+    assert torch_tpu.metrics.snapshot()["graph_runs"] > before  # the steps ran compiled
+
+
+def test_step_outside_the_buckets_raises(compiled_llama, monkeypatch):
+    """A model step of 17 tokens (not a token bucket: the runner pads every step to
+    one) after warm-up with TORCH_TPU_NO_COMPILE=1: the program it needs never
+    compiled, and the error names it."""
+    import torch
+    from vllm.forward_context import set_forward_context
+
+    monkeypatch.setenv("TORCH_TPU_NO_COMPILE", "1")
+    runner = runner_of(compiled_llama)
+    ids = torch.zeros(17, dtype=torch.int32, device=runner.device)
+    with torch.inference_mode(), set_forward_context(None, runner.vllm_config):
+        with pytest.raises(RuntimeError,
+                           match=r"graph \(\d+ ops\) \(.*\[17\b.*needs an XLA compile"):
+            runner.model(input_ids=ids, positions=ids.long())
+    mixed_batches(compiled_llama, rounds=1)  # the engine still serves
 
 
 def test_seeded_sampling_is_reproducible(compiled_llama):

@@ -68,9 +68,11 @@ class PagedBatch:
         return fitted[num_tokens]
 
 
-def _full(t: torch.Tensor) -> torch.Tensor:
-    """The buffer a sliced view was cut from: ops then read fixed-shape inputs, so a
-    new batch size does not make new programs."""
+def base_buffer(t: torch.Tensor) -> torch.Tensor:
+    """The buffer a leading slice `t` (``buf[:n]``) was cut from, else `t` itself: ops
+    then read fixed-shape inputs, so a new batch size does not make new programs.
+    Engines stage per-step inputs (slot mappings, block tables, token ids) in such
+    fixed buffers."""
     base = t._base
     if base is not None and base.dim() == t.dim() and base.is_contiguous() \
             and t.storage_offset() == 0 and t.stride() == base.stride():
@@ -95,7 +97,7 @@ def build_batch(query_start_loc: np.ndarray, seq_lens: np.ndarray,
     seq_lens = np.asarray(seq_lens, dtype=np.int64)
     query_lens = np.diff(query_start_loc)
     num_actual = int(query_start_loc[-1])
-    table = _full(block_table)
+    table = base_buffer(block_table)
     W = bucket(max(-(-int(seq_lens.max()) // block_size), min_blocks),
                maximum=table.shape[1])
 
@@ -110,7 +112,7 @@ def build_batch(query_start_loc: np.ndarray, seq_lens: np.ndarray,
         np.asarray(table_rows, dtype=np.int64)[req]
     flat = rows[:, None] * table.shape[1] + np.arange(W)[None, :]
 
-    slots = _full(slot_mapping)
+    slots = base_buffer(slot_mapping)
     if slots.shape[0] < num_tokens:
         slots = F.pad(slots[:num_actual], (0, num_tokens - num_actual), value=-1)
     # Padding tokens (PAD_SLOT_ID, -1) write into row 0: block 0 is the engines' null

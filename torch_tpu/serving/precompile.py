@@ -34,6 +34,8 @@ from typing import Any, Callable, Hashable
 
 import torch
 
+from torch_tpu.serving.common import SteadyState
+
 logger = logging.getLogger(__name__)
 
 
@@ -135,12 +137,15 @@ class SavedSteps:
 
     Before `arm()`, `fn` runs eagerly (an engine's memory-profiling run has no attention
     metadata yet: it is not a step that serving runs again). A package that cannot be
-    loaded (corrupt, written by other code) is removed with a warning and traced again."""
+    loaded (corrupt, written by other code) is removed with a warning and traced again.
+    Every compiled call runs in `steady.step()` (common.SteadyState): after the engine's
+    warm-up, with TORCH_TPU_NO_COMPILE=1, a step that would compile raises."""
 
     def __init__(self, fn: Callable[..., Any], directory: str,
                  key_fn: Callable[[tuple, dict], Hashable], fullgraph: bool = True,
-                 dynamic: bool | None = None):
+                 dynamic: bool | None = None, steady: SteadyState | None = None):
         self._fn = fn
+        self.steady = steady or SteadyState()
         self._options = dict(nopython=fullgraph, dynamic=dynamic)
         self._dir = directory
         self._key_fn = key_fn
@@ -160,6 +165,10 @@ class SavedSteps:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not self._armed:
             return self._fn(*args, **kwargs)
+        with self.steady.step():
+            return self._call(args, kwargs)
+
+    def _call(self, args: tuple, kwargs: dict) -> Any:
         key = self._key_fn(args, kwargs)
         step = self._steps.get(key)
         if step is None:

@@ -23,11 +23,13 @@ import torch.nn.functional as F
 from sglang.srt.layers.attention.base_attn_backend import AttentionBackend
 
 from torch_tpu.serving import paged_attention as pa
-from torch_tpu.serving.buckets import MIN_TOKENS, bucket, buckets_up_to, token_bucket
+from torch_tpu.serving import common
+from torch_tpu.serving.buckets import MIN_TOKENS, bucket, token_bucket
 
 NAME = "torch_native"
 # Smallest block-table width (tokens, with one-token blocks): contexts up to this
-# length share one attention program per token bucket.
+# length share one attention program per token bucket (why it is not vLLM's: see
+# common.width_buckets).
 MIN_WIDTH = 64
 
 
@@ -51,10 +53,9 @@ class TpuPagedAttnBackend(AttentionBackend):
     def width_buckets(self) -> list[int]:
         """Every block-table width a batch of contexts up to the context length can
         get (the width `pa.build_batch` picks for the longest context)."""
-        table_width = self.req_to_token_pool.req_to_token.shape[1]
-        lengths = [*buckets_up_to(self.context_len, self.min_width), self.context_len]
-        return sorted({bucket(max(n, self.min_width), maximum=table_width)
-                       for n in lengths if n <= table_width})
+        return common.width_buckets(self.context_len,
+                                    self.req_to_token_pool.req_to_token.shape[1],
+                                    self.min_width)
 
     def init_forward_metadata(self, forward_batch) -> None:
         mode = forward_batch.forward_mode

@@ -36,27 +36,20 @@ import inspect
 import json
 import logging
 import os
-import time
 
 import torch
 from torch._dynamo.utils import counters
 from sglang.srt.model_executor import forward_context as fc
 from sglang.srt.model_executor.forward_batch_info import ForwardBatch, ForwardMode
 
-import torch_tpu
 from torch_tpu import _settings
+from torch_tpu.serving import common
 from torch_tpu.serving import paged_attention as pa
-from torch_tpu.serving.buckets import MIN_TOKENS, buckets_up_to
 from torch_tpu.serving.precompile import SavedSteps, package_dir
 
 logger = logging.getLogger(__name__)
 
-ENV_EAGER = "TORCH_TPU_SGLANG_EAGER"
 ENV_STATS = "TORCH_TPU_SGLANG_STATS"
-
-
-def eager_requested() -> bool:
-    return _settings.get(ENV_EAGER)
 
 
 def _stand_in_batch() -> ForwardBatch:
@@ -131,7 +124,7 @@ class CompiledSteps:
         self.body = model_runner.model.model
         self.eager_forward = self.body.forward
         self.backend = backend
-        self.token_buckets = buckets_up_to(backend.max_tokens, MIN_TOKENS)
+        self.token_buckets = common.token_buckets(backend.max_tokens)
         self.width_buckets = backend.width_buckets()
         self.context = fc.ForwardContext(attn_backend=backend)
         self._body = _Body(self.eager_forward).run
@@ -139,7 +132,8 @@ class CompiledSteps:
         # configuration, which loads it instead of tracing (serving/precompile.py).
         self.compiled = SavedSteps(self._body, package_dir(_step_config(model_runner, self),
                                                            model_runner.tp_rank),
-                                   _bucket_of, fullgraph=False, dynamic=False)
+                                   _bucket_of, fullgraph=False, dynamic=False,
+                                   steady=common.SteadyState())
         self.compiled.arm()
         self.stats_path = _settings.get(ENV_STATS)
         self.stats = {"compiled": True, "token_buckets": self.token_buckets,
@@ -148,11 +142,7 @@ class CompiledSteps:
                       "step_compiles_after_warmup": 0}
         self._after_warmup = None
         _constant_platform_probes()
-        # Dynamo sees each bucket pair as a recompile of the body's forward; its
-        # default limit (8) is far below that bounded count.
-        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 512)
-        torch._dynamo.config.accumulated_recompile_limit = max(
-            torch._dynamo.config.accumulated_recompile_limit, 4096)
+        common.raise_recompile_limits()
 
     def _run(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         with fc.forward_context(self.context):
@@ -175,8 +165,7 @@ class CompiledSteps:
         padding tokens only (they write to the padding slot and attend to nothing)."""
         from sglang.srt.utils import DynamicGradMode
 
-        start = time.perf_counter()
-        before = torch_tpu.metrics.snapshot()
+        count = common.CompileCount()
         frames = counters["stats"]["unique_graphs"]
         device = self.backend.device
 
@@ -194,22 +183,20 @@ class CompiledSteps:
             # their first call and cache it, which a compiled graph would guard on.
             with fc.forward_context(self.context):
                 padding_step(self.token_buckets[0], self.width_buckets[0], self._body)
-            for width in self.width_buckets:
-                for tokens in reversed(self.token_buckets):
-                    padding_step(tokens, width, self._run)
+            for tokens, width in common.bucket_pairs(self.token_buckets, self.width_buckets):
+                padding_step(tokens, width, self._run)
             torch.tpu.synchronize()
         self.backend.batch = None
-        after = torch_tpu.metrics.snapshot()
+        counts = count.counts()
         saved = self.compiled.save()
         self.stats.update(
             warmup_loaded_steps=self.compiled.loaded, warmup_saved_steps=saved,
             warmup_traced_frames=counters["stats"]["unique_graphs"] - frames,
-            warmup_seconds=round(time.perf_counter() - start, 2),
-            warmup_graphs=after["graphs"] - before["graphs"],
-            warmup_compiles=after["compiles"] - before["compiles"],
-            warmup_disk_hits=after["disk_hits"] - before["disk_hits"],
+            warmup_seconds=counts["seconds"], warmup_graphs=counts["graphs"],
+            warmup_compiles=counts["compiles"], warmup_disk_hits=counts["disk_hits"],
             bucket_pairs=len(self.token_buckets) * len(self.width_buckets))
-        self._after_warmup = after
+        self._after_warmup = common.CompileCount()
+        self.compiled.steady.warmed_up()
         logger.info("tpu warm-up: token buckets %s x block-table widths %s: %d step "
                     "graphs; %d programs compiled, %d loaded from the disk cache, in %.1f s",
                     self.token_buckets, self.width_buckets, self.stats["warmup_graphs"],
@@ -233,18 +220,17 @@ class CompiledSteps:
         # Input staging (the bucket's slice of SGLang's input buffers) is an eager op,
         # compiled once per token bucket; the step program is what runs in _run.
         ids, pos = _padded(input_ids, tokens), _padded(positions, tokens)
-        before = torch_tpu.metrics.snapshot()
+        count = common.CompileCount()
         out = self._run(ids, pos)
-        after = torch_tpu.metrics.snapshot()
+        step = count.counts()
         self.stats["steps"] += 1
-        if after["graphs"] != before["graphs"] or after["compiles"] != before["compiles"]:
-            self.stats["step_graphs_after_warmup"] += after["graphs"] - before["graphs"]
-            self.stats["step_compiles_after_warmup"] += after["compiles"] - before["compiles"]
+        if step["graphs"] or step["compiles"]:
+            self.stats["step_graphs_after_warmup"] += step["graphs"]
+            self.stats["step_compiles_after_warmup"] += step["compiles"]
             logger.warning("tpu: a step of %d tokens (bucket %d, width %d) compiled after "
                            "warm-up", n, tokens, batch.token_blocks.shape[1])
         if self.stats_path:
-            self.stats["compiles_after_warmup"] = \
-                after["compiles"] - self._after_warmup["compiles"]
+            self.stats["compiles_after_warmup"] = self._after_warmup.counts()["compiles"]
             self._write_stats()
         return out[:n]
 
@@ -265,7 +251,7 @@ def _padded(t: torch.Tensor, rows: int) -> torch.Tensor:
     be cut by the step program's own input handling, inside the step, with a program
     of its own that warm-up (fresh tensors) never compiles."""
     t = t.to(torch.int64)
-    base = pa._full(t)
+    base = pa.base_buffer(t)
     if base.shape[0] >= rows:
         return base[:rows].clone()
     return torch.nn.functional.pad(t, (0, rows - t.shape[0]))
@@ -274,7 +260,7 @@ def _padded(t: torch.Tensor, rows: int) -> torch.Tensor:
 def install(model_runner, backend) -> CompiledSteps | None:
     """Compiles `model_runner`'s model steps (once per runner) unless eager mode is
     asked for; returns the steps, or None when the model stays eager."""
-    if eager_requested():
+    if common.eager_requested("sglang"):
         _write_eager_stats()
         return None
     existing = getattr(model_runner, "_tpu_compiled_steps", None)
@@ -302,6 +288,7 @@ def install(model_runner, backend) -> CompiledSteps | None:
 
 
 def _write_eager_stats() -> None:
+    common.runs_eagerly()
     path = _settings.get(ENV_STATS)
     if path:
         with open(path, "w") as f:

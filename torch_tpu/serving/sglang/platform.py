@@ -10,6 +10,7 @@ import torch
 from sglang.srt.platforms.interface import PlatformEnum, SRTPlatform
 
 import torch_tpu  # noqa: F401  (registers the device)
+from torch_tpu.serving import common
 from torch_tpu.serving.device import device_total_memory, raise_virtual_devices
 
 logger = logging.getLogger(__name__)
@@ -54,11 +55,7 @@ class TpuSRTPlatform(SRTPlatform):
             server_args.sampling_backend = "pytorch"
         if server_args.grammar_backend is None:
             server_args.grammar_backend = "none"
-        if server_args.pp_size > 1:
-            # Its stages exchange tensors by send/recv on the device group, which
-            # tensor parallel serving does not use: not validated on tpu.
-            raise NotImplementedError("pipeline parallel serving on tpu is not supported "
-                                      "yet (tensor parallel is)")
+        common.refuse_pipeline_parallel(server_args.pp_size)
         if server_args.tp_size > 1:
             # Scheduler of rank r on device base_gpu_id + r * gpu_id_step.
             ranks = server_args.tp_size // max(server_args.nnodes, 1)
@@ -88,6 +85,9 @@ class TpuSRTPlatform(SRTPlatform):
     def init_backend(self) -> None:
         from torch_tpu.serving.sglang.collectives import register_collective_kernels
 
+        # Each scheduler process calls this (importing SGLang's model runner) before
+        # it loads the model.
+        common.start_up()
         _register_attention_backend()
         register_collective_kernels()
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import time
 
 import torch
 from vllm.config import CUDAGraphMode
@@ -15,57 +14,25 @@ from vllm.v1.kv_cache_interface import AttentionSpec, KVCacheConfig
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 from vllm.v1.worker.utils import bind_kv_cache
 
-import torch_tpu
+from torch_tpu.serving import common
 from torch_tpu.serving import paged_attention as pa
+from torch_tpu.serving.buckets import token_bucket
 from torch_tpu.serving.precompile import SavedSteps, package_dir
-from torch_tpu.serving.buckets import MIN_TOKENS, buckets_up_to, token_bucket
 
 # Under "vllm." so that vLLM's logging configuration shows these messages.
 logger = init_logger(f"vllm.{__name__}")
 
-class _Event:
-    """Stands in for torch.Event/torch.cuda.Event: tpu work is ordered by data
-    dependencies, so recording is free and waiting means synchronizing the device."""
-
-    def __init__(self, *args, **kwargs) -> None:
-        pass
-
-    def record(self, *args, **kwargs) -> None:
-        pass
-
-    def wait(self, *args, **kwargs) -> None:
-        pass
-
-    def query(self) -> bool:
-        return True
-
-    def synchronize(self) -> None:
-        torch.tpu.synchronize()
-
-
-class _Stream:
-    """Stands in for torch.cuda.Stream: one in-order queue per device."""
-
-    def __init__(self, *args, **kwargs) -> None:
-        self.device = torch.device("tpu", torch.tpu.current_device())
-
-    def wait_stream(self, *args, **kwargs) -> None:
-        pass
-
-    def synchronize(self) -> None:
-        torch.tpu.synchronize()
-
-
 @contextlib.contextmanager
 def _without_cuda_streams():
     """The GPU runner creates CUDA streams and events in its constructor; it gets
-    stand-ins for the duration."""
-    saved = torch.Event, torch.cuda.Stream, torch.cuda.Event
-    torch.Event, torch.cuda.Stream, torch.cuda.Event = _Event, _Stream, _Event
+    torch_tpu's for the duration (one in-order queue per device; an event captures the
+    work enqueued before it). Its plain `torch.Event()`s are tpu events already."""
+    saved = torch.cuda.Stream, torch.cuda.Event
+    torch.cuda.Stream, torch.cuda.Event = torch.tpu.Stream, torch.tpu.Event
     try:
         yield
     finally:
-        torch.Event, torch.cuda.Stream, torch.cuda.Event = saved
+        torch.cuda.Stream, torch.cuda.Event = saved
 
 
 def _step_bucket(args: tuple, kwargs: dict) -> tuple:
@@ -91,11 +58,9 @@ class TpuModelRunner(GPUModelRunner):
         with _without_cuda_streams():
             super().__init__(vllm_config, device)
         self.use_cuda_graph = False
-        # Dynamo sees each (token bucket, width bucket) step as a recompile of the
-        # model's forward; its default limit (8) is far below that bounded count.
-        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 512)
-        torch._dynamo.config.accumulated_recompile_limit = max(
-            torch._dynamo.config.accumulated_recompile_limit, 4096)
+        common.raise_recompile_limits()
+        # Serving after the warm-up (worker.compile_or_warm_up_model ends it).
+        self.steady = common.SteadyState()
 
     # --- device differences ---------------------------------------------------
 
@@ -157,7 +122,7 @@ class TpuModelRunner(GPUModelRunner):
         config = self.vllm_config
         directory = package_dir(f"vllm {config.compute_hash()}", config.parallel_config.rank)
         self.saved_steps = SavedSteps(self.model._call_impl, directory, _step_bucket,
-                                      dynamic=False)
+                                      dynamic=False, steady=self.steady)
         self.model._compiled_call_impl = self.saved_steps
 
     def save_compiled_steps(self) -> None:
@@ -191,23 +156,22 @@ class TpuModelRunner(GPUModelRunner):
         every (token bucket, block-table width bucket) pair, attention included, so
         every step program a session can need compiles (or loads from the disk cache)
         now. Returns the bytes graphs hold: none."""
-        start = time.perf_counter()
-        compiles = torch_tpu.metrics.snapshot()["compiles"]
+        count = common.CompileCount()
         if self.saved_steps is not None:
             self.saved_steps.arm()
         block_size = self.cache_config.block_size
         max_blocks = -(-self.max_model_len // block_size)
-        token_buckets = buckets_up_to(self.max_num_tokens, MIN_TOKENS)
-        width_buckets = buckets_up_to(max_blocks)
+        token_buckets = common.token_buckets(self.max_num_tokens)
+        width_buckets = common.width_buckets(max_blocks, max_blocks)
         # A step of one token is its own Dynamo graph (Dynamo specializes sizes of 1).
-        for blocks in width_buckets:
-            for num_tokens in [*reversed(token_buckets), 1]:
-                self._dummy_run(num_tokens, cudagraph_runtime_mode=CUDAGraphMode.NONE,
-                                force_attention=True, skip_eplb=True,
-                                profile_seq_lens=blocks * block_size)
+        for num_tokens, blocks in common.bucket_pairs(token_buckets, width_buckets, (1,)):
+            self._dummy_run(num_tokens, cudagraph_runtime_mode=CUDAGraphMode.NONE,
+                            force_attention=True, skip_eplb=True,
+                            profile_seq_lens=blocks * block_size)
         torch.tpu.synchronize()
-        self.warmup_compiles = torch_tpu.metrics.snapshot()["compiles"] - compiles
+        counts = count.counts()
+        self.warmup_compiles = counts["compiles"]
         logger.info("tpu warm-up: token buckets %s x block-table widths %s: %d programs "
                     "compiled in %.1f s", token_buckets, width_buckets,
-                    self.warmup_compiles, time.perf_counter() - start)
+                    self.warmup_compiles, counts["seconds"])
         return 0

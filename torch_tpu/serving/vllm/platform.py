@@ -10,7 +10,7 @@ from vllm.logger import init_logger
 from vllm.platforms.interface import Platform, PlatformEnum
 
 import torch_tpu
-from torch_tpu import _settings
+from torch_tpu.serving import common
 from torch_tpu.serving.device import device_total_memory, raise_virtual_devices
 
 # Under "vllm." so that vLLM's logging configuration shows these messages.
@@ -108,11 +108,7 @@ class TpuPlatform(Platform):
         parallel = vllm_config.parallel_config
         if parallel.worker_cls == "auto":
             parallel.worker_cls = "torch_tpu.serving.vllm.worker.TpuWorker"
-        if parallel.pipeline_parallel_size > 1:
-            # Its stages exchange tensor dicts by send/recv on the device group,
-            # which tensor parallel serving does not use: not validated on tpu.
-            raise NotImplementedError("pipeline parallel serving on tpu is not supported "
-                                      "yet (tensor parallel is)")
+        common.refuse_pipeline_parallel(parallel.pipeline_parallel_size)
         if parallel.world_size > 1:
             raise_virtual_devices(parallel.local_world_size)  # worker r on tpu:r
         cache = vllm_config.cache_config
@@ -129,7 +125,7 @@ class TpuPlatform(Platform):
         compilation.cudagraph_capture_sizes = []
         model = vllm_config.model_config
         eager = (model is not None and model.enforce_eager) or \
-            _settings.get("TORCH_TPU_VLLM_EAGER")
+            common.eager_requested("vllm")
         if eager or compilation.mode == CompilationMode.NONE:
             compilation.mode = CompilationMode.NONE
         else:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from torch_tpu.serving.paged_attention import base_buffer
+
 
 def compute_slot_mapping(num_tokens, max_num_tokens, query_start_loc_ptr, positions_ptr,
                          block_table_ptr, block_table_stride, slot_mapping_ptr,
@@ -22,9 +24,13 @@ def compute_slot_mapping(num_tokens, max_num_tokens, query_start_loc_ptr, positi
         raise NotImplementedError("context parallelism is not supported on tpu")
     n = int(num_tokens)
     size = slot_mapping_ptr.shape[0]
-    qsl = query_start_loc_ptr.cpu().numpy().astype(np.int64)
-    pos = positions_ptr[:n].cpu().numpy().astype(np.int64)
-    req = np.repeat(np.arange(len(qsl) - 1), np.diff(qsl))[:n]
+    # The runner passes leading slices of its fixed buffers, sized by the request and
+    # token counts; their whole buffers are read (one program each, whatever the
+    # counts) and cut here.
+    num_reqs = query_start_loc_ptr.shape[0] - 1
+    qsl = base_buffer(query_start_loc_ptr).cpu().numpy()[: num_reqs + 1].astype(np.int64)
+    pos = base_buffer(positions_ptr).cpu().numpy()[:n].astype(np.int64)
+    req = np.repeat(np.arange(num_reqs), np.diff(qsl))[:n]
     flat = np.zeros(size, np.int64)
     offset = np.full(size, -1, np.int64)  # -1: padding, keeps PAD_ID
     flat[:n] = req * int(block_table_stride) + pos // KV_CACHE_BLOCK_SIZE

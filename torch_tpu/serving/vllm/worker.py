@@ -13,6 +13,7 @@ from vllm.utils.torch_utils import set_random_seed
 from vllm.v1.worker.worker_base import CompilationTimes
 from vllm.v1.worker.gpu_worker import Worker, init_worker_distributed_environment
 
+from torch_tpu.serving import common
 from torch_tpu.serving.device import device_total_memory
 from torch_tpu.serving.vllm.model_runner import TpuModelRunner
 
@@ -22,6 +23,7 @@ logger = init_logger(f"vllm.{__name__}")
 
 class TpuWorker(Worker):
     def init_device(self) -> None:
+        common.start_up()
         self.device = torch.device("tpu", self.local_rank)
         torch.tpu.set_device(self.device)
         current_platform.check_if_supports_dtype(self.model_config.dtype)
@@ -79,6 +81,7 @@ class TpuWorker(Worker):
             num_tokens=max_reqs, skip_eplb=True, cudagraph_runtime_mode=CUDAGraphMode.NONE)
         self.model_runner._dummy_sampler_run(hidden_states=last_hidden)
         self.model_runner.save_compiled_steps()
+        self.model_runner.steady.warmed_up(compiled=self.model_runner.saved_steps is not None)
         set_random_seed(self.model_config.seed)
         return CompilationTimes(
             language_model=self.compilation_config.compilation_time,

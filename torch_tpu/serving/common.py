@@ -1,0 +1,171 @@
+"""What the vLLM and SGLang plugins share (engine-free): the eager switch, the refusals,
+the bucket rules and the (token, width) pairs a warm-up runs, compile counting, and
+compiles after warm-up.
+
+Compiles after warm-up. A compiled engine's warm-up runs its model step once per
+(token bucket, block-table width bucket) pair, so every step program exists before the
+first request. With TORCH_TPU_NO_COMPILE=1 an engine keeps that promise or fails loudly:
+- its start-up (model loading, memory profiling, warm-up) may compile: `start_up()`
+  lifts the process-wide ban that TORCH_TPU_NO_COMPILE=1 sets (and Dynamo's
+  `error_on_recompile`) where the engine's process starts building it;
+- every compiled model step after warm-up (`precompile.SavedSteps`, the step of both
+  plugins) runs under `torch_tpu.no_compile()` (`SteadyState.step()`): an XLA compile
+  or a Dynamo recompile inside raises a RuntimeError naming the program, its types and
+  why it was not cached. Programs loaded from the disk cache are not compiles.
+The engines' small per-batch eager ops around the step (input staging, the logits of
+the sampled rows, sampling, the allocator's bookkeeping) are outside it: they still
+compile once per new request or token count (docs/serving.md lists them). An eager
+engine (op by op) has no per-bucket warm-up, so nothing is forbidden there (a warning
+says so). Without the variable nothing is forbidden; `CompileCount` counts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+
+import torch
+
+from torch_tpu import _settings
+from torch_tpu.serving.buckets import MIN_TOKENS, bucket, buckets_up_to
+
+logger = logging.getLogger(__name__)
+
+NO_COMPILE = "TORCH_TPU_NO_COMPILE"
+
+
+# --- switches and refusals -----------------------------------------------------
+
+
+def eager_requested(engine: str) -> bool:
+    """TORCH_TPU_<ENGINE>_EAGER (`engine`: "vllm" or "sglang"): run the engine's model
+    steps op by op instead of compiled."""
+    return bool(_settings.get(f"TORCH_TPU_{engine.upper()}_EAGER"))
+
+
+def refuse_pipeline_parallel(size: int) -> None:
+    """Pipeline stages exchange tensor dicts by send/recv on the device group, which
+    tensor parallel serving does not use: not validated on tpu."""
+    if size > 1:
+        raise NotImplementedError("pipeline parallel serving on tpu is not supported "
+                                  "yet (tensor parallel is)")
+
+
+def raise_recompile_limits() -> None:
+    """Dynamo sees each bucket pair's step as a recompile of the same forward; its
+    default limit (8) is far below that bounded count."""
+    config = torch._dynamo.config
+    config.recompile_limit = max(config.recompile_limit, 512)
+    config.accumulated_recompile_limit = max(config.accumulated_recompile_limit, 4096)
+
+
+# --- buckets -------------------------------------------------------------------
+
+
+def token_buckets(max_tokens: int) -> list[int]:
+    """Every padded token count of a step of at most `max_tokens` tokens (the
+    engine's per-step token budget): powers of two from MIN_TOKENS."""
+    return buckets_up_to(max_tokens, MIN_TOKENS)
+
+
+def width_buckets(max_blocks: int, table_width: int, min_blocks: int = 1) -> list[int]:
+    """Every block-table width (in blocks) that `paged_attention.build_batch` picks for
+    contexts of up to `max_blocks` blocks, read from a table `table_width` blocks wide
+    with `min_blocks` as the smallest width.
+
+    The engines differ in `min_blocks` only, because their blocks differ: vLLM's blocks
+    hold 16 tokens (its block size), so its smallest width, one block, is 16 tokens;
+    SGLang's pages hold one token (its paged allocator is a Triton kernel, see
+    sglang/platform.py), where powers of two from 1 would give a program per width of
+    1, 2, 4, ... 32 tokens, so its smallest width is 64 tokens (`sglang.attention.
+    MIN_WIDTH`)."""
+    lengths = [*buckets_up_to(max_blocks, min_blocks), max_blocks]
+    return sorted({bucket(max(n, min_blocks), maximum=table_width)
+                   for n in lengths if n <= table_width})
+
+
+def bucket_pairs(tokens: list[int], widths: list[int], extra_tokens: tuple = ()):
+    """The (token count, width) steps a warm-up runs: per width, the token buckets from
+    the largest down (the largest step's memory first), then `extra_tokens`."""
+    for width in widths:
+        for num_tokens in [*reversed(tokens), *extra_tokens]:
+            yield num_tokens, width
+
+
+# --- compiles --------------------------------------------------------------------
+
+
+class CompileCount:
+    """What compiled since it was made: Dynamo graphs and XLA programs built, programs
+    loaded from the disk cache, and the seconds."""
+
+    def __init__(self):
+        import torch_tpu
+
+        self._metrics = torch_tpu.metrics
+        self.start = time.perf_counter()
+        self.before = self._metrics.snapshot()
+
+    def counts(self) -> dict:
+        now = self._metrics.snapshot()
+        return {"graphs": now["graphs"] - self.before["graphs"],
+                "compiles": now["compiles"] - self.before["compiles"],
+                "disk_hits": now["disk_hits"] - self.before["disk_hits"],
+                "seconds": round(time.perf_counter() - self.start, 2)}
+
+
+# Whether start_up() lifted TORCH_TPU_NO_COMPILE's process-wide ban in this process.
+_lifted = False
+
+
+def start_up() -> None:
+    """Called where an engine's process starts building the engine (before its first
+    device op): with TORCH_TPU_NO_COMPILE=1, lifts the ban it set on the whole process,
+    so the engine can load, profile and warm up; its steps are forbidden to compile
+    again once it has warmed up (SteadyState). Idempotent."""
+    global _lifted
+    from torch_tpu import _C
+
+    if _lifted or not _settings.get(NO_COMPILE):
+        return
+    if _C._compiles_forbidden():
+        _C._allow_compiles()
+    torch._dynamo.config.error_on_recompile = False
+    _lifted = True
+
+
+def runs_eagerly() -> None:
+    """Called when an engine's model will run eagerly: says that TORCH_TPU_NO_COMPILE=1,
+    if set, forbids nothing there."""
+    if _settings.get(NO_COMPILE):
+        logger.warning("tpu: TORCH_TPU_NO_COMPILE=1 forbids compiles in compiled model "
+                       "steps after warm-up; this engine runs its model eagerly, op by "
+                       "op, so its steps may compile")
+
+
+class SteadyState:
+    """An engine's serving after its warm-up: `warmed_up()` marks its end, `step()` is
+    the context every serving step runs in (`torch_tpu.no_compile()` once warmed up,
+    when TORCH_TPU_NO_COMPILE=1 is set; nothing otherwise)."""
+
+    def __init__(self):
+        self.warm = False
+
+    def warmed_up(self, compiled: bool = True) -> None:
+        """The warm-up is over; `compiled`: whether the engine's model steps are
+        compiled per bucket (an eager engine's run op by op, at every size they meet, so
+        nothing is forbidden there)."""
+        self.warm = compiled
+        if not compiled:
+            runs_eagerly()
+
+    def forbidding(self) -> bool:
+        return self.warm and bool(_settings.get(NO_COMPILE))
+
+    def step(self):
+        if not self.forbidding():
+            return contextlib.nullcontext()
+        import torch_tpu
+
+        return torch_tpu.no_compile()
