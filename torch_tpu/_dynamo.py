@@ -22,6 +22,7 @@ import functools
 import operator
 import os
 import warnings
+from typing import NamedTuple
 
 import torch
 from torch import fx
@@ -139,9 +140,8 @@ def _schema_name(op) -> str:
 def decompositions() -> dict:
     """Core-ATen decompositions, except for ops with a lowering of their own (one
     lowering is fewer, better-fused StableHLO ops than its decomposition)."""
-    lowered = set(_C._graph_lowerings())
     return {op: fn for op, fn in core_aten_decompositions().items()
-            if not isinstance(op, torch._ops.OpOverload) or _schema_name(op) not in lowered}
+            if not isinstance(op, torch._ops.OpOverload) or _schema_name(op) not in _lowered_names()}
 
 
 def _build(gm: fx.GraphModule, takes_numbers: bool, in_background: bool = False,
@@ -305,6 +305,17 @@ class _Piece(torch.nn.Module):
         return tuple(self.program(list(args)))
 
 
+class GraphSpec(NamedTuple):
+    """The description of a graph `_C._Graph` takes, field by field as
+    csrc/compile/graph.h documents them (C++ reads it as a plain tuple, in this order)."""
+    inputs: list     # [(dtype, shape)]: placeholder i is value i
+    values: list     # [(dtype, shape) or None]: the type of every value id
+    nodes: list      # [(schema name, args, [out value ids])]
+    outputs: list    # [value id, or -1 for None]
+    mutations: list  # [(input index, value id)]: inputs the graph writes
+    constants: list  # [(value id, raw little-endian bytes)]: tensor constants
+
+
 def _spec(gm: fx.GraphModule, vals: dict):
     """The description `_C._Graph` takes (see csrc/compile/graph.h), and where the graph
     returns constants rather than tensors (None if it returns only tensors)."""
@@ -332,8 +343,8 @@ class _SpecBuilder:
                 continue
             if node.op == "output":
                 outs, template = self.output(node)
-                spec = (self.inputs, self.values, self.nodes, outs, self.mutations,
-                        self.constants)
+                spec = GraphSpec(self.inputs, self.values, self.nodes, outs, self.mutations,
+                                 self.constants)
                 return spec, template
             if node.op == "get_attr":
                 self.get_attr(gm, node)
@@ -497,7 +508,7 @@ class _SpecBuilder:
         gm = ref.gm
         vals = _concrete_vals(gm, inputs) if _has_symbols(gm) else _meta_vals(gm)
         spec, template = _SpecBuilder(vals).build(gm)
-        if template is not None or any(o < 0 for o in spec[3]):
+        if template is not None or any(o < 0 for o in spec.outputs):
             raise Unsupported("a control-flow body that returns something other than tensors")
         return spec
 

@@ -11,14 +11,13 @@ from typing import Any, Optional
 
 import torch
 
+from torch_tpu._device import _index
 
-# c10::DeviceType::PrivateUse1, which torch.Stream takes as an int.
-_DEVICE_TYPE = 20
+# c10::DeviceType::PrivateUse1 (tpu's device type), which torch.Stream takes as an int.
+_DEVICE_TYPE = int(torch._C._autograd.DeviceType.PrivateUse1.value)
 
 
 def _device(device: Any) -> torch.device:
-    from torch_tpu.tpu import _index
-
     return torch.device("tpu", _index(device))
 
 

@@ -14,21 +14,10 @@ from torch_tpu import _C, _eager, _precision, compiler, ops, profiler  # noqa: F
 from torch_tpu._eager import EagerMode  # noqa: F401
 from torch_tpu._eager import set_tpu_eager_mode as set_eager_mode  # noqa: F401
 from torch_tpu._precision import Precision, precision  # noqa: F401
+from torch_tpu._device import _DeviceLike, _index
 from torch_tpu._streams import (  # noqa: F401
     Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream)
 
-_DeviceLike = Union[torch.device, str, int, None]
-
-
-def _index(device: _DeviceLike = None) -> int:
-    if device is None:
-        return current_device()
-    if isinstance(device, int):
-        return device
-    device = torch.device(device)
-    if device.type != "tpu":
-        raise ValueError(f"Expected a tpu device, but got: {device}")
-    return current_device() if device.index is None else device.index
 
 
 def is_available() -> bool:
