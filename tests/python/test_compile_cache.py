@@ -1,13 +1,14 @@
 """The disk tier of the compilation cache, seen from fresh processes: eager programs and
 torch.compile graphs (minGPT training) share it."""
-import pytest
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+import pytest
 import torch
 
 import torch_tpu
@@ -61,6 +62,25 @@ def run_concurrently(cache_dir, workload, n):
     return [json.loads(o.strip().splitlines()[-1]) for o, _ in outs]
 
 
+# One cold run of each workload per module (a fresh process compiling into an empty
+# cache); a test that needs the cache it leaves works on a copy.
+@pytest.fixture(scope="module")
+def cold(tmp_path_factory):
+    d = tmp_path_factory.mktemp("cold")
+    return d, run(d)
+
+
+@pytest.fixture(scope="module")
+def cold_compiled(tmp_path_factory):
+    d = tmp_path_factory.mktemp("cold_compiled")
+    return d, run(d, COMPILED)
+
+
+def copy_of(cache_dir, tmp_path):
+    shutil.copytree(cache_dir, tmp_path, dirs_exist_ok=True)
+    return tmp_path
+
+
 def expected():
     x = torch.arange(12, dtype=torch.float32).reshape(3, 4)
     return (x.exp() * 2 + x.t().sum(1)).sin(), x @ x.t()
@@ -77,12 +97,12 @@ def entries(d):
     return [f for f in os.listdir(d) if f.endswith(".xla")]
 
 
-def test_second_process_compiles_nothing(tmp_path):
-    cold = run(tmp_path)
+def test_second_process_compiles_nothing(cold, tmp_path):
+    cold_dir, cold = cold
     assert cold["m"]["compiles"] > 0
     assert cold["m"]["disk_writes"] == cold["m"]["compiles"]
-    assert len(entries(tmp_path)) >= cold["m"]["compiles"]
-    warm = run(tmp_path)
+    assert len(entries(cold_dir)) >= cold["m"]["compiles"]
+    warm = run(copy_of(cold_dir, tmp_path))
     assert warm["m"]["compiles"] == 0
     assert warm["m"]["disk_hits"] == cold["m"]["compiles"]
     check_values(cold)
@@ -91,8 +111,9 @@ def test_second_process_compiles_nothing(tmp_path):
     assert warm["stats"]["disk_bytes"] > 0
 
 
-def test_damaged_entries_are_counted_and_rewritten(tmp_path):
-    cold = run(tmp_path)
+def test_damaged_entries_are_counted_and_rewritten(cold, tmp_path):
+    cold_dir, cold = cold
+    copy_of(cold_dir, tmp_path)
     names = sorted(entries(tmp_path))
     assert len(names) >= 3
     for i, name in enumerate(names):  # each kind of damage on some entries
@@ -125,37 +146,38 @@ def test_disk_cache_can_be_disabled(tmp_path):
     assert not tmp_path.exists() or entries(tmp_path) == []
 
 
-def test_concurrent_processes_compile_each_program_once(tmp_path):
-    single = run(tmp_path / "single")["m"]["compiles"]
+def test_concurrent_processes_compile_each_program_once(cold, tmp_path):
+    single = cold[1]["m"]["compiles"]
     results = run_concurrently(tmp_path / "shared", WORKLOAD, 3)
     for r in results:
         check_values(r)
     assert sum(r["m"]["compiles"] for r in results) == single
 
 
-def test_compiled_mingpt_second_process_compiles_nothing(tmp_path):
-    cold = run(tmp_path, COMPILED)
+def test_compiled_mingpt_second_process_compiles_nothing(cold_compiled, tmp_path):
+    cold_dir, cold = cold_compiled
     assert cold["m"]["graphs"] >= 2  # forward and backward, one program each
     assert cold["m"]["graph_fallbacks"] == 0
     assert cold["m"]["compiles"] > 0
-    warm = run(tmp_path, COMPILED)
+    warm = run(copy_of(cold_dir, tmp_path), COMPILED)
     assert warm["m"]["compiles"] == 0
     assert warm["m"]["graphs"] == cold["m"]["graphs"]
     assert warm["m"]["disk_hits"] == cold["m"]["compiles"]
     assert warm["losses"] == cold["losses"]
 
 
-def test_compiled_graphs_from_two_processes_at_once_compile_once(tmp_path):
-    single = run(tmp_path / "single", COMPILED)
+def test_compiled_graphs_from_two_processes_at_once_compile_once(cold_compiled, tmp_path):
+    single_dir, single = cold_compiled
     results = run_concurrently(tmp_path / "shared", COMPILED, 2)
     assert sum(r["m"]["compiles"] for r in results) == single["m"]["compiles"]
-    assert len(entries(tmp_path / "shared")) == len(entries(tmp_path / "single"))
+    assert len(entries(tmp_path / "shared")) == len(entries(single_dir))
     for r in results:
         assert r["losses"] == single["losses"]
 
 
-def test_damaged_compiled_graph_entries_are_recovered(tmp_path):
-    cold = run(tmp_path, COMPILED)
+def test_damaged_compiled_graph_entries_are_recovered(cold_compiled, tmp_path):
+    cold_dir, cold = cold_compiled
+    copy_of(cold_dir, tmp_path)
     for i, name in enumerate(sorted(entries(tmp_path))):
         path = tmp_path / name
         data = path.read_bytes()
