@@ -1,6 +1,5 @@
-"""The OpInfo conformance tool (tools/opinfo_conformance.py) on its pinned CI subset."""
+"""The OpInfo conformance tool (tools/conformance) on its pinned CI subset."""
 
-import importlib.util
 import json
 import os
 import pathlib
@@ -13,7 +12,7 @@ import torch
 import torch_tpu
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-TOOL = ROOT / "tools" / "opinfo_conformance.py"
+TOOL = ROOT / "tools" / "conformance"
 
 # The CI subset measured 99.8% native (docs/conformance.md, 2026-11-30); a drop below
 # these is a regression.
@@ -22,9 +21,9 @@ MIN_MATCH_RATE = 0.97
 # Samples per (op, dtype): keeps the run near a minute on two cores.
 CI_MAX_SAMPLES = 8
 
-spec = importlib.util.spec_from_file_location("opinfo_conformance", TOOL)
-conformance = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(conformance)
+# The package imports as `conformance` from tools/, as `python tools/conformance` runs it.
+sys.path.insert(0, str(TOOL.parent))
+from conformance import docs, ops, records, worker  # noqa: E402
 
 
 def run_tool(tmp_path, *args, env=None):
@@ -48,7 +47,7 @@ def test_ci_subset(tmp_path):
     report, out = run_tool(tmp_path, "--subset", "ci", "--max-samples", str(CI_MAX_SAMPLES))
     assert report["selection"] == "ci subset"
     assert report["torch_version"] == torch.__version__
-    assert list(report["ops"]) == conformance.CI_SUBSET
+    assert list(report["ops"]) == ops.CI_SUBSET
     for record in report["ops"].values():
         check_record(record)
         assert record["samples"] > 0
@@ -71,9 +70,10 @@ def test_crash_is_counted_and_the_op_resumes(tmp_path):
     assert abs_record["crash"] == 1
     assert abs_record["match"] == abs_record["samples"] - 1 > 0
     assert neg_record["crash"] == 0 and neg_record["match"] == neg_record["samples"] > 0
-    docs = (tmp_path / "conformance.md").read_text()
-    assert "| **abs** | " in docs and "| **neg** | " in docs
-    assert conformance.read_docs_data(tmp_path / "conformance.md")["ops"]["abs"][4] == 1
+    text = (tmp_path / "conformance.md").read_text()
+    assert (f"| **abs** | {abs_record['samples']} | {abs_record['match']} | 0 | 0 | 1 | "
+            in text) and "| **neg** | " in text
+    assert docs.read_docs_data(tmp_path / "conformance.md")["ops"]["abs"][4] == 1
 
 
 def test_tensors_the_generator_keeps_on_cpu_stay_there():
@@ -82,11 +82,11 @@ def test_tensors_the_generator_keeps_on_cpu_stay_there():
     from torch.testing._internal.common_methods_invocations import op_db
 
     op = next(o for o in op_db if o.name == "tensor_split")
-    samples = conformance._samples(op, ["float32"], grad=False, max_samples=0)
+    samples = worker._samples(op, ["float32"], grad=False, max_samples=0)
     pinned = [(s, p) for _, s, p in samples if p]
     assert pinned and all(p == {("args", 0)} for _, p in pinned)
     for sample, p in pinned:
-        moved = conformance._to_tpu(sample.args, [], p, ("args",))
+        moved = worker._to_tpu(sample.args, [], p, ("args",))
         assert moved[0].device.type == "cpu"
         got = op(sample.input.to("tpu"), *moved)
         assert all(t.device.type == "tpu" for t in got)
@@ -94,11 +94,11 @@ def test_tensors_the_generator_keeps_on_cpu_stay_there():
             torch.testing.assert_close(a.cpu(), e)
     # Ordinary samples pin nothing: every tensor moves.
     add = next(o for o in op_db if o.name == "add")
-    assert not any(p for _, _, p in conformance._samples(add, ["float32"], False, 2))
+    assert not any(p for _, _, p in worker._samples(add, ["float32"], False, 2))
 
 
 def compare(actual, expected):
-    conformance._compare(actual, expected, "out", values=True, want_tpu=False)
+    worker._compare(actual, expected, "out", values=True, want_tpu=False)
 
 
 @pytest.mark.parametrize("actual, expected", [
@@ -112,7 +112,7 @@ def compare(actual, expected):
     (0.5, 0.6),
 ])
 def test_compare_finds_differences(actual, expected):
-    with pytest.raises(conformance.Mismatch):
+    with pytest.raises(worker.Mismatch):
         compare(actual, expected)
 
 
@@ -127,9 +127,9 @@ def test_compare_accepts_equal_outputs(actual, expected):
 
 
 def test_compile_mode(tmp_path):
-    docs = tmp_path / "conformance.md"
+    page = tmp_path / "conformance.md"
     report, out = run_tool(tmp_path, "--ops", "add,nonzero", "--dtypes", "float32",
-                           "--max-samples", "2", "--compile", "--write-docs", str(docs))
+                           "--max-samples", "2", "--compile", "--write-docs", str(page))
     assert report["compile"] is True
     add, nonzero = report["ops"]["add"], report["ops"]["nonzero"]
     check_record(add)
@@ -139,25 +139,25 @@ def test_compile_mode(tmp_path):
     # nonzero's output shape depends on the data: Dynamo runs it eagerly, no graph.
     assert nonzero["match"] == nonzero["no_graph"] == 2
     assert "graph fallback 0, no graph 2" in out
-    data = conformance.read_docs_data(docs)
+    data = docs.read_docs_data(page)
     assert data["ops"] == {} and data["compiled"]["ops"]["add"][0] == 2
     # The compiled section's hand-written notes survive the next --write-docs.
-    start, end = conformance.NOTES
-    text = docs.read_text()
+    start, end = docs.NOTES
+    text = page.read_text()
     assert "## Compiled mode" in text and "| nonzero |" in text
-    docs.write_text(text.replace(f"{start}\n\n{end}", f"{start}\nnotes\n{end}"))
-    conformance.write_docs(report, docs)
-    assert f"{start}\nnotes\n{end}" in docs.read_text()
+    page.write_text(text.replace(f"{start}\n\n{end}", f"{start}\nnotes\n{end}"))
+    docs.write_docs(report, page)
+    assert f"{start}\nnotes\n{end}" in page.read_text()
 
 
 def test_graph_fallback_is_not_native():
-    record = conformance.new_op_record(compiled=True)
+    record = records.new_op_record(compiled=True)
     reason = "torch_tpu: no tpu lowering for aten::x in a compiled graph"
     for k, ran_op_by_op in enumerate([0, 1, 1]):
         event = {"k": k, "dtype": "float32", "status": "match", "fallback": {},
                  "graph_fallback": ran_op_by_op, "graph_runs": 1 - ran_op_by_op}
         if ran_op_by_op:
             event["graph_reasons"] = [reason]
-        conformance.add_result(record, event, grad=False)
+        records.add_result(record, event, grad=False)
     assert record["match"] == 3 and record["native_match"] == 1
     assert record["graph_fallback"] == 2 and record["graph_reasons"] == {reason: 2}
