@@ -1,4 +1,5 @@
-"""The OpInfo conformance tool (tools/conformance) on its pinned CI subset."""
+"""The OpInfo conformance tool (tools/conformance) on its pinned CI subset, and
+docs/conformance.md's tables against the data they are generated from."""
 
 import json
 import os
@@ -13,6 +14,7 @@ import torch_tpu
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 TOOL = ROOT / "tools" / "conformance"
+PAGE = ROOT / "docs" / "conformance.md"
 
 # The CI subset measured 99.8% native (docs/conformance.md, 2026-11-30); a drop below
 # these is a regression.
@@ -23,7 +25,7 @@ CI_MAX_SAMPLES = 8
 
 # The package imports as `conformance` from tools/, as `python tools/conformance` runs it.
 sys.path.insert(0, str(TOOL.parent))
-from conformance import docs, ops, records, worker  # noqa: E402
+from conformance import docs, ops, records, runner, worker  # noqa: E402
 
 
 def run_tool(tmp_path, *args, env=None):
@@ -70,10 +72,11 @@ def test_crash_is_counted_and_the_op_resumes(tmp_path):
     assert abs_record["crash"] == 1
     assert abs_record["match"] == abs_record["samples"] - 1 > 0
     assert neg_record["crash"] == 0 and neg_record["match"] == neg_record["samples"] > 0
+    # The page's rows are this run's (a new page copies docs/conformance.md, tables too).
     text = (tmp_path / "conformance.md").read_text()
     assert (f"| **abs** | {abs_record['samples']} | {abs_record['match']} | 0 | 0 | 1 | "
             in text) and "| **neg** | " in text
-    assert docs.read_docs_data(tmp_path / "conformance.md")["ops"]["abs"][4] == 1
+    assert docs.read_data(tmp_path / "conformance.md")["ops"]["abs"][4] == 1
 
 
 def test_tensors_the_generator_keeps_on_cpu_stay_there():
@@ -139,15 +142,17 @@ def test_compile_mode(tmp_path):
     # nonzero's output shape depends on the data: Dynamo runs it eagerly, no graph.
     assert nonzero["match"] == nonzero["no_graph"] == 2
     assert "graph fallback 0, no graph 2" in out
-    data = docs.read_docs_data(page)
+    data = docs.read_data(page)
     assert data["ops"] == {} and data["compiled"]["ops"]["add"][0] == 2
-    # The compiled section's hand-written notes survive the next --write-docs.
-    start, end = docs.NOTES
+    # The page's hand-written text (here the compiled section's notes) survives the next
+    # --write-docs, which rewrites the tables only.
     text = page.read_text()
-    assert "## Compiled mode" in text and "| nonzero |" in text
-    page.write_text(text.replace(f"{start}\n\n{end}", f"{start}\nnotes\n{end}"))
-    docs.write_docs(report, page)
-    assert f"{start}\nnotes\n{end}" in page.read_text()
+    row = [nonzero[c] for c in docs.OP_COLUMNS + ("graph_fallback", "no_graph")]
+    assert "| nonzero | " + " | ".join(map(str, row)) + " | " in text
+    notes = "\nNotes on the compiled sweep.\n"
+    page.write_text(text.replace("\n## Compiled mode\n", "\n## Compiled mode\n" + notes))
+    docs.write(report, page)
+    assert notes in page.read_text() and "| nonzero |" in page.read_text()
 
 
 def test_graph_fallback_is_not_native():
@@ -161,3 +166,26 @@ def test_graph_fallback_is_not_native():
         records.add_result(record, event, grad=False)
     assert record["match"] == 3 and record["native_match"] == 1
     assert record["graph_fallback"] == 2 and record["graph_reasons"] == {reason: 2}
+
+
+def test_page_tables_are_generated_from_its_data():
+    # docs/conformance.md's tables are what --write-docs makes from docs/conformance.json.
+    text = PAGE.read_text()
+    data = docs.read_data(PAGE)
+    assert data["runs"] and data["ops"] and data["compiled"]["ops"]
+    assert docs.render(text, data) == text
+    # Rendering replaces what is between the markers, whatever it is.
+    begin, end = docs.markers("ops")
+    stale = text.replace(begin, begin + "| stale | row |\n")
+    assert stale != text and docs.render(stale, data) == text
+
+
+def test_page_states_the_tools_settings():
+    # The page's prose names the tool's dtypes, tolerances, random ops and crash limit.
+    text = PAGE.read_text()
+    assert "Dtypes: " + ", ".join(ops.DTYPES) + "," in text
+    for name, (rtol, atol) in ops.TOLERANCES.items():
+        assert f"{name} ({rtol:g}, {atol:g})" in text
+    random_ops = ", ".join(sorted(ops.NONDETERMINISTIC & set(ops.ISSUE_SET)))
+    assert f"`NONDETERMINISTIC` in `tools/conformance/ops.py`: {random_ops}, ...)" in text
+    assert f"(after {runner.MAX_CRASHES_PER_OP} crashes," in text

@@ -39,7 +39,10 @@ folder's __main__.py):
   python tools/conformance --subset ci --compile --max-samples 5
   ... --json report.json --write-docs docs/conformance.md --grad --timeout 300
 
+--write-docs keeps the data of the page's tables in docs/conformance.json and regenerates
+the tables from it (docs.py); tests/python/test_conformance.py checks that they agree.
+
 Modules: ops (what is swept: families, subsets, dtypes, tolerances), worker (the
 subprocess that runs and compares samples), records (an op's record and the summary),
-runner (the command line and the workers' supervision), docs (the page).
+runner (the command line and the workers' supervision), docs (the page's tables).
 """

@@ -234,7 +234,7 @@ def main():
     with open(args.json, "w") as f:
         json.dump(report, f, indent=1)
     if args.write_docs:
-        docs.write_docs(report, args.write_docs)
+        docs.write(report, args.write_docs)
 
     worst = sorted(records.items(), key=lambda kv: kv[1]["native_match"] - kv[1]["samples"])
     print("\nmost non-native samples: " + ", ".join(
