@@ -38,12 +38,10 @@ from torch_tpu._no_compile import forbidden_by_env
 
 _MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
-# Dynamo runs torch.cuda's generator functions eagerly (torch/ is in its skip list) but
-# would trace into torch.tpu's, which read and write the generator through _C: keep them
-# eager too (a graph break), as they must run when called, e.g. under no_dispatch().
-for _name in ("manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed",
-              "get_rng_state", "get_rng_state_all", "set_rng_state", "set_rng_state_all"):
-    setattr(_tpu, _name, torch._dynamo.disable(getattr(_tpu, _name)))
+# Dynamo runs torch.cuda's functions eagerly (torch/ is in its skip list) but would trace
+# into torch.tpu's, e.g. the generator functions, which read and write the generator
+# through _C and must run when called: torch.tpu's file joins the skip list.
+torch._dynamo.trace_rules.add(_tpu.__name__)
 
 # TORCH_TPU_NO_COMPILE=1 forbids Dynamo recompiles as well as XLA compiles.
 if forbidden_by_env():
