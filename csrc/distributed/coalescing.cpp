@@ -36,17 +36,8 @@ class CoalescedWork : public Work {
       if (auto e = w->exception()) return e;
     return nullptr;
   }
-  // Receives first: a host-staged receive posts its payload's receive only in wait(),
-  // and a gloo send completes only once the peer has posted that receive, so two ranks
-  // that both waited for their send first (batch_isend_irecv's ring) would wait forever.
-  // Every send is on its way from the call, so receives never wait for a peer's wait().
   bool wait(std::chrono::milliseconds timeout) override {
-    for (bool receives : {true, false})
-      for (auto& w : parts_) {
-        const auto type = w->retrieveOpType();
-        if ((type == c10d::OpType::RECV || type == c10d::OpType::RECVANYSOURCE) == receives)
-          w->wait(timeout);  // each rethrows its own failure
-      }
+    for (auto& w : parts_) w->wait(timeout);  // each rethrows its own failure
     return true;
   }
   std::vector<at::Tensor> result() override {

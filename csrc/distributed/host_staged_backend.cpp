@@ -9,23 +9,22 @@
 
 #include <chrono>
 #include <condition_variable>
-#include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <unordered_map>
+#include <thread>
+#include <utility>
 
-#include "aten/allocator.h"
-#include "aten/dtype.h"
 #include "aten/op_call.h"
+#include "distributed/checks.h"
 #include "distributed/coalescing.h"
-#include "runtime/fused_group.h"
+#include "distributed/staging_pool.h"
+#include "distributed/work.h"
 #include "runtime/metrics.h"
-#include "runtime/runtime.h"
 #include "runtime/settings.h"
-#include "runtime/trace.h"
 
 namespace torch_tpu::distributed {
 
@@ -34,7 +33,6 @@ namespace {
 using c10d::OpType;
 using c10d::Work;
 using WorkPtr = c10::intrusive_ptr<Work>;
-using Tensors = std::vector<at::Tensor>;
 // Copies host results into the device outputs; returns what the Work's result() is.
 using Finish = std::function<Tensors()>;
 
@@ -75,11 +73,10 @@ class Inflight {
 // copy back runs under the caller's thread-local state (inference mode, grad mode,
 // dispatch keys): results written into inference tensors must be written in inference
 // mode, which a gloo worker thread is not in.
-class StagedWork : public Work {
+class StagedWork : public FutureWork {
  public:
   StagedWork(WorkPtr host, OpType type, c10::Device device, Finish finish)
-      : Work(-1, type), host_(std::move(host)), device_(device) {
-    future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors());
+      : FutureWork(type, pending()), host_(std::move(host)), device_(device) {
     c10::intrusive_ptr<c10::ivalue::Future> host_future;
     try {
       host_future = host_->getFuture();
@@ -125,11 +122,6 @@ class StagedWork : public Work {
         callback->future->markCompleted(std::move(result));
     });
   }
-  bool isCompleted() override { return future_->completed(); }
-  bool isSuccess() const override { return future_->completed() && !future_->hasError(); }
-  std::exception_ptr exception() const override {
-    return future_->hasError() ? future_->exception_ptr() : nullptr;
-  }
   bool wait(std::chrono::milliseconds timeout) override {
     if (finish_) {
       Finish finish = std::move(finish_);
@@ -144,12 +136,8 @@ class StagedWork : public Work {
         future_->setError(std::current_exception());
       }
     }
-    future_->wait();
-    if (future_->hasError()) std::rethrow_exception(future_->exception_ptr());
-    return true;
+    return FutureWork::wait(timeout);
   }
-  std::vector<at::Tensor> result() override { return future_->value().toTensorVector(); }
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
   void abort() override { host_->abort(); }
 
  private:
@@ -157,128 +145,209 @@ class StagedWork : public Work {
   c10::Device device_;
   at::ThreadLocalState tls_;  // the caller's, taken when the collective starts
   Finish finish_;  // set while the copy back waits for wait()
-  c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
-// Point-to-point: gloo's send/recv work has no Future, and a receiver learns the size
-// (from a header) only when the message arrives, so everything after the call happens in
-// wait(): nothing blocks at the call, so isend/irecv pairs in any order cannot deadlock.
-class StagedP2PWork : public Work {
+// A send: gloo's send work has no Future; wait() waits for the header and the payload,
+// both posted at the call.
+class StagedSendWork : public Work {
  public:
-  using Run = std::function<Tensors(std::chrono::milliseconds)>;
-  StagedP2PWork(OpType type, c10::Device device, Run run,
-                std::shared_ptr<int> source = std::make_shared<int>(-1))
-      : Work(-1, type), device_(device), run_(std::move(run)), source_(std::move(source)) {}
+  StagedSendWork(Tensors messages, std::vector<WorkPtr> sends)
+      : Work(-1, OpType::SEND), messages_(std::move(messages)), sends_(std::move(sends)) {}
+  bool isCompleted() override { return done_; }
+  bool wait(std::chrono::milliseconds timeout) override {
+    for (auto& w : sends_) w->wait(timeout);
+    done_ = true;
+    return true;
+  }
+
+ private:
+  Tensors messages_;  // the host copies, alive until sent
+  std::vector<WorkPtr> sends_;
+  bool done_ = false;
+};
+
+// One staged receive: a header (dtype, element count), then the payload. A gloo send
+// completes only once its peer has posted the matching receive, and the receiver can post
+// the payload's receive only once the header arrived (gloo aborts the process on a size
+// mismatch). So the receive runs on a thread of its own from the call: were the payload's
+// receive posted in wait(), two ranks that each wait for their send before their receive
+// (isend; irecv; send.wait(); recv.wait()) would wait for ever. gloo matches a peer's
+// messages on one tag in the order the receives were posted, so a receive posts its
+// header's receive only after the previous receive on the same (peer, tag) posted its
+// payload's. The thread holds host tensors only: the caller's tensor is written in
+// wait(), on the caller's thread, under its thread-local state.
+class Incoming {
+ public:
+  Incoming(int src, int tag, c10::ScalarType dtype, int64_t numel)
+      : src_(src), tag_(tag), dtype_(dtype), numel_(numel) {}
+
+  // Runs the receive on `host` (on the receive's thread), after `previous` posted.
+  void run(c10d::Backend& host, int rank, const std::shared_ptr<Incoming>& previous) {
+    try {
+      if (previous) previous->wait_posted();
+      Tensors header{at::empty({2}, at::kLong)};
+      WorkPtr h =
+          track(src_ < 0 ? host.recvAnysource(header, tag_) : host.recv(header, src_, tag_));
+      h->wait();
+      const int from = src_ < 0 ? h->sourceRank() : src_;
+      const auto* p = header[0].data_ptr<int64_t>();
+      const bool match = p[0] == static_cast<int64_t>(dtype_) && p[1] == numel_;
+      // On a mismatch the message is taken anyway, so the sender completes and the pair
+      // stays in step.
+      const auto sent = static_cast<at::ScalarType>(p[0]);
+      Tensors payload{at::empty({match ? numel_ : p[1]}, at::TensorOptions(match ? dtype_ : sent))};
+      WorkPtr w = track(host.recv(payload, from, tag_));
+      set_posted();
+      w->wait();
+      TORCH_CHECK(match, "tpu_dist: recv on rank ", rank, " expects ", numel_, " elements of ",
+                  dtype_, " but rank ", from, " sent ", p[1], " elements of ",
+                  c10::toString(sent));
+      finish(payload[0], from, nullptr);
+    } catch (...) {
+      finish(at::Tensor(), -1, std::current_exception());
+    }
+  }
+
+  // The payload (flat, on the host) once it arrived; rethrows the receive's failure.
+  // Raises if `timeout` (0: the group's own) passes first.
+  at::Tensor wait(std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    auto done = [&] { return done_; };
+    if (timeout == ::kNoTimeout)
+      cv_.wait(lock, done);
+    else if (!cv_.wait_for(lock, timeout, done))
+      C10_THROW_ERROR(DistBackendError, c10::str("tpu_dist: recv timed out after ",
+                                                 timeout.count(), " ms"));
+    if (error_) std::rethrow_exception(error_);
+    return payload_;
+  }
+  bool done() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return done_;
+  }
+  int source() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return from_ >= 0 ? from_ : src_;
+  }
+  // Wakes the thread if it waits in gloo, and fails what it would post next (the
+  // backend is destroyed).
+  void abort() {
+    std::lock_guard<std::mutex> lock(mu_);
+    aborted_ = true;
+    for (auto& w : active_) w->abort();
+  }
+
+ private:
+  WorkPtr track(WorkPtr w) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (aborted_) w->abort();
+    active_.push_back(w);
+    return w;
+  }
+  void set_posted() {
+    std::lock_guard<std::mutex> lock(mu_);
+    posted_ = true;
+    cv_.notify_all();
+  }
+  void wait_posted() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return posted_; });
+  }
+  void finish(at::Tensor payload, int from, std::exception_ptr error) {
+    std::lock_guard<std::mutex> lock(mu_);
+    payload_ = std::move(payload);
+    if (from >= 0) from_ = from;
+    error_ = error;
+    active_.clear();
+    posted_ = done_ = true;
+    cv_.notify_all();
+  }
+
+  const int src_, tag_;
+  const c10::ScalarType dtype_;
+  const int64_t numel_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<WorkPtr> active_;
+  bool posted_ = false, done_ = false, aborted_ = false;
+  at::Tensor payload_;
+  int from_ = -1;
+  std::exception_ptr error_;
+};
+
+// The receive threads of one backend: it aborts and joins them when it is destroyed.
+class Receives {
+ public:
+  ~Receives() {
+    std::vector<Entry> entries;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      entries.swap(entries_);
+    }
+    for (auto& e : entries) e.incoming->abort();
+    for (auto& e : entries) e.thread.join();
+  }
+
+  std::shared_ptr<Incoming> start(c10::intrusive_ptr<c10d::Backend> host, int rank, int src,
+                                  int tag, c10::ScalarType dtype, int64_t numel) {
+    auto incoming = std::make_shared<Incoming>(src, tag, dtype, numel);
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = entries_.begin(); it != entries_.end();) {
+      if (it->incoming->done()) {
+        it->thread.join();
+        it = entries_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    std::shared_ptr<Incoming> previous = last_[{src, tag}].lock();
+    last_[{src, tag}] = incoming;
+    entries_.push_back({incoming, std::thread([host, rank, incoming, previous] {
+                          incoming->run(*host, rank, previous);
+                        })});
+    return incoming;
+  }
+
+ private:
+  struct Entry {
+    std::shared_ptr<Incoming> incoming;
+    std::thread thread;
+  };
+  std::mutex mu_;
+  std::vector<Entry> entries_;
+  std::map<std::pair<int, int>, std::weak_ptr<Incoming>> last_;
+};
+
+class StagedRecvWork : public Work {
+ public:
+  StagedRecvWork(OpType type, at::Tensor dst, std::shared_ptr<Incoming> incoming)
+      : Work(-1, type), dst_(std::move(dst)), incoming_(std::move(incoming)) {}
   bool isCompleted() override { return done_; }
   bool wait(std::chrono::milliseconds timeout) override {
     if (!done_) {
+      at::Tensor payload = incoming_->wait(timeout);
       at::ThreadLocalStateGuard caller(tls_);
-      c10::DeviceGuard guard(device_);
+      c10::DeviceGuard guard(dst_.device());
       at::NoGradGuard no_grad;
-      result_ = run_(timeout);
+      dst_.copy_(payload.view(dst_.sizes()));
       done_ = true;
     }
     return true;
   }
-  int sourceRank() const override { return *source_; }
-  std::vector<at::Tensor> result() override { return result_; }
+  int sourceRank() const override { return incoming_->source(); }
+  std::vector<at::Tensor> result() override { return done_ ? Tensors{dst_} : Tensors(); }
 
  private:
-  c10::Device device_;
-  at::ThreadLocalState tls_;  // the caller's, taken when the message is posted
-  Run run_;
-  Tensors result_;
-  std::shared_ptr<int> source_;  // the sender, known once a receive's header arrived
+  at::Tensor dst_;
+  std::shared_ptr<Incoming> incoming_;
+  at::ThreadLocalState tls_;  // the caller's, taken when the receive is posted
   bool done_ = false;
 };
-
-void check_tpu(const at::Tensor& t, const char* op) {
-  TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1, "tpu_dist: ", op,
-              " got a tensor on ", t.device(),
-              ", but tpu_dist moves tpu tensors only. Create the process group with "
-              "init_process_group(backend=\"cpu:gloo,tpu:tpu_dist\") to run CPU tensors "
-              "on gloo and tpu tensors on tpu_dist, or move the tensor to tpu.");
-  TORCH_CHECK(!t.is_sparse(), "tpu_dist: ", op, " does not support sparse tensors");
-}
-
-void check_all(const Tensors& ts, const char* op) {
-  TORCH_CHECK(!ts.empty(), "tpu_dist: ", op, " got no tensors");
-  for (const auto& t : ts) {
-    check_tpu(t, op);
-    TORCH_CHECK(t.scalar_type() == ts[0].scalar_type(), "tpu_dist: ", op,
-                " got tensors of different dtypes (", ts[0].scalar_type(), " and ",
-                t.scalar_type(), ")");
-  }
-}
 
 int64_t total_numel(const Tensors& ts) {
   int64_t n = 0;
   for (const auto& t : ts) n += t.numel();
   return n;
-}
-
-// Host staging buffers kept between collectives. A fresh host buffer is paid for in page
-// faults at every call: on XLA:CPU, reading 64 MiB back into a fresh buffer took 156 ms,
-// into one already touched 8 ms, against 220 ms for gloo's all_reduce of it. Buffers of
-// equal byte size are interchangeable; at most kMaxBytes are kept (DDP's buckets, FSDP's
-// flat parameters: the same few sizes at every step).
-class StagingPool {
- public:
-  static constexpr int64_t kMaxBytes = int64_t{1} << 30;
-
-  // A flat CPU tensor of `numel` elements of `dtype`, contents unspecified.
-  at::Tensor take(int64_t numel, c10::ScalarType dtype) {
-    const int64_t nbytes = numel * static_cast<int64_t>(c10::elementSize(dtype));
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = free_.find(nbytes);
-      if (it != free_.end()) {
-        at::Tensor bytes = std::move(it->second);
-        free_.erase(it);
-        held_ -= nbytes;
-        return bytes.view(dtype);
-      }
-    }
-    return at::empty({nbytes}, at::kByte).view(dtype);
-  }
-
-  // Returns a tensor take() gave; nothing may use it afterwards.
-  void give(const at::Tensor& t) {
-    at::Tensor bytes = t.view(at::kByte);
-    const int64_t nbytes = bytes.numel();
-    std::lock_guard<std::mutex> lock(mu_);
-    if (nbytes == 0 || held_ + nbytes > kMaxBytes) return;
-    held_ += nbytes;
-    free_.emplace(nbytes, std::move(bytes));
-  }
-
- private:
-  std::mutex mu_;
-  std::unordered_multimap<int64_t, at::Tensor> free_;
-  int64_t held_ = 0;
-};
-using Pool = std::shared_ptr<StagingPool>;
-
-// aten's to_host, not Tensor::to: it reads the device buffer straight into the host
-// tensor, where copy_ would stage it once more. With a pool, into one of its buffers.
-at::Tensor to_host(const at::Tensor& t, StagingPool* pool = nullptr) {
-  runtime::metrics().host_staged_bytes += t.nbytes();
-  runtime::trace::Scope traced("tpu_dist::stage_to_host");
-  traced.text("transport", "host-staged");
-  traced.number("bytes", static_cast<double>(t.nbytes()));
-  if (pool == nullptr) return aten::to_host(t).contiguous();
-  at::Tensor host = pool->take(t.numel(), t.scalar_type()).view(t.sizes());
-  aten::to_host_into(t, host);
-  return host;
-}
-
-// One device->host transfer for any number of tensors: join them on the device first.
-at::Tensor to_host_flat(const Tensors& ts, StagingPool* pool = nullptr) {
-  if (ts.size() == 1) return to_host(ts[0].reshape(-1), pool);
-  Tensors flat;
-  flat.reserve(ts.size());
-  for (const auto& t : ts) flat.push_back(t.reshape(-1));
-  return to_host(at::cat(flat), pool);
 }
 
 at::Tensor host_empty(int64_t numel, const at::Tensor& like) {
@@ -293,63 +362,9 @@ void copy_back(const at::Tensor& src, const Tensors& dsts, int64_t offset = 0) {
   }
 }
 
-// Destinations of at least this size are written in place (see deliver_staged). Below
-// it a fresh upload is cheaper (glibc reuses freed blocks of that size: 0.5 ms for
-// 4 MiB, against 1 ms more for the in-place program).
-constexpr int64_t kInPlaceBytes = int64_t{8} << 20;
-
 // An all_reduce of at least this size goes to gloo in kChunks pieces (allreduce_chunked).
 constexpr int64_t kChunkedBytes = int64_t{16} << 20;
 constexpr int64_t kChunks = 4;
-
-// A pooled host buffer that goes back to its pool when the last user lets go of it.
-struct Held {
-  at::Tensor buffer;
-  Pool pool;
-  ~Held() { pool->give(buffer); }
-};
-
-// copy_back() from `src`, a buffer of `pool`, which then goes back to the pool.
-// Where device memory is host memory (XLA:CPU), a destination that covers its storage
-// takes the piece of `src` itself as its device buffer (a view, no copy: the result
-// stays in the pooled memory until the tensor's buffer dies, then the memory returns to
-// the pool). Elsewhere, a large destination that covers its storage is not given a
-// freshly uploaded buffer: a device program reads its piece of `src` in place and
-// writes it into the destination's own buffer, donated (its pages are mapped already;
-// on XLA:CPU faulting in a fresh 64 MiB buffer took 100 ms, against 8 ms for the copy).
-// The program is an out= `where` whose output is also its input, which is what makes
-// the old buffer an argument XLA may reuse. `src` returns to the pool once every buffer
-// or program that reads it is done.
-void deliver_staged(const at::Tensor& src, const Tensors& dsts, const Pool& pool) {
-  std::shared_ptr<Held> held(new Held{src, pool});
-  runtime::Runtime& rt = runtime::Runtime::get();
-  int64_t offset = 0;
-  for (const auto& d : dsts) {
-    at::Tensor piece = src.narrow(0, offset, d.numel());
-    offset += d.numel();
-    if (d.numel() == 0) continue;
-    const hlo::DType dtype = aten::to_hlo(d.scalar_type());
-    const c10::DeviceIndex device = d.device().index();
-    const bool covers = d.is_contiguous() && d.storage_offset() == 0 &&
-                        d.storage().nbytes() == d.nbytes();
-    // XLA:CPU's buffers are 64-byte aligned; a piece that is not is copied.
-    if (covers && reinterpret_cast<uintptr_t>(piece.data_ptr()) % 64 == 0) {
-      std::shared_ptr<pjrt::Buffer> view =
-          rt.view_host_memory(piece.data_ptr(), dtype, {d.numel()}, device, [held] {});
-      if (view && aten::adopt_buffer(d, std::move(view))) continue;
-    }
-    if (d.nbytes() < kInPlaceBytes || !covers) {
-      d.copy_(piece.view(d.sizes()));
-      continue;
-    }
-    at::Tensor on_host = aten::wrap_buffer(
-        rt.on_host_memory(piece.data_ptr(), dtype, {d.numel()}, device), dtype, d.sizes(),
-        device);
-    at::Tensor keep_new = at::zeros({}, d.options().dtype(at::kBool));
-    at::where_out(const_cast<at::Tensor&>(d), keep_new, d, on_host);
-    runtime::FusedGroup::get().ready(aten::device_buffer(d))->on_ready([held] {});
-  }
-}
 
 // Hash of what every rank must agree on for a collective to be well formed.
 class Signature {
@@ -388,7 +403,7 @@ class HostStagedBackend final : public c10d::Backend {
   const std::string getBackendName() const override { return "tpu_dist"; }
 
   WorkPtr allreduce(Tensors& tensors, const c10d::AllreduceOptions& opts) override {
-    check_all(tensors, "all_reduce");
+    check_tensors(tensors, "all_reduce");
     Signature sig("all_reduce");
     sig.add(static_cast<int64_t>(opts.reduceOp.op_));
     for (const auto& t : tensors) sig.add(t);
@@ -414,7 +429,7 @@ class HostStagedBackend final : public c10d::Backend {
   }
 
   WorkPtr broadcast(Tensors& tensors, const c10d::BroadcastOptions& opts) override {
-    check_all(tensors, "broadcast");
+    check_tensors(tensors, "broadcast");
     Signature sig("broadcast");
     sig.add(opts.rootRank);
     for (const auto& t : tensors) sig.add(t);
@@ -431,7 +446,7 @@ class HostStagedBackend final : public c10d::Backend {
   }
 
   WorkPtr reduce(Tensors& tensors, const c10d::ReduceOptions& opts) override {
-    check_all(tensors, "reduce");
+    check_tensors(tensors, "reduce");
     Signature sig("reduce");
     sig.add(static_cast<int64_t>(opts.reduceOp.op_)).add(opts.rootRank);
     for (const auto& t : tensors) sig.add(t);
@@ -459,7 +474,7 @@ class HostStagedBackend final : public c10d::Backend {
                     const c10d::AllgatherOptions& opts) override {
     TORCH_CHECK(inputs.size() == 1 && outputs.size() == 1,
                 "tpu_dist: all_gather takes one input tensor and one output list");
-    check_gather_list(outputs[0], inputs[0], "all_gather");
+    check_list(outputs[0], inputs[0], "all_gather", getSize());
     std::vector<Tensors> lists{outputs[0]};
     return gather_joined(lists, inputs, "all_gather");
   }
@@ -469,7 +484,7 @@ class HostStagedBackend final : public c10d::Backend {
     TORCH_CHECK(outputs.size() == inputs.size(),
                 "tpu_dist: all_gather_coalesced needs one output list per input");
     for (size_t i = 0; i < inputs.size(); ++i)
-      check_gather_list(outputs[i], inputs[i], "all_gather_coalesced");
+      check_list(outputs[i], inputs[i], "all_gather_coalesced", getSize());
     return gather_joined(outputs, inputs, "all_gather_coalesced");
   }
 
@@ -490,11 +505,11 @@ class HostStagedBackend final : public c10d::Backend {
   WorkPtr gather(std::vector<Tensors>& outputs, Tensors& inputs,
                  const c10d::GatherOptions& opts) override {
     TORCH_CHECK(inputs.size() == 1, "tpu_dist: gather takes one input tensor");
-    check_all(inputs, "gather");
+    check_tensors(inputs, "gather");
     bool root = getRank() == opts.rootRank;
     if (root) {
       TORCH_CHECK(outputs.size() == 1, "tpu_dist: gather needs one output list on the root");
-      check_gather_list(outputs[0], inputs[0], "gather");
+      check_list(outputs[0], inputs[0], "gather", getSize());
     }
     agree(Signature("gather").add(opts.rootRank).add(inputs[0]), "gather", inputs);
     at::Tensor host_in = to_host(inputs[0]);
@@ -517,11 +532,11 @@ class HostStagedBackend final : public c10d::Backend {
   WorkPtr scatter(Tensors& outputs, std::vector<Tensors>& inputs,
                   const c10d::ScatterOptions& opts) override {
     TORCH_CHECK(outputs.size() == 1, "tpu_dist: scatter takes one output tensor");
-    check_all(outputs, "scatter");
+    check_tensors(outputs, "scatter");
     bool root = getRank() == opts.rootRank;
     if (root) {
       TORCH_CHECK(inputs.size() == 1, "tpu_dist: scatter needs one input list on the root");
-      check_gather_list(inputs[0], outputs[0], "scatter");
+      check_list(inputs[0], outputs[0], "scatter", getSize());
     }
     agree(Signature("scatter").add(opts.rootRank).add(outputs[0]), "scatter", outputs);
     std::vector<Tensors> ins;
@@ -544,7 +559,7 @@ class HostStagedBackend final : public c10d::Backend {
                          const c10d::ReduceScatterOptions& opts) override {
     TORCH_CHECK(outputs.size() == 1 && inputs.size() == 1,
                 "tpu_dist: reduce_scatter takes one output tensor and one input list");
-    check_gather_list(inputs[0], outputs[0], "reduce_scatter");
+    check_list(inputs[0], outputs[0], "reduce_scatter", getSize());
     Tensors outs{outputs[0]};
     std::vector<Tensors> pieces{inputs[0]};
     return reduce_scatter_joined(outs, pieces, opts, "reduce_scatter");
@@ -566,7 +581,7 @@ class HostStagedBackend final : public c10d::Backend {
   WorkPtr alltoall_base(at::Tensor& output, at::Tensor& input,
                         std::vector<int64_t>& output_splits, std::vector<int64_t>& input_splits,
                         const c10d::AllToAllOptions& opts) override {
-    check_all({output, input}, "all_to_all_single");
+    check_tensors({output, input}, "all_to_all_single");
     agree(Signature("all_to_all").add(static_cast<int64_t>(input.scalar_type())),
           "all_to_all_single", {input});
     at::Tensor host_in = to_host(input);
@@ -588,7 +603,7 @@ class HostStagedBackend final : public c10d::Backend {
                 ") input and output tensors");
     Tensors all = outputs;
     all.insert(all.end(), inputs.begin(), inputs.end());
-    check_all(all, "all_to_all");
+    check_tensors(all, "all_to_all");
     agree(Signature("all_to_all").add(static_cast<int64_t>(inputs[0].scalar_type())),
           "all_to_all", inputs);
     // One flat buffer each way; the splits are the tensors' element counts.
@@ -606,23 +621,16 @@ class HostStagedBackend final : public c10d::Backend {
   }
 
   WorkPtr send(Tensors& tensors, int dst, int tag) override {
-    check_all(tensors, "send");
+    check_tensors(tensors, "send");
     TORCH_CHECK(tensors.size() == 1, "tpu_dist: send takes one tensor");
     // The header lets the receiver check the size before it posts the payload's
     // receive: gloo aborts the process on a size mismatch.
     Tensors header{header_of(tensors[0])};
     Tensors payload{to_host(tensors[0])};
     runtime::metrics().host_staged_collectives++;
-    WorkPtr h = host_->send(header, dst, tag);
-    WorkPtr w = host_->send(payload, dst, tag);
-    return coalescing_.record(c10::make_intrusive<StagedP2PWork>(
-        OpType::SEND, tensors[0].device(), [=](std::chrono::milliseconds timeout) {
-          h->wait(timeout);
-          w->wait(timeout);
-          (void)header;
-          (void)payload;  // alive until sent
-          return Tensors();
-        }));
+    std::vector<WorkPtr> sends{host_->send(header, dst, tag), host_->send(payload, dst, tag)};
+    return coalescing_.record(c10::make_intrusive<StagedSendWork>(
+        Tensors{header[0], payload[0]}, std::move(sends)));
   }
 
   WorkPtr recv(Tensors& tensors, int src, int tag) override {
@@ -703,13 +711,8 @@ class HostStagedBackend final : public c10d::Backend {
     a.work->wait();
     auto* p = a.pair.data_ptr<int64_t>();
     if (p[0] == a.s && -p[1] == a.s) return;
-    std::string shapes;
-    for (const auto& t : tensors)
-      shapes += (shapes.empty() ? "" : ", ") + std::string(c10::toString(t.scalar_type())) +
-                c10::str(t.sizes());
-    TORCH_CHECK(false, "tpu_dist: ", op, " on rank ", getRank(), " with ", shapes,
-                ": the ranks of the group disagree on the collective, its shapes, dtypes "
-                "or root; every rank must make the same call");
+    TORCH_CHECK(false, "tpu_dist: ", op, " on rank ", getRank(), " with ", describe(tensors), ": ",
+                kRanksDisagree);
   }
   void agree(const Signature& sig, const char* op, const Tensors& tensors) {
     agree(start_agreement(sig), op, tensors);
@@ -757,12 +760,11 @@ class HostStagedBackend final : public c10d::Backend {
         op = c10d::ReduceOp::SUM;
         return true;
       case c10d::ReduceOp::PREMUL_SUM: {
-        auto* factor = dynamic_cast<c10d::PreMulSumSupplement*>(op.supplement_.get());
-        TORCH_CHECK(factor != nullptr, "tpu_dist: PREMUL_SUM without a factor");
-        if (factor->tensor_factor.defined())
-          host.mul_(factor->tensor_factor.to(at::kCPU));
+        const c10d::PreMulSumSupplement& factor = premul_factor(op);
+        if (factor.tensor_factor.defined())
+          host.mul_(factor.tensor_factor.to(at::kCPU));
         else
-          host.mul_(factor->double_factor);
+          host.mul_(factor.double_factor);
         op = c10d::ReduceOp::SUM;
         return false;
       }
@@ -778,34 +780,14 @@ class HostStagedBackend final : public c10d::Backend {
       host.div_(size, "trunc");
   }
 
-  void check_gather_list(const Tensors& list, const at::Tensor& piece, const char* op) {
-    TORCH_CHECK(list.size() == static_cast<size_t>(getSize()), "tpu_dist: ", op,
-                " needs a list of world_size (", getSize(), ") tensors, got ", list.size());
-    Tensors all = list;
-    all.push_back(piece);
-    check_all(all, op);
-    for (const auto& t : list)
-      TORCH_CHECK(t.numel() == piece.numel(), "tpu_dist: ", op,
-                  ": every tensor in the list must have as many elements as the single "
-                  "tensor (", piece.numel(), "), got ", t.sizes());
-  }
-
   // For the tensor forms: each `whole[i]` holds world_size times the elements of
   // `part[i]`; returns whole[i]'s flat pieces, one per rank.
   std::vector<Tensors> per_rank_pieces(const Tensors& whole, const Tensors& part,
                                        const char* op, const char* whole_name,
                                        const char* part_name) {
-    TORCH_CHECK(whole.size() == part.size(), "tpu_dist: ", op, " needs one ", whole_name,
-                " per ", part_name);
+    check_whole(whole, part, op, whole_name, part_name, getSize());
     std::vector<Tensors> pieces;
-    for (size_t i = 0; i < whole.size(); ++i) {
-      check_all({whole[i], part[i]}, op);
-      TORCH_CHECK(whole[i].numel() == part[i].numel() * getSize(), "tpu_dist: ", op,
-                  ": the ", whole_name, " must have world_size (", getSize(), ") times the ",
-                  part_name, "'s elements, got ", whole[i].sizes(), " for ", part_name, " ",
-                  part[i].sizes());
-      pieces.push_back(whole[i].reshape(-1).chunk(getSize()));
-    }
+    for (const auto& w : whole) pieces.push_back(w.reshape(-1).chunk(getSize()));
     return pieces;
   }
 
@@ -814,7 +796,7 @@ class HostStagedBackend final : public c10d::Backend {
   // receives input i of rank r.
   WorkPtr gather_joined(const std::vector<Tensors>& lists, const Tensors& inputs, const char* op,
                         Tensors result = {}) {
-    check_all(inputs, op);
+    check_tensors(inputs, op);
     Signature sig(op);
     for (const auto& t : inputs) sig.add(t);
     Agreement check = start_agreement(sig);
@@ -870,42 +852,19 @@ class HostStagedBackend final : public c10d::Backend {
   }
 
   WorkPtr receive(Tensors& tensors, int src, int tag, const char* op) {
-    check_all(tensors, op);
+    check_tensors(tensors, op);
     TORCH_CHECK(tensors.size() == 1, "tpu_dist: recv takes one tensor");
-    Tensors header{at::empty({2}, at::kLong)};
     runtime::metrics().host_staged_collectives++;
-    WorkPtr h = src < 0 ? host_->recvAnysource(header, tag) : host_->recv(header, src, tag);
-    at::Tensor dst = tensors[0];
-    auto host = host_;
-    int rank = getRank();
-    auto source = std::make_shared<int>(src);
-    auto run = [=](std::chrono::milliseconds timeout) {
-      h->wait(timeout);
-      int from = src < 0 ? h->sourceRank() : src;
-      *source = from;
-      auto* p = header[0].data_ptr<int64_t>();
-      bool match = p[0] == static_cast<int64_t>(dst.scalar_type()) && p[1] == dst.numel();
-      if (!match) {
-        // Take the message anyway, so the sender completes and the pair stays in step.
-        Tensors drain{at::empty({p[1]}, at::TensorOptions(static_cast<at::ScalarType>(p[0])))};
-        host->recv(drain, from, tag)->wait(timeout);
-      }
-      TORCH_CHECK(match,
-                  "tpu_dist: recv on rank ", rank, " expects ", dst.numel(), " elements of ",
-                  dst.scalar_type(), " but rank ", from, " sent ", p[1], " elements of ",
-                  c10::toString(static_cast<at::ScalarType>(p[0])));
-      Tensors payload{host_empty(dst.numel(), dst)};
-      host->recv(payload, from, tag)->wait(timeout);
-      copy_back(payload[0], {dst});
-      return Tensors{dst};
-    };
-    return coalescing_.record(
-        c10::make_intrusive<StagedP2PWork>(OpType::RECV, dst.device(), run, source));
+    const at::Tensor& dst = tensors[0];
+    auto incoming = receives_.start(host_, getRank(), src, tag, dst.scalar_type(), dst.numel());
+    return coalescing_.record(c10::make_intrusive<StagedRecvWork>(
+        src < 0 ? OpType::RECVANYSOURCE : OpType::RECV, dst, std::move(incoming)));
   }
 
   c10::intrusive_ptr<c10d::Backend> host_;
   Pool pool_ = std::make_shared<StagingPool>();
   Coalescing coalescing_;
+  Receives receives_;  // last: its threads use host_
 };
 
 }  // namespace

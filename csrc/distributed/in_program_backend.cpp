@@ -5,22 +5,21 @@
 #include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
-#include <atomic>
-#include <condition_variable>
-#include <cstring>
+#include <any>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <optional>
-#include <thread>
-#include <unordered_map>
 
 #include "aten/allocator.h"
 #include "aten/dtype.h"
 #include "aten/op_call.h"
+#include "distributed/checks.h"
 #include "distributed/coalescing.h"
+#include "distributed/collective_program.h"
 #include "distributed/host_staged_backend.h"
-#include "hlo/builder.h"
+#include "distributed/rendezvous.h"
+#include "distributed/work.h"
+#include "hlo/types.h"
 #include "ops/strided.h"
 #include "pjrt/compile_options.h"
 #include "runtime/executable_cache.h"
@@ -37,234 +36,11 @@ using c10d::OpType;
 using c10d::ReduceOp;
 using c10d::Work;
 using WorkPtr = c10::intrusive_ptr<Work>;
-using Tensors = std::vector<at::Tensor>;
 using FuturePtr = c10::intrusive_ptr<c10::ivalue::Future>;
 using BufferPtr = std::shared_ptr<pjrt::Buffer>;
-using Clock = std::chrono::steady_clock;
 
-// ---------------------------------------------------------------------------------------
-// What one collective computes: every rank of the group must describe the same one.
-
-enum class Kind : int64_t { AllReduce, Broadcast, AllGather, ReduceScatter, AllToAll, Barrier };
-
-struct Spec {
-  Kind kind = Kind::Barrier;
-  const char* name = "barrier";  // the c10d op, for messages
-  ReduceOp::RedOpType reduce = ReduceOp::SUM;
-  double premul = 1.0;  // PREMUL_SUM's factor
-  hlo::DType dtype = hlo::DType::F32;
-  // Element counts of the program's arguments (flat 1-d buffers), per rank.
-  std::vector<int64_t> inputs;
-  // Element counts of the program's outputs, per rank, in delivery order.
-  std::vector<int64_t> outputs;
-  // AllGather: whether each gathered input is split into one output per rank (the list
-  // forms) or stays one output. ReduceScatter/AllToAll: arguments joined per output.
-  bool split = false;
-  int64_t group = 1;
-  int64_t root = -1;  // Broadcast
-  std::string shapes;  // the tensors as the caller passed them, for messages
-
-  // What must be equal across ranks, as text (compared exactly, shown on a mismatch).
-  std::string signature() const {
-    std::string s = std::string(name) + "(";
-    if (kind == Kind::AllReduce || kind == Kind::ReduceScatter) {
-      s += "op=" + std::to_string(static_cast<int>(reduce));
-      if (reduce == ReduceOp::PREMUL_SUM) s += "*" + std::to_string(premul);
-      s += ", ";
-    }
-    if (kind == Kind::Broadcast) s += "root=" + std::to_string(root) + ", ";
-    s += std::string("dtype=") + hlo::mlir_name(dtype) + ", in=[";
-    for (size_t i = 0; i < inputs.size(); ++i) s += (i ? "," : "") + std::to_string(inputs[i]);
-    s += "], out=[";
-    for (size_t i = 0; i < outputs.size(); ++i) s += (i ? "," : "") + std::to_string(outputs[i]);
-    return s + "])";
-  }
-};
-
-// The cache key of a collective's program. Everything that changes the program: the op,
-// reduce op and factor, dtype, every argument's and output's element count, the layout
-// flags, the world size and the device ids (the compile's device assignment). The root
-// of a broadcast is not in it: it enters as each rank's runtime mask.
-runtime::ProgramKey program_key(const Spec& s, const std::vector<int64_t>& device_ids) {
-  runtime::ProgramKey key;
-  key.add("tpu_dist.in_program");
-  key.add(static_cast<int64_t>(s.kind));
-  key.add(static_cast<int64_t>(s.reduce));
-  int64_t bits = 0;
-  std::memcpy(&bits, &s.premul, sizeof(bits));
-  key.add(bits);
-  key.add(static_cast<int64_t>(s.dtype));
-  key.add(s.inputs);
-  key.add(s.outputs);
-  key.add(static_cast<int64_t>(s.split));
-  key.add(s.group);
-  key.add(device_ids);
-  return key;
-}
-
-std::string replica_groups(int n) {
-  std::string ids;
-  for (int i = 0; i < n; ++i) ids += (i ? ", " : "") + std::to_string(i);
-  return "replica_groups = dense<[[" + ids + "]]> : tensor<1x" + std::to_string(n) + "xi64>";
-}
-
-// The scalar combiner of a reduction on `dtype` (bool runs as u8, see reduce_value).
-// XLA:CPU's collectives combine with add, multiply, minimum and maximum only: the
-// bitwise ops ("stablehlo.and", "or", "xor") are folded after an all_gather instead.
-const char* combiner(ReduceOp::RedOpType op, hlo::DType dtype) {
-  const bool pred = dtype == hlo::DType::Pred;
-  switch (op) {
-    case ReduceOp::SUM:
-    case ReduceOp::AVG:
-    case ReduceOp::PREMUL_SUM:
-      return pred ? "stablehlo.maximum" : "stablehlo.add";
-    case ReduceOp::PRODUCT:
-      return pred ? "stablehlo.minimum" : "stablehlo.multiply";
-    case ReduceOp::MIN:
-      return "stablehlo.minimum";
-    case ReduceOp::MAX:
-      return "stablehlo.maximum";
-    case ReduceOp::BAND:
-      return pred ? "stablehlo.minimum" : "stablehlo.and";
-    case ReduceOp::BOR:
-      return pred ? "stablehlo.maximum" : "stablehlo.or";
-    case ReduceOp::BXOR:
-      return "stablehlo.xor";
-    default:
-      return nullptr;
-  }
-}
-
-bool is_bitwise(const char* op) {
-  return std::strcmp(op, "stablehlo.and") == 0 || std::strcmp(op, "stablehlo.or") == 0 ||
-         std::strcmp(op, "stablehlo.xor") == 0;
-}
-
-// The all-reduction of 1-d `x` over the n replicas with `op` (s.reduce on s.dtype).
-hlo::Value reduce_value(hlo::Builder& b, hlo::Value x, const char* op, const std::string& groups,
-                        int n) {
-  using hlo::TensorType;
-  const hlo::DType dtype = x.type.dtype;
-  if (dtype == hlo::DType::Pred) {
-    hlo::Value y = reduce_value(b, b.convert(x, hlo::DType::U8), op, groups, n);
-    return b.convert(y, hlo::DType::Pred);
-  }
-  if (!is_bitwise(op))
-    return b.emit("stablehlo.all_reduce", {x}, groups, x.type, {b.binary_region(op, dtype)});
-  const int64_t m = x.type.shape[0];
-  hlo::Value g = b.emit("stablehlo.all_gather", {x}, "all_gather_dim = 0 : i64, " + groups,
-                        TensorType{dtype, {m * n}});
-  g = b.reshape(g, {n, m});
-  hlo::Value init = b.constant_int(std::strcmp(op, "stablehlo.and") == 0 ? -1 : 0, dtype);
-  return b.emit("stablehlo.reduce", {g, init}, "dimensions = " + hlo::i64_array({0}),
-                TensorType{dtype, {m}}, {b.binary_region(op, dtype)});
-}
-
-// The unsigned integer of the same width, to move any dtype's bits unchanged.
-hlo::DType bits_type(hlo::DType dtype) {
-  switch (hlo::byte_width(dtype)) {
-    case 1: return hlo::DType::U8;
-    case 2: return hlo::DType::U16;
-    case 4: return hlo::DType::U32;
-    default: return hlo::DType::U64;
-  }
-}
-
-runtime::Program build_program(const Spec& s, int n) {
-  using hlo::TensorType;
-  using hlo::Value;
-  hlo::Builder b;
-  const std::string groups = replica_groups(n);
-  auto flat = [&](int64_t numel) { return TensorType{s.dtype, {numel}}; };
-  auto pre = [&](Value x) {
-    if (s.reduce == ReduceOp::PREMUL_SUM) x = b.binary("multiply", x, b.full(s.premul, x.type));
-    return x;
-  };
-  auto post = [&](Value y) {
-    if (s.reduce == ReduceOp::AVG) y = b.binary("divide", y, b.full(n, y.type));
-    return y;
-  };
-  std::vector<Value> outs;
-  std::vector<Value> params;
-  Value mask;
-  if (s.kind == Kind::Broadcast) mask = b.parameter(TensorType{hlo::DType::Pred, {}});
-  for (int64_t numel : s.inputs) params.push_back(b.parameter(flat(numel)));
-  // Joins `group` consecutive arguments starting at `i` (the list forms).
-  auto joined = [&](size_t i) {
-    if (s.group == 1) return params[i];
-    std::vector<Value> parts(params.begin() + i, params.begin() + i + s.group);
-    return b.concatenate(parts, 0);
-  };
-  switch (s.kind) {
-    case Kind::AllReduce:
-      for (const Value& x : params) {
-        outs.push_back(post(reduce_value(b, pre(x), combiner(s.reduce, s.dtype), groups, n)));
-      }
-      break;
-    case Kind::Broadcast:
-      // No collective_broadcast on XLA:CPU: the value's bits as an unsigned integer,
-      // zero on every rank but the root, summed: the root's bits, exactly, for any dtype
-      // (negative zero and NaN payloads included).
-      for (const Value& x : params) {
-        const bool pred = s.dtype == hlo::DType::Pred;
-        const TensorType bits{bits_type(s.dtype), x.type.shape};
-        Value v = pred ? b.convert(x, hlo::DType::U8) : b.bitcast_convert(x, bits);
-        Value m = b.broadcast_in_dim(mask, v.type.shape, {});
-        v = b.select(m, v, b.full(0, v.type));
-        Value y = b.emit("stablehlo.all_reduce", {v}, groups, v.type,
-                         {b.binary_region("stablehlo.add", v.type.dtype)});
-        outs.push_back(pred ? b.convert(y, hlo::DType::Pred) : b.bitcast_convert(y, x.type));
-      }
-      break;
-    case Kind::AllGather:
-      for (const Value& x : params) {
-        int64_t m = x.type.shape[0];
-        Value g = b.emit("stablehlo.all_gather", {x}, "all_gather_dim = 0 : i64, " + groups,
-                         flat(m * n));
-        if (!s.split) {
-          outs.push_back(g);
-          continue;
-        }
-        for (int r = 0; r < n; ++r) outs.push_back(b.slice(g, {r * m}, {(r + 1) * m}, {1}));
-      }
-      break;
-    case Kind::ReduceScatter:
-      for (size_t i = 0; i < params.size(); i += s.group) {
-        Value x = pre(joined(i));
-        int64_t m = x.type.shape[0] / n;
-        const bool pred = s.dtype == hlo::DType::Pred;
-        if (pred) x = b.convert(x, hlo::DType::U8);
-        Value y = b.emit("stablehlo.reduce_scatter", {x}, "scatter_dimension = 0 : i64, " + groups,
-                         TensorType{x.type.dtype, {m}},
-                         {b.binary_region(combiner(s.reduce, s.dtype), x.type.dtype)});
-        if (pred) y = b.convert(y, hlo::DType::Pred);
-        outs.push_back(post(y));
-      }
-      break;
-    case Kind::AllToAll:
-      for (size_t i = 0; i < params.size(); i += s.group) {
-        Value x = joined(i);
-        Value y = b.emit("stablehlo.all_to_all", {x},
-                         "split_dimension = 0 : i64, concat_dimension = 0 : i64, split_count = " +
-                             std::to_string(n) + " : i64, " + groups,
-                         x.type);
-        if (!s.split) {
-          outs.push_back(y);
-          continue;
-        }
-        int64_t m = x.type.shape[0] / n;
-        for (int r = 0; r < n; ++r) outs.push_back(b.slice(y, {r * m}, {(r + 1) * m}, {1}));
-      }
-      break;
-    case Kind::Barrier:
-      break;
-  }
-  runtime::Program program;
-  for (const Value& v : outs) program.outputs.push_back(v.type);
-  program.mlir = b.module(outs);
-  program.label = std::string("tpu_dist ") + s.name;
-  return program;
-}
+using Kind = Collective;
+using Spec = CollectiveSpec;
 
 // One executable cache per device assignment: its programs are compiled for those
 // replicas (the runtime's own cache compiles portable one-device programs).
@@ -285,7 +61,7 @@ std::shared_ptr<const runtime::CompiledProgram> compiled(const Spec& s,
     cache = slot.get();
   }
   const int n = static_cast<int>(ids.size());
-  return cache->get(program_key(s, ids), [&] { return build_program(s, n); });
+  return cache->get(program_key(s, ids), [&] { return build_collective_program(s, n); });
 }
 
 // ---------------------------------------------------------------------------------------
@@ -321,234 +97,61 @@ void deliver(const at::Tensor& dst, BufferPtr buffer) {
 }
 
 // ---------------------------------------------------------------------------------------
-// The rendezvous of one group's ranks.
+// Running a collective once every rank arrived (see rendezvous.h).
 
+// One rank's part of a collective: the rendezvous's Arrival payload.
 struct Contribution {
   Spec spec;
   std::vector<BufferPtr> args;  // the program's arguments, on this rank's device
   Tensors targets;              // receive the outputs, in order
   Tensors result;               // what the Work's result() is
-  FuturePtr future;
   int device = -1;
 };
 
-struct Slot {
-  std::vector<std::optional<Contribution>> ranks;
-  int arrived = 0;
-  Clock::time_point deadline;
-  std::string error;  // set once the slot failed: late arrivals fail at once
-};
-
-std::string describe_missing(const Slot& slot) {
-  std::string missing, present;
-  for (size_t r = 0; r < slot.ranks.size(); ++r)
-    (slot.ranks[r] ? present : missing) +=
-        ((slot.ranks[r] ? present : missing).empty() ? "" : ", ") + std::to_string(r);
-  return "rank(s) " + missing + " never joined (rank(s) " + present + " did)";
-}
-
-class Rendezvous {
- public:
-  Rendezvous(int size, std::vector<int> devices, std::chrono::milliseconds timeout)
-      : size_(size), devices_(std::move(devices)), timeout_(timeout) {
-    runtime::Runtime& rt = runtime::Runtime::get();
-    for (int d : devices_) ids_.push_back(rt.device_id(d));
-    watchdog_ = std::thread([this] { watch(); });
-  }
-  ~Rendezvous() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    watchdog_.join();
-  }
-
-  void set_timeout(std::chrono::milliseconds timeout) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    timeout_ = timeout;
-  }
-
-  // Deposits rank `rank`'s part of collective number `seq`; the last rank runs it.
-  void arrive(int rank, uint64_t seq, Contribution c) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    Slot& slot = slots_[seq];
-    if (slot.ranks.empty()) {
-      slot.ranks.resize(size_);
-      slot.deadline = Clock::now() + timeout_;
-      cv_.notify_all();  // the watchdog learns the new deadline
-    }
-    if (!slot.error.empty()) {
-      std::string error = slot.error;
-      if (++slot.arrived == size_) slots_.erase(seq);
-      lock.unlock();
-      fail(c.future, error);
-      return;
-    }
-    slot.ranks[rank] = std::move(c);
-    if (++slot.arrived < size_) return;
-    Slot ready = std::move(slot);
-    slots_.erase(seq);
-    lock.unlock();
-    run(ready);
-  }
-
- private:
-  static void fail(const FuturePtr& f, const std::string& message) {
-    if (f->completed()) return;
-    f->setError(std::make_exception_ptr(c10::DistBackendError(
-        {__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, message)));
-  }
-
-  void run(Slot& slot) {
-    const Spec& spec = slot.ranks[0]->spec;
-    std::string sig = spec.signature();
-    bool agree = true;
-    for (const auto& c : slot.ranks) agree &= c->spec.signature() == sig;
-    if (!agree) {
-      std::string message = std::string("tpu_dist: ") + spec.name +
-                            ": the ranks of the group disagree on the collective, its shapes, "
-                            "dtypes or root; every rank must make the same call. The ranks "
-                            "passed:";
-      for (size_t r = 0; r < slot.ranks.size(); ++r)
-        message += "\n  rank " + std::to_string(r) + ": " + slot.ranks[r]->spec.signature() +
-                   " with " + slot.ranks[r]->spec.shapes;
-      for (auto& c : slot.ranks) fail(c->future, message);
-      return;
-    }
-    try {
-      if (spec.kind != Kind::Barrier) {
-        auto program = compiled(spec, ids_);
-        std::vector<std::vector<PJRT_Buffer*>> args(size_);
-        for (int r = 0; r < size_; ++r) {
-          if (spec.kind == Kind::Broadcast) {
-            bool is_root = r == spec.root;
-            auto mask = runtime::Runtime::get().scalar(devices_[r], hlo::DType::Pred, is_root);
-            mask->await_ready();
-            args[r].push_back(mask->raw());
-          }
-          for (const auto& b : slot.ranks[r]->args) {
-            b->await_ready();  // see Runtime::execute_replicated: all replicas start at once
-            args[r].push_back(b->raw());
-          }
+// Launches ONE PJRT_LoadedExecutable_Execute over the group's devices with one argument
+// list per rank (never one launch per device, which would need a shared launch id and
+// deadlocks from one thread) and waits for it (Runtime::execute_replicated); each rank's
+// outputs become its tensors' new buffers.
+Rendezvous::Run collective_runner(const std::vector<int>& devices) {
+  std::vector<int64_t> ids;
+  runtime::Runtime& rt = runtime::Runtime::get();
+  for (int d : devices) ids.push_back(rt.device_id(d));
+  return [devices, ids](std::vector<Arrival>& ranks) {
+    const int size = static_cast<int>(ranks.size());
+    std::vector<Contribution*> parts;
+    for (auto& a : ranks) parts.push_back(std::any_cast<Contribution>(&a.payload));
+    const Spec& spec = parts[0]->spec;
+    if (spec.kind != Kind::Barrier) {
+      auto program = compiled(spec, ids);
+      std::vector<std::vector<PJRT_Buffer*>> args(size);
+      std::vector<BufferPtr> masks;
+      for (int r = 0; r < size; ++r) {
+        if (spec.kind == Kind::Broadcast) {
+          masks.push_back(
+              runtime::Runtime::get().scalar(devices[r], hlo::DType::Pred, r == spec.root));
+          masks.back()->await_ready();
+          args[r].push_back(masks.back()->raw());
         }
-        runtime::trace::Scope traced("tpu_dist::in_program_collective");
-        traced.text("transport", "in-program");
-        traced.text("program", program->fingerprint);
-        traced.number("ranks", size_);
-        auto outputs = runtime::Runtime::get().execute_replicated(*program->executable, args);
-        runtime::metrics().in_program_collectives++;
-        for (int r = 0; r < size_; ++r) {
-          Contribution& c = *slot.ranks[r];
-          c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, c.device));
-          at::NoGradGuard no_grad;
-          for (size_t i = 0; i < c.targets.size(); ++i) deliver(c.targets[i], outputs[r].at(i));
+        for (const auto& b : parts[r]->args) {
+          b->await_ready();  // see Runtime::execute_replicated: all replicas start at once
+          args[r].push_back(b->raw());
         }
       }
-    } catch (const std::exception& e) {
-      std::string message = std::string("tpu_dist: ") + spec.name + " failed: " + e.what();
-      for (auto& c : slot.ranks) fail(c->future, message);
-      return;
-    }
-    for (auto& c : slot.ranks) c->future->markCompleted(c10::IValue(c->result));
-  }
-
-  // Fails the slots whose deadline passed: their ranks' Works raise instead of waiting.
-  void watch() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    while (!stop_) {
-      Clock::time_point next = Clock::time_point::max();
-      std::vector<FuturePtr> expired;
-      std::string message;
-      for (auto& [seq, slot] : slots_) {
-        if (!slot.error.empty()) continue;
-        if (slot.deadline <= Clock::now()) {
-          const Spec* spec = nullptr;
-          for (auto& c : slot.ranks)
-            if (c) spec = &c->spec;
-          slot.error = std::string("tpu_dist: ") + (spec ? spec->name : "collective") +
-                       " (collective #" + std::to_string(seq) + " of the group) timed out after " +
-                       std::to_string(timeout_.count()) + " ms: " + describe_missing(slot);
-          for (auto& c : slot.ranks)
-            if (c) expired.push_back(c->future);
-          message = slot.error;
-          // Drop the buffers now; the late ranks only need the error.
-          for (auto& c : slot.ranks) c.reset();
-        } else {
-          next = std::min(next, slot.deadline);
-        }
+      runtime::trace::Scope traced("tpu_dist::in_program_collective");
+      traced.text("transport", "in-program");
+      traced.text("program", program->fingerprint);
+      traced.number("ranks", size);
+      auto outputs = runtime::Runtime::get().execute_replicated(*program->executable, args);
+      runtime::metrics().in_program_collectives++;
+      for (int r = 0; r < size; ++r) {
+        Contribution& c = *parts[r];
+        c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, c.device));
+        at::NoGradGuard no_grad;
+        for (size_t i = 0; i < c.targets.size(); ++i) deliver(c.targets[i], outputs[r].at(i));
       }
-      if (!expired.empty()) {
-        lock.unlock();
-        for (const auto& f : expired) fail(f, message);
-        lock.lock();
-        continue;
-      }
-      if (next == Clock::time_point::max())
-        cv_.wait(lock);
-      else
-        cv_.wait_until(lock, next);
     }
-  }
-
-  const int size_;
-  const std::vector<int> devices_;
-  std::vector<int64_t> ids_;
-  std::chrono::milliseconds timeout_;
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  std::map<uint64_t, Slot> slots_;
-  bool stop_ = false;
-  std::thread watchdog_;
-};
-
-// The process's rendezvous objects, by group key: the first rank creates it.
-std::shared_ptr<Rendezvous> rendezvous_for(const std::string& key, int size,
-                                           const std::vector<int>& devices,
-                                           std::chrono::milliseconds timeout) {
-  static std::mutex mutex;
-  static std::unordered_map<std::string, std::weak_ptr<Rendezvous>> groups;
-  std::lock_guard<std::mutex> lock(mutex);
-  for (auto it = groups.begin(); it != groups.end();)
-    it = it->second.expired() ? groups.erase(it) : std::next(it);
-  auto& weak = groups[key];
-  if (auto existing = weak.lock()) return existing;
-  auto created = std::make_shared<Rendezvous>(size, devices, timeout);
-  weak = created;
-  return created;
-}
-
-class InProgramWork : public Work {
- public:
-  InProgramWork(OpType type, FuturePtr future) : Work(-1, type), future_(std::move(future)) {}
-  bool isCompleted() override { return future_->completed(); }
-  bool isSuccess() const override { return future_->completed() && !future_->hasError(); }
-  std::exception_ptr exception() const override {
-    return future_->hasError() ? future_->exception_ptr() : nullptr;
-  }
-  // Completes by the group's timeout at the latest (the rendezvous's watchdog).
-  bool wait(std::chrono::milliseconds) override {
-    future_->wait();
-    if (future_->hasError()) std::rethrow_exception(future_->exception_ptr());
-    return true;
-  }
-  std::vector<at::Tensor> result() override { return future_->value().toTensorVector(); }
-  FuturePtr getFuture() override { return future_; }
-
- private:
-  FuturePtr future_;
-};
-
-void check_tpu(const at::Tensor& t, const char* op, int device) {
-  TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1, "tpu_dist: ", op,
-              " got a tensor on ", t.device(),
-              ", but tpu_dist moves tpu tensors only. Create the process group with "
-              "init_process_group(backend=\"cpu:gloo,tpu:tpu_dist\") to run CPU tensors "
-              "on gloo and tpu tensors on tpu_dist, or move the tensor to tpu.");
-  TORCH_CHECK(!t.is_sparse(), "tpu_dist: ", op, " does not support sparse tensors");
-  TORCH_CHECK(t.device().index() == device, "tpu_dist: ", op, " got a tensor on ", t.device(),
-              ", but this rank's device in the in-program transport is tpu:", device,
-              " (rank r of the process uses tpu:r)");
+    for (int r = 0; r < size; ++r) ranks[r].future->markCompleted(c10::IValue(parts[r]->result));
+  };
 }
 
 class InProgramBackend final : public c10d::Backend {
@@ -557,7 +160,7 @@ class InProgramBackend final : public c10d::Backend {
                    std::chrono::milliseconds timeout, c10::intrusive_ptr<c10d::Backend> fallback)
       : Backend(rank, size),
         device_(devices.at(rank)),
-        rendezvous_(rendezvous_for(key, size, devices, timeout)),
+        rendezvous_(Rendezvous::shared(key, size, timeout, collective_runner(devices))),
         fallback_(std::move(fallback)) {
     runtime::metrics().in_program_groups++;
   }
@@ -601,7 +204,7 @@ class InProgramBackend final : public c10d::Backend {
     s.split = true;
     Tensors targets;
     for (size_t i = 0; i < inputs.size(); ++i) {
-      check_list(outputs[i], inputs[i], "all_gather");
+      check_list(outputs[i], inputs[i], "all_gather", getSize(), device_);
       for (const auto& t : outputs[i]) {
         targets.push_back(t);
         s.outputs.push_back(t.numel());
@@ -618,7 +221,7 @@ class InProgramBackend final : public c10d::Backend {
 
   WorkPtr allgather_into_tensor_coalesced(Tensors& outputs, Tensors& inputs,
                                           const c10d::AllgatherOptions&) override {
-    check_whole(outputs, inputs, "all_gather_into_tensor", "output", "input");
+    check_whole(outputs, inputs, "all_gather_into_tensor", "output", "input", getSize(), device_);
     Spec s = spec(Kind::AllGather, "all_gather_into_tensor", inputs);
     for (const auto& t : outputs) s.outputs.push_back(t.numel());
     return submit(OpType::_ALLGATHER_BASE, std::move(s), inputs, outputs, outputs);
@@ -628,7 +231,7 @@ class InProgramBackend final : public c10d::Backend {
                          const c10d::ReduceScatterOptions& opts) override {
     TORCH_CHECK(outputs.size() == 1 && inputs.size() == 1,
                 "tpu_dist: reduce_scatter takes one output tensor and one input list");
-    check_list(inputs[0], outputs[0], "reduce_scatter");
+    check_list(inputs[0], outputs[0], "reduce_scatter", getSize(), device_);
     Spec s = spec(Kind::ReduceScatter, "reduce_scatter", inputs[0]);
     set_reduce(s, opts.reduceOp);
     check_scatter_reduce(s);
@@ -645,7 +248,7 @@ class InProgramBackend final : public c10d::Backend {
 
   WorkPtr reduce_scatter_tensor_coalesced(Tensors& outputs, Tensors& inputs,
                                           const c10d::ReduceScatterOptions& opts) override {
-    check_whole(inputs, outputs, "reduce_scatter_tensor", "input", "output");
+    check_whole(inputs, outputs, "reduce_scatter_tensor", "input", "output", getSize(), device_);
     Spec s = spec(Kind::ReduceScatter, "reduce_scatter_tensor", inputs);
     set_reduce(s, opts.reduceOp);
     check_scatter_reduce(s);
@@ -707,7 +310,7 @@ class InProgramBackend final : public c10d::Backend {
           return c10::IValue(Tensors());
         },
         c10::ListType::ofTensors());
-    return coalescing_.record(c10::make_intrusive<InProgramWork>(OpType::BARRIER, done));
+    return coalescing_.record(c10::make_intrusive<FutureWork>(OpType::BARRIER, done));
   }
 
   // What the in-program transport does not run goes through the host-staged one.
@@ -776,70 +379,41 @@ class InProgramBackend final : public c10d::Backend {
     Spec s;
     s.kind = kind;
     s.name = name;
-    for (const auto& t : inputs) {
-      check_tpu(t, name, device_);
-      TORCH_CHECK(t.scalar_type() == inputs[0].scalar_type(), "tpu_dist: ", name,
-                  " got tensors of different dtypes (", inputs[0].scalar_type(), " and ",
-                  t.scalar_type(), ")");
-      s.inputs.push_back(t.numel());
-      s.shapes += (s.shapes.empty() ? "" : ", ") + std::string(c10::toString(t.scalar_type())) +
-                  c10::str(t.sizes());
-    }
+    if (kind != Kind::Barrier) check_tensors(inputs, name, device_);
+    for (const auto& t : inputs) s.inputs.push_back(t.numel());
+    s.shapes = describe(inputs);
     if (!inputs.empty()) s.dtype = aten::to_hlo(inputs[0].scalar_type());
     return s;
   }
 
   void set_reduce(Spec& s, const ReduceOp& op) {
-    s.reduce = op.op_;
-    if (op.op_ == ReduceOp::PREMUL_SUM) {
-      auto* factor = dynamic_cast<c10d::PreMulSumSupplement*>(op.supplement_.get());
-      TORCH_CHECK(factor != nullptr, "tpu_dist: PREMUL_SUM without a factor");
-      TORCH_CHECK_NOT_IMPLEMENTED(!factor->tensor_factor.defined(),
+    static const std::map<ReduceOp::RedOpType, Reduce> reduces{
+        {ReduceOp::SUM, Reduce::Sum},        {ReduceOp::AVG, Reduce::Avg},
+        {ReduceOp::PRODUCT, Reduce::Product}, {ReduceOp::MIN, Reduce::Min},
+        {ReduceOp::MAX, Reduce::Max},        {ReduceOp::BAND, Reduce::BitAnd},
+        {ReduceOp::BOR, Reduce::BitOr},      {ReduceOp::BXOR, Reduce::BitXor},
+        {ReduceOp::PREMUL_SUM, Reduce::PremulSum}};
+    auto it = reduces.find(op.op_);
+    TORCH_CHECK_NOT_IMPLEMENTED(it != reduces.end(), "tpu_dist: ", s.name,
+                                " does not support reduce op ", static_cast<int>(op.op_));
+    s.reduce = it->second;
+    if (s.reduce == Reduce::PremulSum) {
+      const c10d::PreMulSumSupplement& factor = premul_factor(op);
+      TORCH_CHECK_NOT_IMPLEMENTED(!factor.tensor_factor.defined(),
                                   "tpu_dist (in-program): PREMUL_SUM with a tensor factor is "
                                   "not implemented; use a Python number");
       TORCH_CHECK(hlo::is_float(s.dtype), "tpu_dist: PREMUL_SUM needs a floating dtype");
-      s.premul = factor->double_factor;
+      s.premul = factor.double_factor;
     }
-    TORCH_CHECK_NOT_IMPLEMENTED(combiner(s.reduce, s.dtype) != nullptr, "tpu_dist: ", s.name,
-                                " does not support reduce op ", static_cast<int>(s.reduce));
-    const bool bitwise = s.reduce == ReduceOp::BAND || s.reduce == ReduceOp::BOR ||
-                         s.reduce == ReduceOp::BXOR;
-    TORCH_CHECK(!bitwise || !hlo::is_float(s.dtype), "tpu_dist: ", s.name,
+    TORCH_CHECK(can_reduce(s.reduce, s.dtype), "tpu_dist: ", s.name,
                 ": bitwise reductions need an integer or bool dtype, got ",
                 hlo::mlir_name(s.dtype));
   }
 
   static void check_scatter_reduce(const Spec& s) {
-    TORCH_CHECK_NOT_IMPLEMENTED(!is_bitwise(combiner(s.reduce, s.dtype)), "tpu_dist: ", s.name,
+    TORCH_CHECK_NOT_IMPLEMENTED(!reduces_bitwise(s.reduce, s.dtype), "tpu_dist: ", s.name,
                                 " with a bitwise reduce op is not implemented by the "
                                 "in-program transport (TORCH_TPU_DIST_TRANSPORT=host has it)");
-  }
-
-  void check_list(const Tensors& list, const at::Tensor& piece, const char* op) {
-    TORCH_CHECK(list.size() == static_cast<size_t>(getSize()), "tpu_dist: ", op,
-                " needs a list of world_size (", getSize(), ") tensors, got ", list.size());
-    for (const auto& t : list) {
-      check_tpu(t, op, device_);
-      TORCH_CHECK(t.numel() == piece.numel() && t.scalar_type() == piece.scalar_type(),
-                  "tpu_dist: ", op, ": every tensor in the list must have the single tensor's "
-                  "dtype and element count (", piece.scalar_type(), ", ", piece.numel(),
-                  "), got ", t.scalar_type(), t.sizes());
-    }
-  }
-
-  void check_whole(const Tensors& whole, const Tensors& part, const char* op,
-                   const char* whole_name, const char* part_name) {
-    TORCH_CHECK(whole.size() == part.size(), "tpu_dist: ", op, " needs one ", whole_name,
-                " per ", part_name);
-    for (size_t i = 0; i < whole.size(); ++i) {
-      check_tpu(whole[i], op, device_);
-      TORCH_CHECK(whole[i].scalar_type() == part[i].scalar_type(), "tpu_dist: ", op,
-                  ": the ", whole_name, " and ", part_name, " dtypes differ");
-      TORCH_CHECK(whole[i].numel() == part[i].numel() * getSize(), "tpu_dist: ", op, ": the ",
-                  whole_name, " must have world_size (", getSize(), ") times the ", part_name,
-                  "'s elements, got ", whole[i].sizes(), " for ", part_name, " ",
-                  part[i].sizes());
-    }
   }
 
   WorkPtr submit(OpType type, Spec s, const Tensors& inputs, const Tensors& targets,
@@ -847,14 +421,19 @@ class InProgramBackend final : public c10d::Backend {
     flush();
     Contribution c;
     for (const auto& t : inputs) c.args.push_back(dense_buffer(t));
-    c.spec = std::move(s);
     c.targets = targets;
     c.result = result;
     c.device = device_;
-    c.future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors());
-    FuturePtr future = c.future;
-    rendezvous_->arrive(getRank(), seq_++, std::move(c));
-    return coalescing_.record(c10::make_intrusive<InProgramWork>(type, std::move(future)));
+    Arrival a;
+    a.op = s.name;
+    a.signature = signature(s);
+    a.shapes = s.shapes;
+    a.future = FutureWork::pending();
+    FuturePtr future = a.future;
+    c.spec = std::move(s);
+    a.payload = std::move(c);
+    rendezvous_->arrive(getRank(), seq_++, std::move(a));
+    return coalescing_.record(c10::make_intrusive<FutureWork>(type, std::move(future)));
   }
 
   const int device_;

@@ -1,21 +1,16 @@
 // tpu_dist's in-program transport: a c10d Backend whose collectives are StableHLO
 // collectives (all_reduce, all_gather, reduce_scatter, all_to_all) in one program run
-// over the group's devices. It serves ranks that live in one process and share one PJRT
-// client (threads, rank r on its own device, e.g. XLA:CPU's virtual devices).
+// over the group's devices (collective_program.h). It serves ranks that live in one
+// process and share one PJRT client (threads, rank r on its own device, e.g. XLA:CPU's
+// virtual devices).
 //
-// The ranks of a group meet in a process-local rendezvous: each collective call deposits
-// its signature and input buffers under its sequence number and returns a Work at once.
-// The last rank to arrive checks that all signatures match and launches ONE
-// PJRT_LoadedExecutable_Execute over the N devices with N argument lists (never one
-// launch per device, which would need a shared launch id and deadlocks from one thread)
-// and waits for it (Runtime::execute_replicated: queued collective launches deadlock
-// XLA:CPU); each rank's outputs become its tensors' new buffers. A mismatch fails every rank's Work
-// with a RuntimeError; ranks that do not arrive within the group's timeout fail the
-// others' Works (a watchdog thread), so nothing waits for ever or reaches the plugin's
-// own rendezvous abort.
-//
-// Programs are cached per (op, reduce op, premul factor, dtype, element counts of every
-// argument and output, world size, device ids): see program_key() in the .cpp.
+// The ranks of a group meet in a process-local rendezvous (rendezvous.h): each collective
+// call deposits its signature and input buffers and returns a Work at once. The last rank
+// to arrive launches ONE PJRT_LoadedExecutable_Execute over the N devices with N argument
+// lists and waits for it (Runtime::execute_replicated: queued collective launches
+// deadlock XLA:CPU); each rank's outputs become its tensors' new buffers. A mismatch or
+// a rank that does not arrive within the group's timeout fails every rank's Work with a
+// RuntimeError, so nothing waits for ever or reaches the plugin's own rendezvous abort.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>

@@ -780,6 +780,34 @@ def coalescing(rank, world_size, init_method):
     return True
 
 
+def p2p_sends_waited_first(rank, world_size, init_method):
+    """Both ranks post a send and a receive and wait for the send first (the order pipeline
+    code often uses): nothing may wait for the peer's wait(). Then two messages of
+    different sizes in flight from one peer on one tag: they arrive in the order sent.
+    Checked against gloo on CPU tensors, which runs the same calls."""
+    init(rank, world_size, init_method)
+    peer = 1 - rank
+    results = {}
+    for device in ("cpu", TPU):
+        mine = (torch.arange(5, dtype=torch.float32) + 10 * rank).to(device)
+        got = torch.empty(5, device=device)
+        s = dist.isend(mine, dst=peer)
+        r = dist.irecv(got, src=peer)
+        s.wait()
+        r.wait()
+        small, large = torch.empty(3, device=device), torch.empty(7, device=device)
+        sends = [dist.isend(torch.full((3,), 1.0 + rank).to(device), dst=peer),
+                 dist.isend(torch.full((7,), 2.0 + rank).to(device), dst=peer)]
+        recvs = [dist.irecv(small, src=peer), dist.irecv(large, src=peer)]
+        for w in sends + recvs:
+            w.wait()
+        results[device] = [got.cpu(), small.cpu(), large.cpu()]
+    exact(results[TPU][0], torch.arange(5, dtype=torch.float32) + 10 * peer)
+    for a, b in zip(results[TPU], results["cpu"]):
+        exact(a, b)
+    return True
+
+
 def staged_results(rank, world_size, init_method):
     """Host-staged results on XLA:CPU are views of pooled host memory (no copy back). A
     result must keep its values while later collectives reuse the pool, through in-place

@@ -26,6 +26,13 @@ def test_coalescing_manager():
     launch(w.coalescing, 2, timeout=150)
 
 
+def test_p2p_sends_waited_first():
+    """Regression: isend; irecv; send.wait(); recv.wait() on both ranks deadlocked (a
+    staged receive posted its payload's receive only in wait()). The launch's timeout
+    turns a deadlock into a failure."""
+    launch(w.p2p_sends_waited_first, 2, timeout=60)
+
+
 def test_staged_results_stay():
     launch(w.staged_results, 2, timeout=120)
 

@@ -1,0 +1,222 @@
+#include "distributed/collective_program.h"
+
+#include <cstring>
+
+#include "hlo/builder.h"
+
+namespace torch_tpu::distributed {
+
+namespace {
+
+std::string replica_groups(int n) {
+  std::string ids;
+  for (int i = 0; i < n; ++i) ids += (i ? ", " : "") + std::to_string(i);
+  return "replica_groups = dense<[[" + ids + "]]> : tensor<1x" + std::to_string(n) + "xi64>";
+}
+
+bool is_bitwise(Reduce op) {
+  return op == Reduce::BitAnd || op == Reduce::BitOr || op == Reduce::BitXor;
+}
+
+// The scalar combiner of a reduction on `dtype` (bool runs as u8, see reduce_value), or
+// null where there is none.
+const char* combiner(Reduce op, hlo::DType dtype) {
+  const bool pred = dtype == hlo::DType::Pred;
+  switch (op) {
+    case Reduce::Sum:
+    case Reduce::Avg:
+    case Reduce::PremulSum:
+      return pred ? "stablehlo.maximum" : "stablehlo.add";
+    case Reduce::Product:
+      return pred ? "stablehlo.minimum" : "stablehlo.multiply";
+    case Reduce::Min:
+      return "stablehlo.minimum";
+    case Reduce::Max:
+      return "stablehlo.maximum";
+    case Reduce::BitAnd:
+      return pred ? "stablehlo.minimum" : "stablehlo.and";
+    case Reduce::BitOr:
+      return pred ? "stablehlo.maximum" : "stablehlo.or";
+    case Reduce::BitXor:
+      return "stablehlo.xor";
+  }
+  return nullptr;
+}
+
+bool bitwise_combiner(const char* op) {
+  return std::strcmp(op, "stablehlo.and") == 0 || std::strcmp(op, "stablehlo.or") == 0 ||
+         std::strcmp(op, "stablehlo.xor") == 0;
+}
+
+// The all-reduction of 1-d `x` over the n replicas with the combiner `op`.
+hlo::Value reduce_value(hlo::Builder& b, hlo::Value x, const char* op, const std::string& groups,
+                        int n) {
+  using hlo::TensorType;
+  const hlo::DType dtype = x.type.dtype;
+  if (dtype == hlo::DType::Pred) {
+    hlo::Value y = reduce_value(b, b.convert(x, hlo::DType::U8), op, groups, n);
+    return b.convert(y, hlo::DType::Pred);
+  }
+  if (!bitwise_combiner(op))
+    return b.emit("stablehlo.all_reduce", {x}, groups, x.type, {b.binary_region(op, dtype)});
+  const int64_t m = x.type.shape[0];
+  hlo::Value g = b.emit("stablehlo.all_gather", {x}, "all_gather_dim = 0 : i64, " + groups,
+                        TensorType{dtype, {m * n}});
+  g = b.reshape(g, {n, m});
+  hlo::Value init = b.constant_int(std::strcmp(op, "stablehlo.and") == 0 ? -1 : 0, dtype);
+  return b.emit("stablehlo.reduce", {g, init}, "dimensions = " + hlo::i64_array({0}),
+                TensorType{dtype, {m}}, {b.binary_region(op, dtype)});
+}
+
+// The unsigned integer of the same width, to move any dtype's bits unchanged.
+hlo::DType bits_type(hlo::DType dtype) {
+  switch (hlo::byte_width(dtype)) {
+    case 1: return hlo::DType::U8;
+    case 2: return hlo::DType::U16;
+    case 4: return hlo::DType::U32;
+    default: return hlo::DType::U64;
+  }
+}
+
+}  // namespace
+
+bool can_reduce(Reduce op, hlo::DType dtype) {
+  if (op == Reduce::PremulSum) return hlo::is_float(dtype);
+  if (is_bitwise(op)) return !hlo::is_float(dtype);
+  return combiner(op, dtype) != nullptr;
+}
+
+bool reduces_bitwise(Reduce op, hlo::DType dtype) {
+  const char* c = combiner(op, dtype);
+  return c != nullptr && bitwise_combiner(c);
+}
+
+std::string signature(const CollectiveSpec& s) {
+  std::string out = std::string(s.name) + "(";
+  if (s.kind == Collective::AllReduce || s.kind == Collective::ReduceScatter) {
+    out += "op=" + std::to_string(static_cast<int>(s.reduce));
+    if (s.reduce == Reduce::PremulSum) out += "*" + std::to_string(s.premul);
+    out += ", ";
+  }
+  if (s.kind == Collective::Broadcast) out += "root=" + std::to_string(s.root) + ", ";
+  out += std::string("dtype=") + hlo::mlir_name(s.dtype) + ", in=[";
+  for (size_t i = 0; i < s.inputs.size(); ++i) out += (i ? "," : "") + std::to_string(s.inputs[i]);
+  out += "], out=[";
+  for (size_t i = 0; i < s.outputs.size(); ++i)
+    out += (i ? "," : "") + std::to_string(s.outputs[i]);
+  return out + "])";
+}
+
+runtime::ProgramKey program_key(const CollectiveSpec& s, const std::vector<int64_t>& device_ids) {
+  runtime::ProgramKey key;
+  key.add("tpu_dist.in_program");
+  key.add(static_cast<int64_t>(s.kind));
+  key.add(static_cast<int64_t>(s.reduce));
+  int64_t bits = 0;
+  std::memcpy(&bits, &s.premul, sizeof(bits));
+  key.add(bits);
+  key.add(static_cast<int64_t>(s.dtype));
+  key.add(s.inputs);
+  key.add(s.outputs);
+  key.add(static_cast<int64_t>(s.split));
+  key.add(s.group);
+  key.add(device_ids);
+  return key;
+}
+
+runtime::Program build_collective_program(const CollectiveSpec& s, int n) {
+  using hlo::TensorType;
+  using hlo::Value;
+  hlo::Builder b;
+  const std::string groups = replica_groups(n);
+  auto flat = [&](int64_t numel) { return TensorType{s.dtype, {numel}}; };
+  auto pre = [&](Value x) {
+    if (s.reduce == Reduce::PremulSum) x = b.binary("multiply", x, b.full(s.premul, x.type));
+    return x;
+  };
+  auto post = [&](Value y) {
+    if (s.reduce == Reduce::Avg) y = b.binary("divide", y, b.full(n, y.type));
+    return y;
+  };
+  std::vector<Value> outs;
+  std::vector<Value> params;
+  Value mask;
+  if (s.kind == Collective::Broadcast) mask = b.parameter(TensorType{hlo::DType::Pred, {}});
+  for (int64_t numel : s.inputs) params.push_back(b.parameter(flat(numel)));
+  // Joins `group` consecutive arguments starting at `i` (the list forms).
+  auto joined = [&](size_t i) {
+    if (s.group == 1) return params[i];
+    std::vector<Value> parts(params.begin() + i, params.begin() + i + s.group);
+    return b.concatenate(parts, 0);
+  };
+  switch (s.kind) {
+    case Collective::AllReduce:
+      for (const Value& x : params)
+        outs.push_back(post(reduce_value(b, pre(x), combiner(s.reduce, s.dtype), groups, n)));
+      break;
+    case Collective::Broadcast:
+      // No collective_broadcast on XLA:CPU: the value's bits as an unsigned integer,
+      // zero on every rank but the root, summed: the root's bits, exactly, for any dtype
+      // (negative zero and NaN payloads included).
+      for (const Value& x : params) {
+        const bool pred = s.dtype == hlo::DType::Pred;
+        const TensorType bits{bits_type(s.dtype), x.type.shape};
+        Value v = pred ? b.convert(x, hlo::DType::U8) : b.bitcast_convert(x, bits);
+        Value m = b.broadcast_in_dim(mask, v.type.shape, {});
+        v = b.select(m, v, b.full(0, v.type));
+        Value y = b.emit("stablehlo.all_reduce", {v}, groups, v.type,
+                         {b.binary_region("stablehlo.add", v.type.dtype)});
+        outs.push_back(pred ? b.convert(y, hlo::DType::Pred) : b.bitcast_convert(y, x.type));
+      }
+      break;
+    case Collective::AllGather:
+      for (const Value& x : params) {
+        int64_t m = x.type.shape[0];
+        Value g = b.emit("stablehlo.all_gather", {x}, "all_gather_dim = 0 : i64, " + groups,
+                         flat(m * n));
+        if (!s.split) {
+          outs.push_back(g);
+          continue;
+        }
+        for (int r = 0; r < n; ++r) outs.push_back(b.slice(g, {r * m}, {(r + 1) * m}, {1}));
+      }
+      break;
+    case Collective::ReduceScatter:
+      for (size_t i = 0; i < params.size(); i += s.group) {
+        Value x = pre(joined(i));
+        int64_t m = x.type.shape[0] / n;
+        const bool pred = s.dtype == hlo::DType::Pred;
+        if (pred) x = b.convert(x, hlo::DType::U8);
+        Value y = b.emit("stablehlo.reduce_scatter", {x}, "scatter_dimension = 0 : i64, " + groups,
+                         TensorType{x.type.dtype, {m}},
+                         {b.binary_region(combiner(s.reduce, s.dtype), x.type.dtype)});
+        if (pred) y = b.convert(y, hlo::DType::Pred);
+        outs.push_back(post(y));
+      }
+      break;
+    case Collective::AllToAll:
+      for (size_t i = 0; i < params.size(); i += s.group) {
+        Value x = joined(i);
+        Value y = b.emit("stablehlo.all_to_all", {x},
+                         "split_dimension = 0 : i64, concat_dimension = 0 : i64, split_count = " +
+                             std::to_string(n) + " : i64, " + groups,
+                         x.type);
+        if (!s.split) {
+          outs.push_back(y);
+          continue;
+        }
+        int64_t m = x.type.shape[0] / n;
+        for (int r = 0; r < n; ++r) outs.push_back(b.slice(y, {r * m}, {(r + 1) * m}, {1}));
+      }
+      break;
+    case Collective::Barrier:
+      break;
+  }
+  runtime::Program program;
+  for (const Value& v : outs) program.outputs.push_back(v.type);
+  program.mlir = b.module(outs);
+  program.label = std::string("tpu_dist ") + s.name;
+  return program;
+}
+
+}  // namespace torch_tpu::distributed
