@@ -1,19 +1,27 @@
-"""Runs a function in N real processes (spawned), each with a bounded lifetime.
+"""Runs distributed test code with a bounded lifetime: ranks as real processes (the
+host-staged transport) or as threads of one process (the in-program transport).
 
 `launch(fn, world_size, *args)` starts `fn(rank, world_size, init_method, *args)` in
 `world_size` fresh interpreters and returns their return values by rank. A worker's
 exception fails the caller with the worker's traceback; a worker that has not finished
 by the deadline is killed, and so are all the others, so no test leaves processes
 behind. `fn` must be importable by name from a module on sys.path (this directory is
-added to the children's PYTHONPATH)."""
+added to the children's PYTHONPATH).
+
+`run_threads(scenarios)` runs dist_threads.py's scenarios in one subprocess with 4
+virtual devices (the device count is fixed when the runtime starts) and returns
+{scenario: "ok" or the error}."""
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import pickle
 import queue
 import socket
+import subprocess
+import sys
 import time
 import traceback
 
@@ -104,3 +112,14 @@ def launch(fn, world_size: int, *args, timeout: float = 120, env: dict | None = 
             if p.is_alive():
                 p.kill()
                 p.join()
+
+
+def run_threads(scenarios, timeout: float = 240) -> dict:
+    env = dict(os.environ, TORCH_TPU_NUM_DEVICES="4", PYTHONPATH=HERE)
+    env.pop("TORCH_TPU_DIST_TRANSPORT", None)
+    proc = subprocess.run([sys.executable, "-P", os.path.join(HERE, "dist_threads.py"),
+                           *scenarios], capture_output=True, text=True, env=env,
+                          timeout=timeout, cwd=HERE)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULTS ")]
+    assert lines, f"rc={proc.returncode}\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    return json.loads(lines[-1][len("RESULTS "):])

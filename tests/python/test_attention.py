@@ -107,7 +107,7 @@ def test_dropout_is_seeded_and_is_the_math_path_with_that_mask():
 
 def test_eager_runs_the_fused_op_and_math_stays_selectable():
     """Eager attention is PyTorch's fused op for out-of-tree backends (one op DTensor can
-    shard, see dist_workers.dtensor_attention); sdpa_kernel(MATH) still picks the math
+    shard, see dist_training.dtensor_attention); sdpa_kernel(MATH) still picks the math
     path."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.utils._python_dispatch import TorchDispatchMode

@@ -1,36 +1,17 @@
-"""tpu_dist across real processes: every collective's values, errors, DDP, FSDP2, DCP,
-tensor parallel, each checked against CPU PyTorch (see dist_workers.py)."""
+"""tpu_dist across real processes: DDP, FSDP2, DCP, tensor parallel, DTensor attention,
+staged results, CPU gloo and a killed rank, each checked against CPU PyTorch (see
+dist_training.py). The collectives themselves: test_distributed_collectives.py."""
 
 import pytest
 import torch
 import torch.distributed as dist
 
-import dist_workers as w
+import dist_training as w
 from dist_launch import launch
 
 pytestmark = [pytest.mark.distributed,
               pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(),
                                  reason="torch.distributed with gloo is required")]
-
-
-@pytest.mark.parametrize("world_size", [2, 4])
-def test_collectives(world_size):
-    """On 4 ranks, tensor parallelism on a (2, 2) mesh runs in the same processes."""
-    fn = w.collectives if world_size == 2 else w.collectives_and_tensor_parallel_2d
-    launch(fn, world_size, timeout=200)
-
-
-def test_coalescing_manager():
-    """_coalescing_manager (with and without a device) and batch_isend_irecv on tpu
-    tensors give what gloo gives on CPU tensors."""
-    launch(w.coalescing, 2, timeout=150)
-
-
-def test_p2p_sends_waited_first():
-    """Regression: isend; irecv; send.wait(); recv.wait() on both ranks deadlocked (a
-    staged receive posted its payload's receive only in wait()). The launch's timeout
-    turns a deadlock into a failure."""
-    launch(w.p2p_sends_waited_first, 2, timeout=60)
 
 
 def test_staged_results_stay():

@@ -1,8 +1,8 @@
-"""tpu_dist's in-program transport, in one process over 4 virtual devices: ranks are
-threads, rank r on tpu:r (see dist_inprogram_workers.py). One subprocess runs every
-scenario (the device count is fixed when the runtime starts); each test checks its own."""
+"""What only tpu_dist's in-program transport has, in one process over 4 virtual devices:
+ranks are threads, rank r on tpu:r (see dist_threads.py). One subprocess runs every
+scenario (the device count is fixed when the runtime starts); each test checks its own.
+The collectives themselves: test_distributed_collectives.py."""
 
-import json
 import os
 import subprocess
 import sys
@@ -10,25 +10,19 @@ import sys
 import pytest
 import torch.distributed as dist
 
+from dist_launch import run_threads
+
 pytestmark = [pytest.mark.distributed,
               pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(),
                                  reason="torch.distributed with gloo is required")]
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SCENARIOS = ["collectives_2", "collectives_4", "subgroups", "mismatch", "missing", "ddp",
-             "fused", "pipelined", "coalescing"]
+SCENARIOS = ["subgroups", "mismatch", "missing", "ddp", "fused", "pipelined"]
 
 
 @pytest.fixture(scope="module")
 def results():
-    env = dict(os.environ, TORCH_TPU_NUM_DEVICES="4", PYTHONPATH=HERE)
-    env.pop("TORCH_TPU_DIST_TRANSPORT", None)
-    proc = subprocess.run([sys.executable, "-P", os.path.join(HERE, "dist_inprogram_workers.py"),
-                           *SCENARIOS], capture_output=True, text=True, env=env, timeout=240,
-                          cwd=HERE)
-    lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULTS ")]
-    assert lines, f"rc={proc.returncode}\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
-    return json.loads(lines[-1][len("RESULTS "):])
+    return run_threads(SCENARIOS)
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
@@ -39,7 +33,7 @@ def test_in_program(results, scenario):
 def test_transport_override_host():
     """TORCH_TPU_DIST_TRANSPORT=host keeps threaded ranks on the host-staged transport."""
     code = (
-        "import dist_inprogram_workers as w, torch, torch_tpu\n"
+        "import dist_threads as w, torch, torch_tpu\n"
         "import torch.distributed as dist\n"
         "def f(rank, world):\n"
         "    t = torch.ones(3).to(f'tpu:{rank}')\n"

@@ -1,17 +1,21 @@
-"""Worker functions for the multi-process tests (tests/python/test_distributed.py).
+"""Worker functions for the multi-process tests over the host-staged transport
+(test_distributed.py, and test_distributed_collectives.py's host-staged half): training
+(DDP, FSDP2, DCP, tensor parallel, DTensor attention) and what only real processes show.
 
 Each runs in its own process (dist_launch.launch) and checks its results against CPU
 PyTorch on the same inputs, computed in the same process."""
 
 from __future__ import annotations
 
-import copy
 import datetime
 import os
 
 import torch
 import torch.distributed as dist
 import torch.nn as nn
+
+import dist_collectives as c
+from dist_collectives import exact, rank_tensor
 
 TPU = "tpu"  # a string: this module also runs where torch_tpu is not loaded
 
@@ -22,239 +26,23 @@ def init(rank, world_size, init_method, backend="cpu:gloo,tpu:tpu_dist", timeout
                             timeout=datetime.timedelta(seconds=timeout))
 
 
-def exact(tpu_tensor, cpu_tensor):
-    torch.testing.assert_close(tpu_tensor.cpu(), cpu_tensor, rtol=0, atol=0)
-
-
-def raises(fn, match):
-    try:
-        fn()
-    except Exception as e:  # noqa: BLE001
-        assert match in str(e), f"expected {match!r} in: {e}"
-        return str(e)
-    raise AssertionError(f"no error (expected {match!r})")
-
-
-# --- every collective, values checked exactly -------------------------------------
-
-def _rank_tensor(rank, n, dtype=torch.float32, scale=1):
-    # Distinct per rank and per element, exact in every dtype used.
-    return (torch.arange(n, dtype=torch.int64) * scale + 100 * (rank + 1)).to(dtype)
-
-
-def collectives_and_tensor_parallel_2d(rank, world_size, init_method):
-    """(Both in one group of processes: 4 start-ups cost more than either.)"""
-    message = collectives(rank, world_size, init_method)
-    tensor_parallel(rank, world_size, None, dp=2)
-    return message
-
+# --- the shared suites (dist_collectives.py) over the host-staged transport -------------
 
 def collectives(rank, world_size, init_method):
     init(rank, world_size, init_method)
-    W = world_size
-    ranks = range(W)
-    per_rank = [_rank_tensor(r, 6) for r in ranks]
+    c.collectives(rank, world_size, TPU, "host_staged")
+    if world_size == 4:  # 4 start-ups cost more than the tensor parallel run
+        tensor_parallel(rank, world_size, None, dp=2)
 
-    # all_reduce: every op, floating and integer
-    for op, ref in [(dist.ReduceOp.SUM, sum(per_rank)),
-                    (dist.ReduceOp.AVG, sum(per_rank) / W),
-                    (dist.ReduceOp.MIN, torch.stack(per_rank).min(0).values),
-                    (dist.ReduceOp.MAX, torch.stack(per_rank).max(0).values),
-                    (dist.ReduceOp.PRODUCT, None)]:
-        t = per_rank[rank].to(TPU)
-        if ref is None:  # small factors, so that the product is exact in any order
-            t = t - 100 * (rank + 1) + rank + 1
-            ref = torch.stack([p - 100 * (r + 1) + r + 1 for r, p in enumerate(per_rank)]).prod(0)
-        dist.all_reduce(t, op=op)
-        exact(t, ref)
-    ints = [torch.tensor([0b1100, 0b1010, 7 + r], dtype=torch.int32) * (r + 1) for r in ranks]
-    for op, fold in [(dist.ReduceOp.BAND, torch.bitwise_and),
-                     (dist.ReduceOp.BOR, torch.bitwise_or),
-                     (dist.ReduceOp.BXOR, torch.bitwise_xor),
-                     (dist.ReduceOp.SUM, torch.add)]:
-        ref = ints[0]
-        for x in ints[1:]:
-            ref = fold(ref, x)
-        t = ints[rank].to(TPU)
-        dist.all_reduce(t, op=op)
-        exact(t, ref)
-    # bf16 and a non-contiguous view written in place
-    b = torch.tensor([1.5, -2.0, 3.25], dtype=torch.bfloat16) * (rank + 1)
-    t = b.to(TPU)
-    dist.all_reduce(t)
-    exact(t, sum(torch.tensor([1.5, -2.0, 3.25], dtype=torch.bfloat16) * (r + 1) for r in ranks))
-    base = torch.zeros(4, 6, device=TPU)
-    col = base[:, 2]
-    col.copy_(torch.full((4,), float(rank + 1)))
-    dist.all_reduce(col)
-    expect = torch.zeros(4, 6)
-    expect[:, 2] = sum(range(1, W + 1))
-    exact(base, expect)
 
-    # async work: wait() orders later device work; the future carries the result
-    t = per_rank[rank].to(TPU)
-    work = dist.all_reduce(t, async_op=True)
-    fut = work.get_future()
-    work.wait()
-    exact(t * 2, sum(per_rank) * 2)
-    exact(fut.value()[0], sum(per_rank))
+def coalescing(rank, world_size, init_method):
+    init(rank, world_size, init_method)
+    return c.coalescing(rank, world_size, TPU)
 
-    # coalesced all_reduce (one transfer each way)
-    a, c = per_rank[rank][:4].to(TPU), per_rank[rank].reshape(2, 3).to(TPU)
-    dist.all_reduce_coalesced([a, c])
-    exact(a, sum(per_rank)[:4])
-    exact(c, sum(per_rank).reshape(2, 3))
 
-    # broadcast from every root
-    for root in ranks:
-        t = per_rank[rank].to(TPU)
-        dist.broadcast(t, src=root)
-        exact(t, per_rank[root])
-
-    # reduce
-    t = per_rank[rank].to(TPU)
-    dist.reduce(t, dst=0)
-    exact(t, sum(per_rank) if rank == 0 else per_rank[rank])
-
-    # all_gather: list, into tensor, coalesced
-    out = [torch.empty(6, device=TPU) for _ in ranks]
-    dist.all_gather(out, per_rank[rank].to(TPU))
-    for r in ranks:
-        exact(out[r], per_rank[r])
-    out = torch.empty(W * 2, 3, device=TPU)
-    dist.all_gather_into_tensor(out, per_rank[rank].reshape(2, 3).to(TPU))
-    exact(out, torch.cat([p.reshape(2, 3) for p in per_rank]))
-    small = [torch.tensor([r * 1.0, -r * 1.0]) for r in ranks]
-    outs = [[torch.empty(6, device=TPU) for _ in ranks], [torch.empty(2, device=TPU) for _ in ranks]]
-    dist.all_gather_coalesced(outs, [per_rank[rank].to(TPU), small[rank].to(TPU)])
-    for r in ranks:
-        exact(outs[0][r], per_rank[r])
-        exact(outs[1][r], small[r])
-
-    # reduce_scatter: list and tensor, SUM and AVG
-    full = [_rank_tensor(r, 4 * W) for r in ranks]
-    t = torch.empty(4, device=TPU)
-    dist.reduce_scatter(t, list(full[rank].to(TPU).chunk(W)))
-    exact(t, sum(full).chunk(W)[rank])
-    t = torch.empty(4, device=TPU)
-    dist.reduce_scatter_tensor(t, full[rank].to(TPU), op=dist.ReduceOp.AVG)
-    exact(t, (sum(full) / W).chunk(W)[rank])
-
-    # all_to_all: list, single even, single uneven
-    ins = [_rank_tensor(rank, 2, scale=10) + r for r in ranks]
-    outs = [torch.empty(2, device=TPU) for _ in ranks]
-    dist.all_to_all(outs, [x.to(TPU) for x in ins])
-    for r in ranks:
-        exact(outs[r], _rank_tensor(r, 2, scale=10) + rank)
-    out = torch.empty(2 * W, device=TPU)
-    dist.all_to_all_single(out, torch.cat(ins).to(TPU))
-    exact(out, torch.cat([_rank_tensor(r, 2, scale=10) + rank for r in ranks]))
-    # rank r sends (j + 1) * (r + 1) elements to rank j
-    in_splits = [(j + 1) * (rank + 1) for j in ranks]
-    out_splits = [(rank + 1) * (r + 1) for r in ranks]
-    src = torch.arange(sum(in_splits), dtype=torch.float32) + 1000 * rank
-    out = torch.empty(sum(out_splits), device=TPU)
-    dist.all_to_all_single(out, src.to(TPU), out_splits, in_splits)
-    expect = []
-    for r in ranks:
-        splits = [(j + 1) * (r + 1) for j in ranks]
-        start = sum(splits[:rank])
-        expect.append(torch.arange(start, start + splits[rank], dtype=torch.float32) + 1000 * r)
-    exact(out, torch.cat(expect))
-
-    # gather / scatter
-    gl = [torch.empty(6, device=TPU) for _ in ranks] if rank == 0 else None
-    dist.gather(per_rank[rank].to(TPU), gl, dst=0)
-    if rank == 0:
-        for r in ranks:
-            exact(gl[r], per_rank[r])
-    t = torch.empty(6, device=TPU)
-    dist.scatter(t, [p.to(TPU) for p in per_rank] if rank == W - 1 else None, src=W - 1)
-    exact(t, per_rank[rank])
-
-    # send / recv in a ring, posted in both orders
-    nxt, prv = (rank + 1) % W, (rank - 1) % W
-    t = torch.empty(6, device=TPU)
-    reqs = [dist.irecv(t, src=prv), dist.isend(per_rank[rank].to(TPU), dst=nxt)]
-    for q in reqs:
-        q.wait()
-    exact(t, per_rank[prv])
-    if rank % 2 == 0:
-        dist.send(per_rank[rank].to(TPU), dst=nxt)
-        dist.recv(t, src=prv)
-    else:
-        dist.recv(t, src=prv)
-        dist.send(per_rank[rank].to(TPU), dst=nxt)
-    exact(t, per_rank[prv])
-
-    dist.barrier()
-
-    # bad input: clear errors, and the group stays usable afterwards
-    raises(lambda: dist.all_reduce(torch.ones(3 + rank, device=TPU)), "disagree")
-    raises(lambda: dist.all_reduce(
-        torch.ones(3, device=TPU, dtype=torch.float32 if rank else torch.float64)), "disagree")
-    if rank < 2:
-        other = 1 - rank
-        if rank == 0:
-            dist.send(torch.ones(5, device=TPU), dst=other)
-        else:
-            raises(lambda: dist.recv(torch.empty(4, device=TPU), src=other), "expects 4")
-    raises(lambda: dist.all_gather_into_tensor(torch.empty(5, device=TPU),
-                                               torch.ones(2, device=TPU)), "world_size")
-    t = per_rank[rank].to(TPU)
-    dist.all_reduce(t)
-    exact(t, sum(per_rank))
-
-    # Host staging buffers are reused: a result stays put when later collectives of
-    # the same size run (all_reduce, all_gather, reduce_scatter in turn).
-    a, b = per_rank[rank].to(TPU), (per_rank[rank] * 3).to(TPU)
-    dist.all_reduce(a)
-    dist.all_reduce(b)
-    g = [torch.empty(6, device=TPU) for _ in ranks]
-    dist.all_gather(g, (per_rank[rank] * 5).to(TPU))
-    rs = torch.empty(6, device=TPU)
-    dist.reduce_scatter(rs, [(per_rank[rank] * (i + 7)).to(TPU) for i in ranks])
-    dist.all_reduce(torch.ones(6, device=TPU))
-    exact(a, sum(per_rank))
-    exact(b, sum(per_rank) * 3)
-    # >= 8 MiB: the result is written into the tensor's own device buffer by a program
-    # reading the host buffer in place; the host buffer is reused only after that.
-    big = [_rank_tensor(r, 2 << 20) for r in ranks]
-    a, b = big[rank].to(TPU), (big[rank] * 3).to(TPU)
-    dist.all_reduce(a)
-    c = a * 2  # queued on a's new contents
-    dist.all_reduce(b)
-    dist.broadcast(a, src=0)
-    exact(c, sum(big) * 2)
-    exact(a, sum(big))
-    exact(b, sum(big) * 3)
-    for r in ranks:
-        exact(g[r], per_rank[r] * 5)
-    exact(rs, sum(per_rank) * (rank + 7))
-
-    # Results are written back in the caller's inference mode (on gloo's thread too).
-    with torch.inference_mode():
-        t, u = per_rank[rank].to(TPU), per_rank[rank].to(TPU)
-        dist.all_reduce(t)
-        dist.all_reduce(u, async_op=True).wait()
-        exact(t, sum(per_rank))
-        exact(u, sum(per_rank))
-
-    import torch_tpu
-
-    m = torch_tpu.metrics.snapshot()
-    assert m["host_staged_collectives"] >= 25 and m["host_staged_bytes"] > 0, m
-
-    # a "tpu_dist" group serves CPU tensors through its gloo, and a "gloo" group tpu
-    # tensors through tpu_dist (host-staged), as gloo serves cuda tensors on a GPU host
-    for name in ("tpu_dist", "gloo"):
-        group = dist.new_group(backend=name)
-        t, c = per_rank[rank].to(TPU), per_rank[rank].clone()
-        dist.all_reduce(t, group=group)
-        dist.all_reduce(c, group=group)
-        exact(t, sum(per_rank))
-        assert torch.equal(c, sum(per_rank)), name
-        assert {"cpu", "tpu"} <= {d.type for d in group._device_types}, name
+def sends_waited_first(rank, world_size, init_method):
+    init(rank, world_size, init_method)
+    return c.sends_waited_first(rank, world_size, TPU)
 
 
 # --- training: DDP, FSDP2, DCP, tensor parallel, against one-process CPU training -----
@@ -659,155 +447,6 @@ def fsdp_tp_attention(rank, world_size, init_method):
                                rtol=1e-5, atol=1e-6)
 
 
-# --- c10d's coalescing manager and batch_isend_irecv ---------------------------------
-
-def coalesced_inputs(rank, W):
-    # Integers in float32: every summation order gives the same bits, so results on tpu
-    # and on CPU compare exactly.
-    g = torch.Generator().manual_seed(rank)
-    return [torch.randint(-1000, 1000, (n,), generator=g).float() for n in (5, 16, 3 * W)]
-
-
-def coalesced_reference(rank, W):
-    """What coalesced_calls returns, computed from every rank's inputs on the CPU."""
-    every = [coalesced_inputs(r, W) for r in range(W)]
-    sums = [sum(e[i] for e in every) for i in range(3)]
-    maxes = [torch.stack([e[i] for e in every]).amax(0) for i in range(3)]
-    return sums + maxes + [
-        torch.cat([e[0] for e in every]), torch.cat([e[1].reshape(4, 4) for e in every]),
-        sums[0], sums[2].chunk(W)[rank]]
-
-
-def coalesced_calls(rank, W, device, manager):
-    """The collectives FSDP-style code issues inside `_coalescing_manager`, on tensors on
-    `device`; `manager()` opens it. Returns every result, moved to the CPU."""
-    ints = coalesced_inputs(rank, W)
-    results = []
-    # all_reduce, SUM and MAX (gloo has no AVG): one allreduce_coalesced call each
-    for op in (dist.ReduceOp.SUM, dist.ReduceOp.MAX):
-        ts = [t.to(device, copy=True) for t in ints]
-        with manager():
-            for t in ts:
-                dist.all_reduce(t, op=op)
-        results += [t.cpu() for t in ts]
-    # all_gather_single and reduce_scatter_single (formerly *_into_tensor / *_tensor):
-    # FSDP's shapes, 1-d and 2-d shards
-    ins = [ints[0].to(device, copy=True), ints[1].reshape(4, 4).to(device, copy=True)]
-    outs = [torch.empty(5 * W, device=device), torch.empty(4 * W, 4, device=device)]
-    with manager():
-        for o, i in zip(outs, ins):
-            dist.all_gather_single(o, i)
-    results += [o.cpu() for o in outs]
-    ins = [torch.cat([ints[0]] * W).to(device), ints[2].to(device, copy=True)]
-    outs = [torch.empty(5, device=device), torch.empty(3, device=device)]
-    with manager():
-        for o, i in zip(outs, ins):
-            dist.reduce_scatter_single(o, i, op=dist.ReduceOp.SUM)
-    results += [o.cpu() for o in outs]
-    return results
-
-
-def ring_exchange(rank, W, device, batched):
-    """Each rank sends to the next and receives from the previous, as pipeline-parallel
-    code does with batch_isend_irecv."""
-    send = (torch.arange(7, dtype=torch.float32) + 10 * rank).to(device)
-    recv = torch.empty(7, device=device)
-    ops = [dist.P2POp(dist.isend, send, (rank + 1) % W),
-           dist.P2POp(dist.irecv, recv, (rank - 1) % W)]
-    if batched:
-        works = dist.batch_isend_irecv(ops)
-    else:  # gloo on CPU tensors: no coalescing there, so plain isend/irecv
-        works = [op.op(op.tensor, op.peer) for op in ops]
-    for w in works:
-        w.wait()
-    return recv.cpu()
-
-
-def coalescing(rank, world_size, init_method):
-    """tpu tensors through tpu_dist's coalescing against gloo on CPU tensors, same group."""
-    import contextlib
-
-    from torch.distributed.distributed_c10d import _coalescing_manager
-
-    init(rank, world_size, init_method)
-    W = world_size
-    backend = dist.group.WORLD._get_backend(torch.device(TPU))
-    assert backend.supports_coalescing
-
-    # Fast path (no device): the manager joins the calls into one *_coalesced call.
-    got = coalesced_calls(rank, W, TPU, _coalescing_manager)
-    # gloo, one call at a time, on CPU tensors
-    want = coalesced_calls(rank, W, "cpu", contextlib.nullcontext)
-    assert len(got) == len(want)
-    for a, b in zip(got, want):
-        torch.testing.assert_close(a, b, rtol=0, atol=0)
-
-    # With a device: the backend's startCoalescing/endCoalescing around the same calls,
-    # then async with a non-fast-path op inside (one Work for all)
-    device = torch.device(TPU)
-    got = coalesced_calls(rank, W, TPU,
-                          lambda: _coalescing_manager(device=device, async_ops=False))
-    for a, b in zip(got, want):
-        torch.testing.assert_close(a, b, rtol=0, atol=0)
-    ts = [(torch.arange(4.0) + rank).to(TPU), torch.full((3,), float(rank)).to(TPU)]
-    root = torch.full((2,), float(rank)).to(TPU)
-    with _coalescing_manager(device=device, async_ops=True) as cm:
-        for t in ts:
-            dist.all_reduce(t)
-        dist.broadcast(root, src=W - 1)  # not a fast-path op: starts at once, in the Work
-    cm.wait()
-    cpu = [torch.arange(4.0) + rank, torch.full((3,), float(rank))]
-    cpu_root = torch.full((2,), float(rank))
-    for t in cpu:
-        dist.all_reduce(t)
-    dist.broadcast(cpu_root, src=W - 1)
-    for a, b in zip(ts + [root], cpu + [cpu_root]):
-        torch.testing.assert_close(a.cpu(), b, rtol=0, atol=0)
-
-    # batch_isend_irecv goes through the coalescing manager (supports_coalescing)
-    torch.testing.assert_close(ring_exchange(rank, W, TPU, True),
-                               ring_exchange(rank, W, "cpu", False), rtol=0, atol=0)
-
-    # c10d's own checks still apply: mixed collectives in one manager
-    def mixed():
-        with _coalescing_manager():
-            dist.all_reduce(torch.ones(2, device=TPU))
-            dist.all_gather_single(torch.empty(2 * W, device=TPU), torch.ones(2, device=TPU))
-    raises(mixed, "same type")
-    # and the backend's: endCoalescing without startCoalescing
-    raises(lambda: backend._end_coalescing(), "without startCoalescing")
-    dist.barrier()
-    return True
-
-
-def p2p_sends_waited_first(rank, world_size, init_method):
-    """Both ranks post a send and a receive and wait for the send first (the order pipeline
-    code often uses): nothing may wait for the peer's wait(). Then two messages of
-    different sizes in flight from one peer on one tag: they arrive in the order sent.
-    Checked against gloo on CPU tensors, which runs the same calls."""
-    init(rank, world_size, init_method)
-    peer = 1 - rank
-    results = {}
-    for device in ("cpu", TPU):
-        mine = (torch.arange(5, dtype=torch.float32) + 10 * rank).to(device)
-        got = torch.empty(5, device=device)
-        s = dist.isend(mine, dst=peer)
-        r = dist.irecv(got, src=peer)
-        s.wait()
-        r.wait()
-        small, large = torch.empty(3, device=device), torch.empty(7, device=device)
-        sends = [dist.isend(torch.full((3,), 1.0 + rank).to(device), dst=peer),
-                 dist.isend(torch.full((7,), 2.0 + rank).to(device), dst=peer)]
-        recvs = [dist.irecv(small, src=peer), dist.irecv(large, src=peer)]
-        for w in sends + recvs:
-            w.wait()
-        results[device] = [got.cpu(), small.cpu(), large.cpu()]
-    exact(results[TPU][0], torch.arange(5, dtype=torch.float32) + 10 * peer)
-    for a, b in zip(results[TPU], results["cpu"]):
-        exact(a, b)
-    return True
-
-
 def staged_results(rank, world_size, init_method):
     """Host-staged results on XLA:CPU are views of pooled host memory (no copy back). A
     result must keep its values while later collectives reuse the pool, through in-place
@@ -817,7 +456,7 @@ def staged_results(rank, world_size, init_method):
 
     init(rank, world_size, init_method)
     for n in (1 << 10, 3 << 20):
-        cpu = [_rank_tensor(rank, n, scale=k + 1) for k in range(4)]
+        cpu = [rank_tensor(rank, n, scale=k + 1) for k in range(4)]
         tpu = [t.to(TPU) for t in cpu]
         for t in cpu:
             dist.all_reduce(t)
@@ -835,9 +474,9 @@ def staged_results(rank, world_size, init_method):
         kept[0].add_(1)
         kept[1][: n // 2].mul_(2)
         del kept[2], tpu  # kept[2]'s memory returns to the pool
-        again = _rank_tensor(rank, n, scale=7).to(TPU)
+        again = rank_tensor(rank, n, scale=7).to(TPU)
         dist.all_reduce(again)
-        ref = _rank_tensor(rank, n, scale=7)
+        ref = rank_tensor(rank, n, scale=7)
         dist.all_reduce(ref)
         exact(again, ref)
         exact(kept[0], cpu[0] + 1)
@@ -850,7 +489,7 @@ def staged_results(rank, world_size, init_method):
         exact(kept[0], (cpu[0] + 1) * world_size)
     # 20 MiB and a few elements: staged in 4 uneven pieces, each its own gloo call
     n = (5 << 20) + 3
-    cpu = _rank_tensor(rank, n)
+    cpu = rank_tensor(rank, n)
     summed = cpu.clone()
     dist.all_reduce(summed)
     for op, want in [(dist.ReduceOp.SUM, summed), (dist.ReduceOp.AVG, summed / world_size),
