@@ -40,8 +40,7 @@ struct CollectiveSpec {
   bool split = false;
   // ReduceScatter/AllToAll: this many consecutive arguments are joined into one operand.
   int64_t group = 1;
-  int64_t root = -1;   // Broadcast: the rank whose value every rank receives
-  std::string shapes;  // the tensors as the caller passed them, for messages
+  int64_t root = -1;  // Broadcast: the rank whose value every rank receives
 };
 
 // Whether the program can reduce `dtype` with `op` (PremulSum needs a floating dtype, the

@@ -381,7 +381,6 @@ class InProgramBackend final : public c10d::Backend {
     s.name = name;
     if (kind != Kind::Barrier) check_tensors(inputs, name, device_);
     for (const auto& t : inputs) s.inputs.push_back(t.numel());
-    s.shapes = describe(inputs);
     if (!inputs.empty()) s.dtype = aten::to_hlo(inputs[0].scalar_type());
     return s;
   }
@@ -427,7 +426,7 @@ class InProgramBackend final : public c10d::Backend {
     Arrival a;
     a.op = s.name;
     a.signature = signature(s);
-    a.shapes = s.shapes;
+    a.shapes = describe(inputs);
     a.future = FutureWork::pending();
     FuturePtr future = a.future;
     c.spec = std::move(s);

@@ -38,11 +38,12 @@ CollectiveSpec spec(Collective kind, const char* name, DType dtype, std::vector<
   return s;
 }
 
+// Buffers per rank: [r] holds rank r's.
+using PerRank = std::vector<std::vector<std::unique_ptr<pjrt::Buffer>>>;
+
 // Runs `s` over both devices; args[r] are rank r's arguments (the broadcast mask
 // included). Returns each rank's outputs.
-using Outputs = std::vector<std::vector<std::unique_ptr<pjrt::Buffer>>>;
-using Args = std::vector<std::vector<std::unique_ptr<pjrt::Buffer>>>;
-Outputs run(const CollectiveSpec& s, const Args& args) {
+PerRank run(const CollectiveSpec& s, const PerRank& args) {
   const pjrt::Client& c = two_devices();
   std::vector<int64_t> ids{c.device_id(0), c.device_id(1)};
   runtime::Program program = distributed::build_collective_program(s, 2);
@@ -71,10 +72,10 @@ TEST(CollectiveProgram, AllReduceSumAvgMaxAndPremul) {
     CollectiveSpec s = spec(Collective::AllReduce, "all_reduce", DType::F32, {3, 2}, {3, 2});
     s.reduce = op;
     s.premul = 0.5;
-    Args args;
+    PerRank args;
     args.push_back(on<float>(0, {{1, 2, 3}, {-4, 8}}));
     args.push_back(on<float>(1, {{10, -20, 30}, {6, 0}}));
-    Outputs out = run(s, args);
+    PerRank out = run(s, args);
     std::vector<float> a, b;
     switch (op) {
       case Reduce::Sum: a = {11, -18, 33}, b = {2, 8}; break;
@@ -96,10 +97,10 @@ TEST(CollectiveProgram, BitwiseReductionsFoldAfterAllGather) {
     s.reduce = op;
     runtime::Program program = distributed::build_collective_program(s, 2);
     EXPECT_NE(program.mlir.find("stablehlo.all_gather"), std::string::npos) << program.mlir;
-    Args args;
+    PerRank args;
     args.push_back(on<int32_t>(0, {x}));
     args.push_back(on<int32_t>(1, {y}));
-    Outputs out = run(s, args);
+    PerRank out = run(s, args);
     std::vector<int32_t> want(3);
     for (int i = 0; i < 3; ++i)
       want[i] = op == Reduce::BitAnd ? (x[i] & y[i]) : op == Reduce::BitOr ? (x[i] | y[i])
@@ -111,10 +112,10 @@ TEST(CollectiveProgram, BitwiseReductionsFoldAfterAllGather) {
 TEST(CollectiveProgram, BoolReducesAsBytes) {
   CollectiveSpec s = spec(Collective::AllReduce, "all_reduce", DType::Pred, {3}, {3});
   s.reduce = Reduce::Product;  // logical and
-  Args args;
+  PerRank args;
   args.push_back(on<uint8_t>(0, {{1, 1, 0}}, DType::Pred));
   args.push_back(on<uint8_t>(1, {{1, 0, 0}}, DType::Pred));
-  Outputs out = run(s, args);
+  PerRank out = run(s, args);
   for (int r = 0; r < 2; ++r)
     EXPECT_EQ(download<uint8_t>(*out[r].at(0)), (std::vector<uint8_t>{1, 0, 0}));
 }
@@ -123,14 +124,14 @@ TEST(CollectiveProgram, BroadcastMovesTheRootsBitsExactly) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   CollectiveSpec s = spec(Collective::Broadcast, "broadcast", DType::F32, {4}, {4});
   s.root = 1;
-  Args args(2);
+  PerRank args(2);
   for (int r = 0; r < 2; ++r) {
     args[r].push_back(upload<uint8_t>({static_cast<uint8_t>(r == 1)}, {}, DType::Pred,
                                       two_devices(), r));
     auto values = r == 1 ? on<float>(r, {{-0.0f, nan, 1.5f, -7}}) : on<float>(r, {{1, 2, 3, 4}});
     args[r].push_back(std::move(values[0]));
   }
-  Outputs out = run(s, args);
+  PerRank out = run(s, args);
   for (int r = 0; r < 2; ++r) {
     std::vector<float> got = download<float>(*out[r].at(0));
     ASSERT_EQ(got.size(), 4u);
@@ -149,10 +150,10 @@ TEST(CollectiveProgram, AllGatherWholeAndSplit) {
     CollectiveSpec s = spec(Collective::AllGather, "all_gather", DType::S64, {2},
                             split ? std::vector<int64_t>{2, 2} : std::vector<int64_t>{4});
     s.split = split;
-    Args args;
+    PerRank args;
     args.push_back(on<int64_t>(0, {{1, 2}}));
     args.push_back(on<int64_t>(1, {{3, 4}}));
-    Outputs out = run(s, args);
+    PerRank out = run(s, args);
     for (int r = 0; r < 2; ++r) {
       if (split) {
         EXPECT_EQ(download<int64_t>(*out[r].at(0)), (std::vector<int64_t>{1, 2}));
@@ -168,10 +169,10 @@ TEST(CollectiveProgram, ReduceScatterOfJoinedPieces) {
   // The list form: two arguments per rank, joined, each rank keeps its piece of the sum.
   CollectiveSpec s = spec(Collective::ReduceScatter, "reduce_scatter", DType::F32, {2, 2}, {2});
   s.group = 2;
-  Args args;
+  PerRank args;
   args.push_back(on<float>(0, {{1, 2}, {3, 4}}));
   args.push_back(on<float>(1, {{10, 20}, {30, 40}}));
-  Outputs out = run(s, args);
+  PerRank out = run(s, args);
   EXPECT_EQ(download<float>(*out[0].at(0)), (std::vector<float>{11, 22}));
   EXPECT_EQ(download<float>(*out[1].at(0)), (std::vector<float>{33, 44}));
 }
@@ -180,10 +181,10 @@ TEST(CollectiveProgram, AllToAllSplitIntoOnePiecePerRank) {
   CollectiveSpec s = spec(Collective::AllToAll, "all_to_all", DType::S32, {2, 2}, {2, 2});
   s.group = 2;
   s.split = true;
-  Args args;
+  PerRank args;
   args.push_back(on<int32_t>(0, {{1, 2}, {3, 4}}));  // rank 0 sends {1, 2} to 0, {3, 4} to 1
   args.push_back(on<int32_t>(1, {{5, 6}, {7, 8}}));
-  Outputs out = run(s, args);
+  PerRank out = run(s, args);
   EXPECT_EQ(download<int32_t>(*out[0].at(0)), (std::vector<int32_t>{1, 2}));
   EXPECT_EQ(download<int32_t>(*out[0].at(1)), (std::vector<int32_t>{5, 6}));
   EXPECT_EQ(download<int32_t>(*out[1].at(0)), (std::vector<int32_t>{3, 4}));
