@@ -9,6 +9,8 @@ usable. The coalescing checks (coalesced_calls, ring_exchange) are shared the sa
 
 from __future__ import annotations
 
+import datetime
+
 import torch
 import torch.distributed as dist
 
@@ -220,7 +222,8 @@ def sends_waited_first(rank, W, dev):
     uses): nothing may wait for the peer's wait(). Regression: a host-staged receive
     posted its payload's receive only in wait(), and a gloo send completes only once that
     receive is posted, so both ranks waited for ever. Then two messages of different
-    sizes in flight from one peer on one tag: they arrive in the order sent."""
+    sizes in flight from one peer on one tag: they arrive in the order sent. Then a
+    receive whose wait(timeout) expired."""
     nxt, prv = (rank + 1) % W, (rank - 1) % W
     got = torch.empty(6, device=dev)
     s = dist.isend(rank_tensor(rank, 6).to(dev), dst=nxt)
@@ -236,6 +239,19 @@ def sends_waited_first(rank, W, dev):
         w.wait()
     exact(small, torch.full((3,), 1.0 + prv))
     exact(large, torch.full((7,), 2.0 + prv))
+    # wait(timeout) on a receive with nothing sent yet raises; the receive stays posted
+    # and takes the message sent later
+    t = torch.empty(2, device=dev)
+    if rank == 0:
+        r = dist.irecv(t, src=1)
+        raises(lambda: r.wait(timeout=datetime.timedelta(milliseconds=200)), "timed out")
+        dist.barrier()  # rank 1 sends after it
+        r.wait()
+        exact(t, torch.tensor([5.0, 6.0]))
+    else:
+        dist.barrier()
+        if rank == 1:
+            dist.send(torch.tensor([5.0, 6.0]).to(dev), dst=0)
     return True
 
 
