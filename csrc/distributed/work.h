@@ -1,5 +1,7 @@
-// The Work both tpu_dist transports return: its state is a Future, so c10d's callers that
-// chain on it (DDP's comm hook, `get_future().then`) need nobody to call wait().
+// The Work of both tpu_dist transports' collectives: its state is a Future, which the
+// transport completes on its own (the rendezvous's last rank, a gloo worker), so c10d's
+// callers that chain on it (DDP's comm hook, `get_future().then`) need nobody to call
+// wait(). (Host-staged collectives whose gloo work has no Future complete in wait().)
 #pragma once
 
 #include <ATen/core/ivalue.h>
