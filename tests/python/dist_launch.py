@@ -19,19 +19,14 @@ import multiprocessing
 import os
 import pickle
 import queue
-import socket
 import subprocess
 import sys
 import time
 import traceback
 
+from helpers import free_port
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _child(fn, rank, world_size, init_method, args, results, env):
