@@ -130,8 +130,8 @@ def main():
 
     if "tpu-compiled" in results:
         ours_cold = best("tpu-compiled", 0)
-        print(f"\nratios of the best runs (target: warm <= 0.25x our cold compiled step, and "
-              f"<= Inductor's warm one)")
+        print("\nratios of the best runs (target: warm <= 0.25x our cold compiled step, and "
+              "<= Inductor's warm one)")
         for mode in ("tpu-compiled", "tpu-async", "tpu-precompiled"):
             if mode not in results:
                 continue

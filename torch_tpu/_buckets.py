@@ -20,7 +20,6 @@ option `bucket_size` likewise).
 from __future__ import annotations
 
 import operator
-import os
 
 import sympy
 import torch

@@ -6,7 +6,7 @@ import dataclasses
 import math
 import sys
 import types
-from typing import Any, Optional, Union
+from typing import Any, Optional
 
 import torch
 

@@ -1,7 +1,6 @@
 """What the test files share: sampling inputs, tolerances derived from the dtype,
 comparing a tpu result with CPU PyTorch's, running code in a fresh interpreter, a free
 port. (Fixtures live in conftest.py.)"""
-import math
 import os
 import socket
 import subprocess

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import torch_tpu
+import torch_tpu  # noqa: F401  (registers the tpu device)
 from helpers import assert_same
 
 LOW = [torch.bfloat16, torch.float16]

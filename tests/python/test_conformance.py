@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-import torch_tpu
+import torch_tpu  # noqa: F401  (registers the tpu device)
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 TOOL = ROOT / "tools" / "conformance"

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-import torch_tpu
+import torch_tpu  # noqa: F401  (registers the tpu device)
 from helpers import run_python
 
 

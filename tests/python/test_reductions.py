@@ -399,7 +399,6 @@ def test_segment_reduce_lengths_and_offsets(reduce, dtype, initial):
     data[2, 1] = float("nan")
     lengths = torch.tensor([3, 0, 4, 1, 1])
     offsets = torch.cat([torch.zeros(1, dtype=torch.long), lengths.cumsum(0)])
-    low = dtype == torch.bfloat16
     for kw in (dict(lengths=lengths), dict(offsets=offsets)):
         want = torch.segment_reduce(data, reduce, initial=initial, unsafe=True, **kw)
         got = torch.segment_reduce(data.to("tpu"), reduce, initial=initial, unsafe=True,

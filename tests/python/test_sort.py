@@ -121,7 +121,6 @@ def test_median_nan():
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.int32])
 @pytest.mark.parametrize("right", [False, True])
 def test_searchsorted_and_bucketize(dtype, right):
-    g = torch.Generator().manual_seed(3)
     seq = torch.sort(with_ties((13,), dtype, seed=1)).values
     values = with_ties((4, 5), dtype, seed=2)
     t = lambda x: x.to("tpu")

@@ -3,7 +3,7 @@ import io
 import pytest
 import torch
 
-import torch_tpu
+import torch_tpu  # noqa: F401  (registers the tpu device)
 from helpers import assert_same
 
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32,

@@ -81,7 +81,7 @@ def collectives_worker(rank, world, init_method):
 
     import torch.distributed as dist
 
-    import torch_tpu  # noqa: F401
+    import torch_tpu  # noqa: F401, F811  (in the rank process)
     dist.init_process_group("cpu:gloo,tpu:tpu_dist", init_method=init_method, rank=rank,
                             world_size=world, timeout=datetime.timedelta(seconds=60))
     from torch.profiler import ProfilerActivity, profile
