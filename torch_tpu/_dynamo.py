@@ -54,11 +54,11 @@ class Unsupported(NotImplementedError):
     """A graph the compiler cannot turn into one program; it runs op by op instead."""
 
 
-# backend "tpu"'s options: name -> (type, what it means). max_buckets is validated and
-# part of the cache key, read by nothing yet.
+# backend "tpu"'s options: name -> (type, what it means).
 OPTIONS = {
     "bucket_size": (int, "the size a dynamic dimension is rounded up to a multiple of"),
-    "max_buckets": (int, "at most this many buckets per dynamic dimension"),
+    "max_buckets": (int, "at most this many buckets per dynamic dimension: past them, a "
+                         "size runs at the smallest bucket already compiled that holds it"),
     "async_compile": (bool, "compile the graphs of a trace (forward and backward, the "
                             "backward at once rather than at its first call) in background "
                             "threads, at the same time; their first call waits"),
@@ -124,7 +124,8 @@ def _output_code_for(gm: fx.GraphModule, example_inputs, options) -> _output_cod
     return _output_code.TpuOutputCode(
         gm=gm, build=functools.partial(_build, takes_numbers=takes_numbers,
                                        in_background=in_background,
-                                       bucket_size=options.get("bucket_size")),
+                                       bucket_size=options.get("bucket_size"),
+                                       max_buckets=options.get("max_buckets")),
         rebuild=functools.partial(program, in_background=in_background))
 
 
@@ -143,14 +144,14 @@ def decompositions() -> dict:
 
 
 def _build(gm: fx.GraphModule, takes_numbers: bool, in_background: bool = False,
-           bucket_size=None):
+           bucket_size=None, max_buckets=None):
     """AOTAutograd's graph (forward, backward or inference) as a callable taking the
     inputs as a list (the boxed convention). Only the nodes' fake values are read, not
     example inputs: a graph loaded from a cache has none."""
     if in_background:
-        return _Compiling(_build, gm, takes_numbers, False, bucket_size)
+        return _Compiling(_build, gm, takes_numbers, False, bucket_size, max_buckets)
     if takes_numbers or _has_symbols(gm):
-        return _Specializing(gm, bucket_size)
+        return _Specializing(gm, bucket_size, max_buckets)
     return _lower(gm, _meta_vals(gm))
 
 
@@ -648,10 +649,12 @@ class _Specializing:
     """A graph with symbolic sizes: one program per bucket of its sizes where every op
     stays exact at the bound (_buckets.Plan), else one per concrete input signature."""
 
-    def __init__(self, gm: fx.GraphModule, bucket_size=None):
+    def __init__(self, gm: fx.GraphModule, bucket_size=None, max_buckets=None):
         self.gm = gm
         self.programs = {}
         self.multiple = bucket_size or _buckets.setting()
+        self.max_buckets = max_buckets
+        self.bounds = {}  # symbol -> the bounds compiled for it
         self.plan = None
         if self.multiple != 0 and _has_symbols(gm):
             self.bucket_gm = _buckets.without_split_views(gm)
@@ -675,7 +678,7 @@ class _Specializing:
 
     def _bucketed(self, args):
         real = self.plan.bindings(args)
-        bounds = {sym: _buckets.bucket(n, self.multiple) for sym, n in real.items()}
+        bounds = {sym: self._bound(sym, n) for sym, n in real.items()}
         padded = self.plan.padded(args, bounds)
         key = ("bucket",) + tuple((a.dtype, tuple(a.shape), a.device.type)
                                   if isinstance(a, torch.Tensor) else a for a in padded)
@@ -690,6 +693,22 @@ class _Specializing:
         if template is not None:
             outs = [o if t is None else t[0] for o, t in zip(outs, template)]
         return self.plan.unpadded(outs, real)
+
+    def _bound(self, sym, n: int) -> int:
+        """The bound size `n` of `sym` runs at: its bucket, or once `max_buckets` bounds
+        exist for `sym`, the smallest of them that holds `n` (a larger size still
+        compiles its own bucket, with a warning)."""
+        bound = _buckets.bucket(n, self.multiple)
+        seen = self.bounds.setdefault(sym, set())
+        if self.max_buckets and bound not in seen and len(seen) >= self.max_buckets:
+            holding = [b for b in seen if b >= n]
+            if holding:
+                bound = min(holding)
+            else:
+                _warn_once(f"torch_tpu: a compiled graph needs more than max_buckets="
+                           f"{self.max_buckets} buckets for a dimension (size {n})")
+        seen.add(bound)
+        return bound
 
     def _bucket_program(self, padded):
         """(graph, template, tensor positions) of the program at the bound, or None (and

@@ -224,6 +224,28 @@ def test_bucket_size_option():
     assert graphs() - before == 1  # marked dynamic from the first call: the 32 bucket
 
 
+def test_max_buckets_option_runs_sizes_at_compiled_buckets():
+    f = FAMILIES["elementwise"]
+    g = torch.Generator().manual_seed(0)
+    cf = torch.compile(f, backend="tpu", options={"max_buckets": 2})
+    before = graphs()
+    # Buckets 64 and 8 are compiled; 20 (bucket 32) then runs at 64, 5 at 8; 100 (bucket
+    # 128) is held by no compiled bucket: it compiles one more, with a warning.
+    for n, new_graphs in ((40, 1), (3, 1), (20, 0), (5, 0), (64, 0)):
+        x = torch.randn(n, 16, generator=g)
+        xt = x.to("tpu")
+        torch._dynamo.mark_dynamic(xt, 0)
+        start = graphs()
+        torch.testing.assert_close(cf(xt, None).cpu(), f(x, None))
+        assert graphs() - start == new_graphs, n
+    x = torch.randn(100, 16, generator=g)
+    xt = x.to("tpu")
+    torch._dynamo.mark_dynamic(xt, 0)
+    with pytest.warns(UserWarning, match="more than max_buckets=2"):
+        torch.testing.assert_close(cf(xt, None).cpu(), f(x, None))
+    assert graphs() - before == 3
+
+
 def test_compile_log_says_new_bucket():
     torch_tpu.metrics.reset()
     run_sizes(lambda x, w: (x @ w[2]).tanh() * 3, [3, 5, 9])  # buckets 8, 8, 16
