@@ -7,7 +7,9 @@ device from `group_sizes`, batched products): no host read, differentiable by au
 traceable by `torch.compile`. They do g times the work of one product (every row is
 multiplied by every group's matrix and masked), which suits a handful of groups.
 `all_gather_dim` and `reduce_scatter_dim` are PyTorch's functional collectives, so they
-run on `tpu_dist` eagerly and split compiled graphs around them."""
+run on `tpu_dist` eagerly and split compiled graphs around them. `send`, `recv` and
+`ragged_all_to_all` are eager point-to-point and all-to-all exchanges over
+torch.distributed (a compiled graph breaks around them)."""
 
 from __future__ import annotations
 
@@ -142,3 +144,144 @@ def reduce_scatter_dim(input: torch.Tensor, dim: int, group=None,  # noqa: A002
                          f"divisible by the group size {dist.get_world_size(group)}")
     out = funcol.reduce_scatter_tensor(input.contiguous(), reduce_op, d, group)
     return funcol.wait_tensor(out) if isinstance(out, funcol.AsyncCollectiveTensor) else out
+
+
+class _Works:
+    """One Work for several (what `send`/`recv` return for more than one tensor)."""
+
+    def __init__(self, works):
+        self.works = works
+
+    def wait(self, timeout=None) -> bool:
+        for w in self.works:
+            w.wait() if timeout is None else w.wait(timeout)
+        return True
+
+    def is_completed(self) -> bool:
+        return all(w.is_completed() for w in self.works)
+
+
+def _p2p(kind: str, tensors, peer: int, tag: int):
+    import torch.distributed as dist
+
+    tensors = list(tensors)
+    if not tensors or not all(isinstance(t, torch.Tensor) for t in tensors):
+        raise ValueError(f"torch.tpu.ops.{kind}: expected a non-empty sequence of tensors")
+    group = _group(None)
+    op = dist.isend if kind == "send" else dist.irecv
+    works = dist.batch_isend_irecv([dist.P2POp(op, t, peer, group, tag) for t in tensors])
+    return works[0] if len(works) == 1 else _Works(works)
+
+
+def send(tensors, dst: int, tag: int = 0):
+    """Sends `tensors` to rank `dst` of the default process group; the `recv` on `dst`
+    with the same `tag` receives them in order. Returns a Work: `wait()` waits for it."""
+    return _p2p("send", tensors, dst, tag)
+
+
+def recv(tensors, src: int, tag: int = 0):
+    """Receives into `tensors` (the shapes and dtypes `src` sent) what rank `src` sent with
+    `tag`. Returns a Work: wait for it before reading `tensors`."""
+    return _p2p("recv", tensors, src, tag)
+
+
+def _rows(name: str, t: torch.Tensor, world: int) -> list:
+    if not isinstance(t, torch.Tensor) or t.dim() != 1 or t.shape[0] != world or \
+            t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool:
+        raise ValueError(f"ragged_all_to_all: {name} must be a 1-D integer tensor with one "
+                         f"entry per rank ({world})")
+    values = t.tolist()
+    if any(v < 0 for v in values):
+        raise ValueError(f"ragged_all_to_all: {name} must not be negative, got {values}")
+    return values
+
+
+def _exchange(rows: torch.Tensor, sizes_out: list, sizes_in: list, group) -> torch.Tensor:
+    """all_to_all of rows: `sizes_out[j]` rows of `rows` (in rank order) go to rank j,
+    `sizes_in[j]` rows come from it."""
+    import torch.distributed as dist
+
+    out = rows.new_empty((sum(sizes_in),) + tuple(rows.shape[1:]))
+    dist.all_to_all_single(out, rows.contiguous(), output_split_sizes=sizes_in,
+                           input_split_sizes=sizes_out, group=group)
+    return out
+
+
+class _RaggedAllToAll(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, operand, output, plan):
+        in_off, send, write_at, recv, group = plan
+        chunks = [operand[o:o + n] for o, n in zip(in_off, send)]
+        got = _exchange(torch.cat(chunks) if chunks else operand[:0], send, recv, group)
+        result = output.clone()
+        start = 0
+        for at, n in zip(write_at, recv):
+            result[at:at + n] = got[start:start + n]
+            start += n
+        ctx.plan, ctx.operand_shape = plan, operand.shape
+        return result
+
+    @staticmethod
+    def backward(ctx, grad):
+        in_off, send, write_at, recv, group = ctx.plan
+        # The rows each rank received go back to their senders, which add them where
+        # they came from; the rows received overwrote `output`'s, which get no gradient.
+        back = _exchange(torch.cat([grad[at:at + n] for at, n in zip(write_at, recv)]),
+                         recv, send, group)
+        grad_operand = grad.new_zeros(ctx.operand_shape)
+        grad_output = grad.clone()
+        start = 0
+        for o, n in zip(in_off, send):
+            grad_operand[o:o + n] += back[start:start + n]
+            start += n
+        for at, n in zip(write_at, recv):
+            grad_output[at:at + n] = 0
+        return grad_operand, grad_output, None
+
+
+def ragged_all_to_all(operand: torch.Tensor, output: torch.Tensor, input_offsets: torch.Tensor,
+                      send_sizes: torch.Tensor, output_offsets: torch.Tensor,
+                      recv_sizes: torch.Tensor, process_group_name: Optional[str] = None, *,
+                      out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """Exchanges ragged row slices among the ranks of a group: this rank sends rows
+    `input_offsets[j]` to `input_offsets[j] + send_sizes[j]` of `operand` to rank j, which
+    writes them to its result from row `output_offsets[j]` (the offset as this sender
+    gives it); `recv_sizes[j]` rows come from rank j. The result has `output`'s shape,
+    dtype and contents where nothing is received (into `out` if given). Differentiable
+    with respect to `operand` and `output` when `out` is not given.
+    `process_group_name`: a group's `group_name` (None: the default group)."""
+    import torch.distributed as dist
+    from torch.distributed.distributed_c10d import _resolve_process_group
+
+    group = _group(None) if process_group_name is None else \
+        _resolve_process_group(process_group_name)
+    world = dist.get_world_size(group)
+    if operand.dim() == 0 or output.dim() != operand.dim() or \
+            output.shape[1:] != operand.shape[1:] or output.dtype != operand.dtype:
+        raise ValueError(f"ragged_all_to_all: operand {tuple(operand.shape)} {operand.dtype} "
+                         f"and output {tuple(output.shape)} {output.dtype} must have the same "
+                         "dtype and row shape")
+    in_off = _rows("input_offsets", input_offsets, world)
+    send = _rows("send_sizes", send_sizes, world)
+    out_off = _rows("output_offsets", output_offsets, world)
+    recv = _rows("recv_sizes", recv_sizes, world)
+    if any(o + n > operand.shape[0] for o, n in zip(in_off, send)):
+        raise ValueError("ragged_all_to_all: a slice to send ends past the operand's "
+                         f"{operand.shape[0]} rows (input_offsets {in_off}, send_sizes {send})")
+    # Where each sender's rows go in this rank's result: sender j's output_offsets[me].
+    write_at = _exchange(torch.tensor(out_off, dtype=torch.int64, device=operand.device)
+                         .unsqueeze(1), [1] * world, [1] * world, group).view(-1).tolist()
+    if any(at + n > output.shape[0] for at, n in zip(write_at, recv)):
+        raise ValueError("ragged_all_to_all: received rows end past the output's "
+                         f"{output.shape[0]} rows (offsets {write_at}, recv_sizes {recv})")
+    plan = (in_off, send, write_at, recv, group)
+    if out is None:
+        return _RaggedAllToAll.apply(operand, output, plan)
+    with torch.no_grad():
+        out.copy_(_RaggedAllToAll.forward(_Ctx(), operand, output, plan))
+    return out
+
+
+class _Ctx:
+    """A stand-in autograd context, for the `out=` form (no autograd)."""
+

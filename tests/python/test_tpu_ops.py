@@ -108,6 +108,78 @@ def test_all_gather_and_reduce_scatter_dim():
     assert out == {0: [True] * 4, 1: [True] * 4}
 
 
+# Two ranks' ragged_all_to_all plans: rank -> (input_offsets, send_sizes, output_offsets,
+# recv_sizes). Rank 0 keeps rows 0-1 (written at 1) and sends rows 2-4 to rank 1 (written
+# at 0); rank 1 sends row 3 to rank 0 (written at 4) and keeps rows 0-1 (written at 3).
+RAGGED = {0: ([0, 2], [2, 3], [1, 0], [2, 1]), 1: ([3, 0], [1, 2], [4, 3], [3, 2])}
+
+
+def ragged_reference(operands, outputs):
+    """Every rank's result, computed on the CPU from all ranks' inputs."""
+    results = [o.clone() for o in outputs]
+    for src, (in_off, send, out_off, _) in RAGGED.items():
+        for dst in RAGGED:
+            rows = operands[src][in_off[dst]:in_off[dst] + send[dst]]
+            results[dst] = torch.cat([results[dst][:out_off[dst]], rows,
+                                      results[dst][out_off[dst] + send[dst]:]])
+    return results
+
+
+def p2p_worker(rank, world, init_method):
+    """Runs in each of two processes (dist_launch): send/recv and ragged_all_to_all."""
+    import datetime
+
+    import torch.distributed as dist
+
+    import torch_tpu  # noqa: F401, F811  (in the rank process)
+    dist.init_process_group("cpu:gloo,tpu:tpu_dist", init_method=init_method, rank=rank,
+                            world_size=world, timeout=datetime.timedelta(seconds=60))
+    ok = []
+    a, b = torch.arange(6.).reshape(2, 3), torch.arange(4, dtype=torch.int64)
+    if rank == 0:
+        torch.tpu.ops.send([a.to("tpu"), b.to("tpu")], 1, tag=7).wait()
+        got = torch.zeros(3, device="tpu")
+        torch.tpu.ops.recv([got], 1, tag=8).wait()
+        ok.append(torch.equal(got.cpu(), torch.full((3,), 5.0)))
+    else:
+        x, y = torch.zeros(2, 3, device="tpu"), torch.zeros(4, dtype=torch.int64, device="tpu")
+        torch.tpu.ops.recv([x, y], 0, tag=7).wait()
+        ok.append(torch.equal(x.cpu(), a) and torch.equal(y.cpu(), b))
+        torch.tpu.ops.send([torch.full((3,), 5.0, device="tpu")], 0, tag=8).wait()
+
+    operands = [(torch.arange(18.).reshape(6, 3) + 100 * r).requires_grad_() for r in RAGGED]
+    outputs = [torch.full((6, 3), -1.0 - r).requires_grad_() for r in RAGGED]
+    weights = [torch.linspace(-1, 2, 18).reshape(6, 3) * (r + 1) for r in RAGGED]
+    want = ragged_reference(operands, outputs)
+    sum((w * y).sum() for w, y in zip(weights, want)).backward()
+    plan = [torch.tensor(v, device="tpu") for v in RAGGED[rank]]
+    op = operands[rank].detach().to("tpu").requires_grad_()
+    out0 = outputs[rank].detach().to("tpu").requires_grad_()
+    got = torch.tpu.ops.ragged_all_to_all(op, out0, *plan)
+    (weights[rank].to("tpu") * got).sum().backward()
+    ok.append(torch.equal(got.detach().cpu(), want[rank].detach()))
+    ok.append(torch.equal(op.grad.cpu(), operands[rank].grad))
+    ok.append(torch.equal(out0.grad.cpu(), outputs[rank].grad))
+    into = torch.zeros(6, 3, device="tpu")
+    res = torch.tpu.ops.ragged_all_to_all(op.detach(), out0.detach(), *plan,
+                                          dist.group.WORLD.group_name, out=into)
+    ok.append(res is into and torch.equal(into.cpu(), want[rank].detach()))
+    try:
+        torch.tpu.ops.ragged_all_to_all(op, out0, plan[0], torch.tensor([9, 9]), *plan[2:])
+        ok.append(False)
+    except ValueError as e:
+        ok.append("past the operand" in str(e))
+    return ok
+
+
+def test_send_recv_and_ragged_all_to_all():
+    from dist_launch import launch
+
+    out = launch(p2p_worker, 2, timeout=200)
+    # send/recv; ragged_all_to_all's values, both gradients, out=, a bad size
+    assert out == {0: [True] * 6, 1: [True] * 6}
+
+
 def test_optimization_barrier_values_and_gradient():
     a = rand((3, 4), torch.float32, seed=5).requires_grad_()
     b = rand((5,), torch.int64, seed=6)
