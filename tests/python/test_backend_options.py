@@ -5,6 +5,8 @@ import torch
 import torch_tpu
 from torch_tpu import _dynamo
 
+pytestmark = pytest.mark.single_mode
+
 
 def f(x, w):
     return torch.nn.functional.gelu(x @ w).sum(0)

@@ -296,6 +296,7 @@ def test_matmul_precision_reaches_loop_bodies(tmp_path):
     assert "HIGHEST" not in graph
 
 
+@pytest.mark.single_mode
 def test_warm_start_loads_control_flow_graphs(tmp_path):
     # The nested specs are stored in AOTAutograd's cache like any graph's: a second
     # process compiles nothing and gets the same values and gradients.

@@ -89,6 +89,8 @@ def test_dlrm_trains_like_cpu(compiled):
     check_native(compiled)
 
 
+# Slow (tens of seconds); ResNet covers convolution training in the fused pass.
+@pytest.mark.slow
 @pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
 def test_unet_ddpm_trains_and_samples_like_cpu(compiled):
     torch.manual_seed(0)

@@ -16,6 +16,8 @@ import torch
 
 from helpers import run_python
 
+pytestmark = pytest.mark.single_mode
+
 # A small MLP's loss and the gradient of its first weight, compiled one of three ways;
 # prints them with the Dynamo frames traced, the graphs backend "tpu" traced (its
 # compiler calls), AOTAutograd's cache counters and the process's XLA compiles.

@@ -11,6 +11,8 @@ import torch
 
 from helpers import run_python
 
+pytestmark = pytest.mark.single_mode
+
 # Two training steps of a small MLP, its forward and backward compiled by BACKEND; prints
 # the losses, how many graphs backend "tpu" traced (its compiler calls), AOTAutograd's
 # cache counters and the XLA compiles of the whole process (eager ops included).
