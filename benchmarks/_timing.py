@@ -3,16 +3,21 @@
 import time
 
 
-def timed_rounds(step, sync, rounds: int, steps: int):
+def timed_rounds(step, sync, rounds: int, steps: int, host_only: bool = False):
     """Runs `rounds` rounds of `steps` calls of `step`, each round between two `sync()`s
     (tpu work is asynchronous); returns the seconds per step of each round and the last
-    step's result."""
+    step's result. With `host_only`, the closing sync is outside the timer: the time the
+    host takes to issue the steps."""
     times, result = [], None
     for _ in range(rounds):
         sync()
         start = time.perf_counter()
         for _ in range(steps):
             result = step()
+        if host_only:
+            times.append((time.perf_counter() - start) / steps)
+            sync()
+            continue
         sync()
         times.append((time.perf_counter() - start) / steps)
     return times, result

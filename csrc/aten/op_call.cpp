@@ -493,9 +493,6 @@ std::vector<hlo::Value> OpCall::emit(hlo::Builder& b, const std::vector<hlo::Val
 std::vector<at::Tensor> OpCall::record(const Lowering& lower, size_t fresh,
                                        const std::vector<at::Tensor>& targets,
                                        std::vector<Operand> outs, const WritePlan& plan) {
-  auto types = cached_signature(key_, [&] { return build(lower, fresh, outs, plan); });
-  std::vector<runtime::GroupOperand> operands;
-  operands.reserve(args_.size());
   // Read the storages again: a flush since their operands were added (a meta kernel or
   // a Python hook can run one) made their values real.
   for (const Base& base : bases_) {
@@ -503,33 +500,51 @@ std::vector<at::Tensor> OpCall::record(const Lowering& lower, size_t fresh,
     arg.pending = base.buffer->pending;
     arg.buffer = arg.pending >= 0 ? nullptr : base.buffer->buffer;
   }
-  for (size_t i = 0; i < args_.size(); ++i)
-    operands.push_back({std::move(args_[i].buffer), args_[i].pending, params_[i]});
+  std::vector<int64_t> inputs;
+  std::vector<std::shared_ptr<pjrt::Buffer>> externals;
+  inputs.reserve(args_.size());
+  for (Arg& arg : args_) {
+    inputs.push_back(arg.pending);
+    if (arg.pending < 0) externals.push_back(std::move(arg.buffer));
+  }
   args_.clear();
-  // The recorded body keeps what emit() reads; no tensor, so temporaries can die.
-  auto self = std::make_shared<const OpCall>(std::move(*this));
-  runtime::Emit body = [self, lower, fresh, outs = std::move(outs),
-                        base_writer = plan.base_writer](hlo::Builder& b,
-                                                        const std::vector<hlo::Value>& in) {
-    std::vector<hlo::TensorType> unused;
-    return self->emit(b, in, lower, fresh, outs, base_writer, &unused);
-  };
   runtime::FusedGroup& group = runtime::FusedGroup::get();
-  std::vector<int64_t> ids = group.record(self->device_, self->key_, std::move(operands),
-                                          *types, std::move(body));
-  const size_t n_fresh = types->size() - plan.assignments.size();
-  std::vector<at::Tensor> out = self->wrap_fresh(*types, n_fresh, {});
+  // A step that repeats an earlier group's ops shares their records.
+  runtime::OpRecord op = group.repeat(device_, key_, inputs);
+  const OpCall* call = this;
+  if (!op) {
+    auto types = cached_signature(key_, [&] { return build(lower, fresh, outs, plan); });
+    auto made = std::make_shared<runtime::RecordedOp>();
+    made->key = key_;
+    made->inputs = std::move(inputs);
+    made->params = std::move(params_);
+    made->outputs = *types;
+    // The recorded body keeps what emit() reads; no tensor, so temporaries can die.
+    auto self = std::make_shared<const OpCall>(std::move(*this));
+    call = self.get();
+    made->emit = [self, lower, fresh, outs = std::move(outs),
+                  base_writer = plan.base_writer](hlo::Builder& b,
+                                                  const std::vector<hlo::Value>& in) {
+      std::vector<hlo::TensorType> unused;
+      return self->emit(b, in, lower, fresh, outs, base_writer, &unused);
+    };
+    op = std::move(made);
+  }
+  const std::vector<hlo::TensorType>& types = op->outputs;
+  const int64_t first = group.record(call->device_, op, std::move(externals));
+  const size_t n_fresh = types.size() - plan.assignments.size();
+  std::vector<at::Tensor> out = call->wrap_fresh(types, n_fresh, {});
   for (size_t i = 0; i < n_fresh; ++i) {
-    const hlo::TensorType& type = (*types)[i];
+    const hlo::TensorType& type = types[i];
     if (type.numel() == 0) continue;
     runtime::DeviceBuffer& db = device_buffer(out[i]);
     std::shared_ptr<const runtime::Padding> padding = db.padding;
-    group.bind(db, ids[i], type.dtype, type.numel());
+    group.bind(db, first + static_cast<int64_t>(i), type.dtype, type.numel());
     db.padding = std::move(padding);
   }
   for (size_t i = 0; i < plan.assignments.size(); ++i) {
     const Assignment& a = plan.assignments[i];
-    group.bind(*a.buffer, ids[n_fresh + i], a.dtype, a.numel);
+    group.bind(*a.buffer, first + static_cast<int64_t>(n_fresh + i), a.dtype, a.numel);
     a.buffer->padding = a.padding;
   }
   for (const at::Tensor& t : targets) t.unsafeGetTensorImpl()->bump_version();

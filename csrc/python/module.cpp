@@ -250,6 +250,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_fused_end", [] { runtime::FusedGroup::get().end(); });
   m.def("_fused_recording", [] { return runtime::FusedGroup::get().recording(); });
   m.def("_fused_pending", [] { return runtime::FusedGroup::get().pending_ops(); });
+  m.def("_trace_reuse", [] { return runtime::FusedGroup::get().reuse(); });
+  m.def("_set_trace_reuse", [](bool on) { runtime::FusedGroup::get().set_reuse(on); });
   m.def("_flush", [] {
     py::gil_scoped_release no_gil;
     runtime::FusedGroup::get().flush();
@@ -269,7 +271,10 @@ PYBIND11_MODULE(_C, m) {
   m.def("_count_graph_split", [] { runtime::metrics().graph_splits++; });
   m.def("_clear_cache", [](bool memory, bool disk) {
     runtime::Runtime& rt = runtime::Runtime::get();
-    if (memory) rt.cache().clear();
+    if (memory) {
+      rt.cache().clear();
+      runtime::FusedGroup::get().drop_traces();  // they hold programs
+    }
     if (disk) rt.disk_cache().clear();
   });
   m.def("_cache_size", [] {

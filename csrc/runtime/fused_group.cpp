@@ -16,6 +16,8 @@ FusedGroup& FusedGroup::get() {
   return *group;
 }
 
+FusedGroup::FusedGroup() : reuse_(settings::flag("TORCH_TPU_FUSED_REUSE")) {}
+
 size_t FusedGroup::max_ops() {
   static const size_t limit = static_cast<size_t>(*settings::integer("TORCH_TPU_FUSED_MAX_OPS"));
   return limit;
@@ -30,32 +32,68 @@ size_t FusedGroup::pending_ops() const {
   return ops_.size();
 }
 
-std::vector<int64_t> FusedGroup::record(int device, const ProgramKey& key,
-                                        std::vector<GroupOperand> in,
-                                        const std::vector<hlo::TensorType>& outputs, Emit emit) {
+void FusedGroup::set_reuse(bool on) {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  reuse_ = on;
+  if (!on) drop_traces();
+}
+
+void FusedGroup::drop_traces() {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  traces_.clear();
+  replaying_.reset();
+  repeated_ = 0;
+}
+
+OpRecord FusedGroup::repeat(int device, const ProgramKey& key, const std::vector<int64_t>& inputs) {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  const size_t k = ops_.size();
+  if (!reuse_ || repeated_ != k || (k > 0 && device_ != device)) return nullptr;
+  auto same = [&](const Trace& t) {
+    if (t.device != device || t.ops.size() <= k) return false;
+    const RecordedOp& op = *t.ops[k];
+    return op.inputs == inputs && op.key == key;
+  };
+  if (replaying_ && same(*replaying_)) return replaying_->ops[k];
+  // Another trace that shares this group's ops so far (a step whose groups begin alike).
+  for (const auto& t : traces_) {
+    if (t == replaying_ || !same(*t) || !std::equal(ops_.begin(), ops_.end(), t->ops.begin()))
+      continue;
+    replaying_ = t;
+    return t->ops[k];
+  }
+  return nullptr;
+}
+
+int64_t FusedGroup::record(int device, OpRecord op,
+                           std::vector<std::shared_ptr<pjrt::Buffer>> externals) {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
   if (device_ != device && !ops_.empty()) flush_locked();
   device_ = device;
-  Op op{key, {}, static_cast<int64_t>(value_types_.size()), std::move(emit)};
-  op.inputs.reserve(in.size());
-  for (GroupOperand& operand : in) {
-    if (operand.value >= static_cast<int64_t>(value_types_.size()))
-      throw std::logic_error("torch_tpu: a recorded op reads value " +
-                             std::to_string(operand.value) + " of a fused group that has " +
-                             std::to_string(value_types_.size()));
-    op.inputs.push_back(operand.value);
-    if (operand.value >= 0) continue;
-    externals_.push_back(std::move(operand.buffer));
-    external_types_.push_back(std::move(operand.type));
+  size_t reads = 0;  // external buffers the op reads
+  for (int64_t v : op->inputs) {
+    if (v >= values_)
+      throw std::logic_error("torch_tpu: a recorded op reads value " + std::to_string(v) +
+                             " of a fused group that has " + std::to_string(values_));
+    reads += v < 0;
   }
+  if (reads != externals.size())
+    throw std::logic_error("torch_tpu: a recorded op reads " + std::to_string(reads) +
+                           " external buffers but brings " + std::to_string(externals.size()));
+  if (replaying_ && repeated_ == ops_.size() && repeated_ < replaying_->ops.size() &&
+      replaying_->ops[repeated_] == op)
+    ++repeated_;
+  size_t next = 0;
+  for (size_t i = 0; i < op->inputs.size(); ++i) {
+    if (op->inputs[i] >= 0) continue;
+    externals_.push_back(std::move(externals[next++]));
+    external_scalar_.push_back(op->params[i].shape.empty());
+  }
+  const int64_t first = values_;
+  values_ += static_cast<int64_t>(op->outputs.size());
   ops_.push_back(std::move(op));
-  std::vector<int64_t> ids;
-  for (const hlo::TensorType& type : outputs) {
-    ids.push_back(static_cast<int64_t>(value_types_.size()));
-    value_types_.push_back(type);
-  }
   metrics().fused_ops++;
-  return ids;
+  return first;
 }
 
 void FusedGroup::bind(DeviceBuffer& db, int64_t value, hlo::DType dtype, int64_t numel) {
@@ -93,9 +131,9 @@ ProgramKey FusedGroup::group_key(const std::vector<int64_t>& live,
   ProgramKey key;
   key.add("fused");
   key.add(static_cast<int64_t>(ops_.size()));
-  for (const Op& op : ops_) {
-    key.append(op.key);
-    key.add(op.inputs);
+  for (const OpRecord& op : ops_) {
+    key.append(op->key);
+    key.add(op->inputs);
   }
   key.add(live);
   for (bool d : donate) key.add(static_cast<int64_t>(d));
@@ -105,15 +143,17 @@ ProgramKey FusedGroup::group_key(const std::vector<int64_t>& live,
 Program FusedGroup::build(const std::vector<int64_t>& live, const std::vector<bool>& donate) const {
   hlo::Builder b;
   std::vector<hlo::Value> params;
-  for (const hlo::TensorType& type : external_types_) params.push_back(b.parameter(type));
+  for (const OpRecord& op : ops_)
+    for (size_t i = 0; i < op->inputs.size(); ++i)
+      if (op->inputs[i] < 0) params.push_back(b.parameter(op->params[i]));
   std::vector<hlo::Value> values;
-  values.reserve(value_types_.size());
+  values.reserve(static_cast<size_t>(values_));
   size_t next_external = 0;
-  for (const Op& op : ops_) {
+  for (const OpRecord& op : ops_) {
     std::vector<hlo::Value> in;
-    in.reserve(op.inputs.size());
-    for (int64_t v : op.inputs) in.push_back(v >= 0 ? values.at(v) : params.at(next_external++));
-    for (hlo::Value& out : op.emit(b, in)) values.push_back(std::move(out));
+    in.reserve(op->inputs.size());
+    for (int64_t v : op->inputs) in.push_back(v >= 0 ? values.at(v) : params.at(next_external++));
+    for (hlo::Value& out : op->emit(b, in)) values.push_back(std::move(out));
   }
   Program program;
   std::vector<hlo::Value> outputs;
@@ -138,6 +178,13 @@ Program FusedGroup::build(const std::vector<int64_t>& live, const std::vector<bo
   return program;
 }
 
+void FusedGroup::remember(std::shared_ptr<const Trace> trace) {
+  auto it = std::find(traces_.begin(), traces_.end(), trace);
+  if (it != traces_.end()) traces_.erase(it);
+  traces_.insert(traces_.begin(), std::move(trace));
+  if (traces_.size() > kTraces) traces_.pop_back();
+}
+
 void FusedGroup::flush_locked() {
   if (ops_.empty()) return;
   std::vector<int64_t> live;
@@ -155,16 +202,18 @@ void FusedGroup::flush_locked() {
   std::vector<bool> donate(externals_.size());
   for (size_t i = 0; i < externals_.size(); ++i)
     donate[i] = Runtime::donation_enabled() && externals_[i].use_count() == 1 &&
-                !external_types_[i].shape.empty();
+                !external_scalar_[i];
 
-  std::vector<Op> ops;
+  std::vector<OpRecord> ops;
   std::vector<std::shared_ptr<pjrt::Buffer>> externals;
   auto reset = [&] {
     ops.swap(ops_);
     externals.swap(externals_);
-    value_types_.clear();
-    external_types_.clear();
+    external_scalar_.clear();
+    values_ = 0;
     bound_.clear();
+    replaying_.reset();
+    repeated_ = 0;
     for (DeviceBuffer* db : targets) db->pending = -1;
   };
   Runtime& rt = Runtime::get();
@@ -173,10 +222,28 @@ void FusedGroup::flush_locked() {
   traced.number("ops", static_cast<double>(ops_.size()));
   traced.number("outputs", static_cast<double>(live.size()));
   try {
-    ProgramKey key = group_key(live, donate);
-    auto program = rt.cache().get(key, [&] { return build(live, donate); });
+    // A trace of these very ops whose live values and donations are the same: one step
+    // can differ from the one before in what it donates alone (a buffer read twice).
+    auto fits = [&](const Trace& t) {
+      return t.device == device_ && t.ops == ops_ && t.live == live && t.donate == donate;
+    };
+    std::shared_ptr<const Trace> trace;
+    if (replaying_ && repeated_ == ops_.size()) {
+      if (fits(*replaying_)) trace = replaying_;
+      for (size_t i = 0; !trace && i < traces_.size(); ++i)
+        if (fits(*traces_[i])) trace = traces_[i];
+    }
+    if (trace) {
+      metrics().fused_reuses++;
+    } else {
+      ProgramKey key = group_key(live, donate);
+      trace = std::make_shared<const Trace>(
+          Trace{device_, reuse_ ? ops_ : std::vector<OpRecord>{}, live, donate,
+                rt.cache().get(key, [&] { return build(live, donate); })});
+    }
     metrics().fused_groups++;
-    results = rt.execute(*program, externals_, device_);
+    results = rt.execute(*trace->program, externals_, device_);
+    if (reuse_) remember(std::move(trace));
   } catch (...) {
     reset();
     throw;

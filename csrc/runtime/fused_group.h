@@ -9,6 +9,13 @@
 // operands connect and which values are live: integers only, so a step that repeats
 // finds its program without emitting or hashing any StableHLO text.
 //
+// A loop records the same group step after step. The group keeps the groups it ran
+// (traces) and compares each op as it is recorded with the next op of the trace it
+// repeats: equal keys and inputs mean an equal op, so the trace's record (body, types)
+// serves again, and a group that repeats a whole trace runs its program as it is. The
+// first op that differs, and every op after it, is recorded in full, so a changed step
+// runs exactly what it records.
+//
 // Buffers the group alone still holds (an in-place op's old contents, an optimizer's old
 // parameters) are donated to the program: XLA reuses them for outputs of the same type.
 #pragma once
@@ -30,12 +37,16 @@ namespace torch_tpu::runtime {
 using Emit =
     std::function<std::vector<hlo::Value>(hlo::Builder& b, const std::vector<hlo::Value>&)>;
 
-// What a recorded op reads: a real buffer, or a value recorded earlier in the group.
-struct GroupOperand {
-  std::shared_ptr<pjrt::Buffer> buffer;
-  int64_t value = -1;
-  hlo::TensorType type;
+// One recorded op: immutable once made, so a repeated step shares it with the step it
+// repeats.
+struct RecordedOp {
+  ProgramKey key;
+  std::vector<int64_t> inputs;           // per parameter: a value id, or -1 for an external
+  std::vector<hlo::TensorType> params;   // the parameters' types
+  std::vector<hlo::TensorType> outputs;  // the results' types
+  Emit emit;
 };
+using OpRecord = std::shared_ptr<const RecordedOp>;
 
 class FusedGroup {
  public:
@@ -47,10 +58,18 @@ class FusedGroup {
   void begin() { depth_++; }
   void end();
 
-  // Records one op on `device` (flushing first if the group is on another device).
-  // Returns the value ids of its outputs, in the order `outputs` lists their types.
-  std::vector<int64_t> record(int device, const ProgramKey& key, std::vector<GroupOperand> in,
-                              const std::vector<hlo::TensorType>& outputs, Emit emit);
+  // Trace reuse: a training or decode loop records the same ops step after step. The
+  // next op of a trace (a group run before) that the pending group has repeated so far,
+  // when it is `key` reading `inputs` (per parameter: a value id, or -1 for an external);
+  // null otherwise, and from the first op that differs on for the rest of the group.
+  // Recording the returned op skips building its record; a group that repeats a whole
+  // trace (same values live, same donations) runs the trace's program without building
+  // its key.
+  OpRecord repeat(int device, const ProgramKey& key, const std::vector<int64_t>& inputs);
+  // Records `op` on `device` (flushing first if the group is on another device), reading
+  // `externals` for its -1 inputs, in order. Returns the id of its first output; the
+  // others follow.
+  int64_t record(int device, OpRecord op, std::vector<std::shared_ptr<pjrt::Buffer>> externals);
   // `db`'s newest contents are now `value` (of `dtype`, `numel` elements).
   void bind(DeviceBuffer& db, int64_t value, hlo::DType dtype, int64_t numel);
   // `db` is being freed: its value, unless read by a later op, is a temporary.
@@ -66,26 +85,44 @@ class FusedGroup {
   // Ops recorded per group before it flushes by itself (TORCH_TPU_FUSED_MAX_OPS).
   static size_t max_ops();
 
+ // Whether groups reuse traces (TORCH_TPU_FUSED_REUSE; tests and benchmarks switch it).
+  void set_reuse(bool on);
+  bool reuse() const { return reuse_; }
+  // Forgets the traces (their programs are dropped when the cache is cleared).
+  void drop_traces();
+
  private:
-  FusedGroup() = default;
-  struct Op {
-    ProgramKey key;
-    std::vector<int64_t> inputs;  // per operand: a value id, or -1 for the next external
-    int64_t first_value;
-    Emit emit;
+  FusedGroup();
+  // A group that ran: its ops, which values were live, which externals were donated, and
+  // its program.
+  struct Trace {
+    int device;
+    std::vector<OpRecord> ops;
+    std::vector<int64_t> live;
+    std::vector<bool> donate;
+    std::shared_ptr<const CompiledProgram> program;
   };
+  // Traces kept: a step that flushes more than once (a host read, an optimizer step)
+  // repeats several groups in turn.
+  static constexpr size_t kTraces = 8;
+
   void flush_locked();
   ProgramKey group_key(const std::vector<int64_t>& live, const std::vector<bool>& donate) const;
   Program build(const std::vector<int64_t>& live, const std::vector<bool>& donate) const;
+  void remember(std::shared_ptr<const Trace> trace);
 
   std::atomic<int> depth_{0};
   mutable std::recursive_mutex mutex_;
   int device_ = -1;
-  std::vector<Op> ops_;
-  std::vector<hlo::TensorType> value_types_;
+  std::vector<OpRecord> ops_;
+  int64_t values_ = 0;  // value ids given out so far
   std::vector<std::shared_ptr<pjrt::Buffer>> externals_;
-  std::vector<hlo::TensorType> external_types_;
+  std::vector<bool> external_scalar_;  // per external: 0-d (a scalar, never donated)
   std::unordered_map<DeviceBuffer*, int64_t> bound_;
+  bool reuse_;
+  std::vector<std::shared_ptr<const Trace>> traces_;  // most recently run first
+  std::shared_ptr<const Trace> replaying_;  // the trace ops_ repeats, or null
+  size_t repeated_ = 0;                     // leading ops of ops_ that are replaying_'s
 };
 
 }  // namespace torch_tpu::runtime

@@ -32,6 +32,7 @@ namespace torch_tpu::runtime {
   X(graph_build_ns, "time lowering graphs and getting their programs")                     \
   X(fused_ops, "ops recorded in fused eager mode")                                         \
   X(fused_groups, "groups of recorded ops run as one program")                             \
+  X(fused_reuses, "fused groups that repeated a trace and ran its program as it was")      \
   X(donated_bytes, "argument bytes programs consumed in place (donated)")                  \
   X(host_staged_collectives, "collectives run by tpu_dist's host-staged transport")        \
   X(host_staged_bytes, "bytes that transport copied from the devices")                     \

@@ -50,6 +50,9 @@ std::vector<Setting> make_table() {
        "`1` is TorchTPU's name for `TORCH_TPU_EAGER_MODE=fused` (when that is unset)"},
       {"TORCH_TPU_FUSED_MAX_OPS", T::integer, "4096",
        "ops a fused group records before it runs by itself", {}, 1},
+      {"TORCH_TPU_FUSED_REUSE", T::flag, "1",
+       "`0`: a fused group that repeats an earlier one is recorded and keyed in full, op by "
+       "op (trace reuse off, to measure what it saves)"},
       {"TORCH_TPU_FAST_COMPILE_ELEMENTS", T::integer, "65536",
        "programs whose largest tensor has at most this many elements compile with XLA's fast "
        "options (backend optimization level 1: about a fifth less compile time, the same run "
