@@ -210,6 +210,7 @@ def child(args) -> None:
         m = torch_tpu.metrics.snapshot()
         result.update(timed_compiles=m["compiles"], graph_runs=m["graph_runs"],
                       graph_fallbacks=m["graph_fallbacks"], executions=m["executions"],
+                      fused_groups=m["fused_groups"], fused_reuses=m["fused_reuses"],
                       device_name=torch.tpu.get_device_name(0))
     print(json.dumps(result))
 

@@ -47,7 +47,9 @@ def main():
         print(f"fused / compiled {fused / r['tpu-compiled']['step_s']:>6.2f}")
         print(f"op / fused       {r['tpu-eager']['step_s'] / fused:>6.2f}")
         print(f"fused / CPU      {fused / r['cpu-eager']['step_s']:>6.2f}")
-        print(f"fused mode after warm-up: {r['tpu-fused']['timed_compiles']} compiles")
+        f = r["tpu-fused"]
+        print(f"fused mode after warm-up: {f['timed_compiles']} compiles, {f['fused_reuses']} "
+              f"of {f['fused_groups']} groups reused their trace")
 
 
 if __name__ == "__main__":
