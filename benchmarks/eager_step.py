@@ -2,7 +2,7 @@
 tpu in op mode, tpu in fused mode, tpu compiled (backend "tpu") and CPU eager, every one
 in its own subprocess, in one run. Reports the step times, the ratios the fused mode is
 judged by (fused / compiled, op / fused, fused / CPU eager), and what fused mode did
-after warm-up (compiles, programs per step).
+after warm-up (compiles, programs per step, groups that reused their trace).
 
     python benchmarks/eager_step.py [--models mingpt llama] [--warmup 5] [--rounds 5]
 
