@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import torch_tpu
-from conftest import assert_same, rand
+from helpers import assert_same, rand
 
 C = torch_tpu._C
 
