@@ -5,7 +5,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "ops/elementwise.h"
+#include "ops/common.h"
+
 
 namespace torch_tpu::ops {
 

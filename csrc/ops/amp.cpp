@@ -1,4 +1,5 @@
 // The two kernels behind torch.amp.GradScaler, with CUDA's semantics.
+#include "ops/common.h"
 #include "ops/registry.h"
 
 namespace torch_tpu::ops {

@@ -8,7 +8,8 @@
 #include <unordered_set>
 #include <vector>
 
-#include "ops/elementwise.h"
+#include "ops/common.h"
+
 
 namespace torch_tpu::ops {
 

@@ -8,6 +8,7 @@
 // with the output gradient in which the input's channels play the batch.
 #include <functional>
 
+#include "ops/common.h"
 #include "ops/reduction.h"
 #include "ops/registry.h"
 

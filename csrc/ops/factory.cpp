@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "ops/common.h"
 #include "ops/registry.h"
 
 namespace torch_tpu::ops {

@@ -5,7 +5,7 @@
 #include <optional>
 #include <string>
 
-#include "ops/elementwise.h"
+#include "ops/common.h"
 #include "ops/reduction.h"
 #include "ops/registry.h"
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "ops/elementwise.h"
+#include "ops/common.h"
 #include "ops/indexing.h"
 #include "ops/registry.h"
 

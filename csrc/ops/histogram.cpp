@@ -5,7 +5,7 @@
 #include <variant>
 #include <vector>
 
-#include "ops/elementwise.h"
+#include "ops/common.h"
 #include "ops/factory.h"
 #include "ops/reduction.h"
 #include "ops/registry.h"

@@ -11,8 +11,8 @@
 #include <utility>
 #include <vector>
 
-#include "ops/elementwise.h"
 #include "ops/linalg.h"
+#include "ops/common.h"
 #include "ops/reduction.h"
 
 namespace torch_tpu::ops {

@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "ops/elementwise.h"
+#include "ops/common.h"
 #include "ops/linalg.h"
 #include "ops/reduction.h"
 

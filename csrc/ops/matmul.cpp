@@ -6,7 +6,7 @@
 
 #include <stdexcept>
 
-#include "ops/elementwise.h"
+#include "ops/common.h"
 #include "ops/registry.h"
 
 namespace torch_tpu::ops {

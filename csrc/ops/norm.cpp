@@ -3,6 +3,7 @@
 // the two-pass mean of squared deviations, the biased one for normalizing.
 #include <numeric>
 
+#include "ops/common.h"
 #include "ops/reduction.h"
 #include "ops/registry.h"
 

@@ -14,6 +14,7 @@
 #include <limits>
 #include <numeric>
 
+#include "ops/common.h"
 #include "ops/registry.h"
 
 namespace torch_tpu::ops {

@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "ops/elementwise.h"
+#include "ops/common.h"
 #include "ops/registry.h"
 
 namespace torch_tpu::ops {

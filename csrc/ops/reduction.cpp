@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "ops/common.h"
 #include "ops/registry.h"
 
 namespace torch_tpu::ops {

@@ -1,7 +1,5 @@
 #include "ops/registry.h"
 
-#include "ops/elementwise.h"
-
 #include <map>
 #include <mutex>
 #include <stdexcept>
@@ -94,19 +92,6 @@ std::vector<std::string> lowering_names() {
   std::vector<std::string> names;
   for (const auto& [name, def] : t.ops) names.push_back(name);
   return names;
-}
-
-hlo::DType math_dtype(hlo::DType dtype) {
-  return dtype == hlo::DType::BF16 || dtype == hlo::DType::F16 ? hlo::DType::F32 : dtype;
-}
-
-hlo::Value cast_to(hlo::Builder& b, const hlo::Value& x, hlo::DType dtype,
-                   const std::vector<int64_t>& shape) {
-  return broadcast_to(b, b.convert(x, dtype), shape);
-}
-
-hlo::Value splat(hlo::Builder& b, double value, const hlo::TensorType& like) {
-  return b.full(value, like);
 }
 
 }  // namespace torch_tpu::ops

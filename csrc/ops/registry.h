@@ -114,15 +114,4 @@ struct Unsupported : std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
-// Helpers most lowerings share.
-
-// The float dtype math on `dtype` runs in: f32 for bf16/f16 (as PyTorch's CPU kernels
-// compute them), else `dtype` itself.
-hlo::DType math_dtype(hlo::DType dtype);
-// `x` converted to `dtype` and broadcast to `shape` (NumPy rules).
-hlo::Value cast_to(hlo::Builder& b, const hlo::Value& x, hlo::DType dtype,
-                   const std::vector<int64_t>& shape);
-// A 0-d constant broadcast to `like`'s type.
-hlo::Value splat(hlo::Builder& b, double value, const hlo::TensorType& like);
-
 }  // namespace torch_tpu::ops

@@ -3,7 +3,7 @@
 // pre-activations come in as two matmul results; the cell adds the biases, applies the
 // gate activations and saves a workspace the backward reads.
 #include "hlo/builder.h"
-#include "ops/elementwise.h"
+#include "ops/common.h"
 #include "ops/registry.h"
 #include "ops/reduction.h"
 

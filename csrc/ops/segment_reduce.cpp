@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "ops/elementwise.h"
+#include "ops/common.h"
 #include "ops/reduction.h"
 #include "ops/registry.h"
 

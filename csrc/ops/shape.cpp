@@ -2,6 +2,7 @@
 // backward of unfold. Views (split, narrow, diagonal, unfold) need no lowering.
 #include <string>
 
+#include "ops/common.h"
 #include "ops/indexing.h"
 #include "ops/reduction.h"
 #include "ops/registry.h"

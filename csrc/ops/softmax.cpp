@@ -1,5 +1,6 @@
 // softmax and log_softmax along one dim, forward and backward, computed in f32 for
 // bf16/f16 (the meta kernel says whether half_to_float keeps the f32 result).
+#include "ops/common.h"
 #include "ops/reduction.h"
 #include "ops/registry.h"
 

@@ -10,6 +10,7 @@
 #include <tuple>
 #include <utility>
 
+#include "ops/common.h"
 #include "ops/pooling.h"
 #include "ops/registry.h"
 

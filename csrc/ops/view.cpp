@@ -3,7 +3,7 @@
 // copy it reads (a reshape, transpose, slice...) and XLA removes what it can. Graph only.
 #include <algorithm>
 
-#include "ops/elementwise.h"
+#include "ops/common.h"
 #include "ops/reduction.h"
 #include "ops/registry.h"
 
