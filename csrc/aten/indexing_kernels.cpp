@@ -201,7 +201,7 @@ at::Tensor repeat_interleave_kernel(const at::Tensor& repeats,
     auto sum = OpCall("repeat_interleave_total").input(repeats).run(
         [](hlo::Builder& b, const V& in) {
           hlo::Value r = b.convert(in[0], hlo::DType::S64);
-          return V{b.reduce(r, b.constant(0, hlo::DType::S64), {0}, hlo::Reducer::Add)};
+          return V{b.reduce(r, b.constant(0, hlo::DType::S64), {0}, hlo::Binary::Add)};
         });
     total = read_count(sum[0]);
   }
@@ -327,7 +327,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_runs(const at::Tensor& sel
             hlo::Value lt = r.compare(hlo::Compare::LT, a[0], a[1]);
             if (hlo::is_float(key_t)) {
               hlo::Value ln = ops::is_nan(r, a[0]), rn = ops::is_nan(r, a[1]);
-              lt = r.binary("or", lt, r.binary("and", r.unary("not", ln), rn));
+              lt = r.binary(hlo::Binary::Or, lt, r.binary(hlo::Binary::And, r.unary(hlo::Unary::Not, ln), rn));
             }
             return V{lt};
           });
@@ -344,12 +344,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_runs(const at::Tensor& sel
                                  : b.concatenate({b.slice(rows, {0, 0}, {1, width}, {1, 1}),
                                                   b.slice(rows, {0, 0}, {n - 1, width}, {1, 1})}, 0);
         hlo::Value differs = b.reduce(b.compare(hlo::Compare::NE, rows, prev), b.constant(0, hlo::DType::Pred),
-                                      {1}, hlo::Reducer::Or);
+                                      {1}, hlo::Binary::Or);
         hlo::Value first = b.compare(hlo::Compare::EQ, b.iota(it, 0), b.full(0, it));
-        hlo::Value starts = b.binary("or", first, differs);
+        hlo::Value starts = b.binary(hlo::Binary::Or, first, differs);
         hlo::Value starts_n = b.convert(starts, hlo::DType::S64);
-        hlo::Value run = b.binary("subtract", ops::cumsum_1d(b, starts_n), b.full(1, it));
-        hlo::Value count = b.reduce(starts_n, b.constant(0, hlo::DType::S64), {0}, hlo::Reducer::Add);
+        hlo::Value run = b.binary(hlo::Binary::Subtract, ops::cumsum_1d(b, starts_n), b.full(1, it));
+        hlo::Value count = b.reduce(starts_n, b.constant(0, hlo::DType::S64), {0}, hlo::Binary::Add);
         // The first slice of run g: slot g gets its position (the other slices aim past
         // the end, which the scatter drops).
         hlo::Value target = b.select(starts, run, b.full(static_cast<double>(n), it));

@@ -110,8 +110,8 @@ at::Tensor identity_copy(const at::Tensor& src, const at::Tensor& dst) {
       [conj, neg](hlo::Builder& b, const std::vector<hlo::Value>& in) {
         hlo::Value v = in.at(0);
         if (conj && hlo::is_complex(v.type.dtype))
-          v = b.complex(b.real(v), b.unary("negate", b.imag(v)));
-        if (neg) v = b.unary("negate", v);
+          v = b.complex(b.real(v), b.unary(hlo::Unary::Negate, b.imag(v)));
+        if (neg) v = b.unary(hlo::Unary::Negate, v);
         return std::vector<hlo::Value>{v};
       },
       {dst});

@@ -120,7 +120,7 @@ V lower_scan(Lowerer& lw, const py::list& args, const std::vector<TensorType>& o
     V res = lower_subgraph(r, combine, in);
     TORCH_CHECK(res.size() == nc + ny, "torch_tpu: scan's combine_fn returns ", res.size(),
                 " values, expected ", nc + ny);
-    V next{r.binary("add", step, r.constant_int(1, DType::S64))};
+    V next{r.binary(hlo::Binary::Add, step, r.constant_int(1, DType::S64))};
     for (size_t k = 0; k < nc; ++k) next.push_back(res[k]);
     for (size_t k = 0; k < ny; ++k) {
       const Value& stacked = a[1 + nc + k];

@@ -259,7 +259,7 @@ void Lowerer::lower(const py::handle& node_handle) {
                                 "support yet");
     // The offsets eager mode would use for this draw: the same numbers for a seed.
     hlo::Value at_offset = b.binary(
-        "add", *offset, b.constant_int(static_cast<int64_t>(rng_advance), hlo::DType::S64));
+        hlo::Binary::Add, *offset, b.constant_int(static_cast<int64_t>(rng_advance), hlo::DType::S64));
     n.rng = aten::rng_state(b, *seed, at_offset);
     for (size_t i = 0; i < args.size(); ++i)
       if (args[i].kind == ArgKind::Generator) n.args[i].value = n.rng;

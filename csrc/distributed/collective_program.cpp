@@ -1,6 +1,7 @@
 #include "distributed/collective_program.h"
 
 #include <cstring>
+#include <optional>
 
 #include "hlo/builder.h"
 
@@ -19,37 +20,37 @@ bool is_bitwise(Reduce op) {
 }
 
 // The scalar combiner of a reduction on `dtype` (bool runs as u8, see reduce_value), or
-// null where there is none.
-const char* combiner(Reduce op, hlo::DType dtype) {
+// none where there is none.
+std::optional<hlo::Binary> combiner(Reduce op, hlo::DType dtype) {
+  using hlo::Binary;
   const bool pred = dtype == hlo::DType::Pred;
   switch (op) {
     case Reduce::Sum:
     case Reduce::Avg:
     case Reduce::PremulSum:
-      return pred ? "stablehlo.maximum" : "stablehlo.add";
+      return pred ? Binary::Maximum : Binary::Add;
     case Reduce::Product:
-      return pred ? "stablehlo.minimum" : "stablehlo.multiply";
+      return pred ? Binary::Minimum : Binary::Multiply;
     case Reduce::Min:
-      return "stablehlo.minimum";
+      return Binary::Minimum;
     case Reduce::Max:
-      return "stablehlo.maximum";
+      return Binary::Maximum;
     case Reduce::BitAnd:
-      return pred ? "stablehlo.minimum" : "stablehlo.and";
+      return pred ? Binary::Minimum : Binary::And;
     case Reduce::BitOr:
-      return pred ? "stablehlo.maximum" : "stablehlo.or";
+      return pred ? Binary::Maximum : Binary::Or;
     case Reduce::BitXor:
-      return "stablehlo.xor";
+      return Binary::Xor;
   }
-  return nullptr;
+  return std::nullopt;
 }
 
-bool bitwise_combiner(const char* op) {
-  return std::strcmp(op, "stablehlo.and") == 0 || std::strcmp(op, "stablehlo.or") == 0 ||
-         std::strcmp(op, "stablehlo.xor") == 0;
+bool bitwise_combiner(hlo::Binary op) {
+  return op == hlo::Binary::And || op == hlo::Binary::Or || op == hlo::Binary::Xor;
 }
 
 // The all-reduction of 1-d `x` over the n replicas with the combiner `op`.
-hlo::Value reduce_value(hlo::Builder& b, hlo::Value x, const char* op, const std::string& groups,
+hlo::Value reduce_value(hlo::Builder& b, hlo::Value x, hlo::Binary op, const std::string& groups,
                         int n) {
   using hlo::TensorType;
   const hlo::DType dtype = x.type.dtype;
@@ -63,7 +64,7 @@ hlo::Value reduce_value(hlo::Builder& b, hlo::Value x, const char* op, const std
   hlo::Value g = b.emit("stablehlo.all_gather", {x}, "all_gather_dim = 0 : i64, " + groups,
                         TensorType{dtype, {m * n}});
   g = b.reshape(g, {n, m});
-  hlo::Value init = b.constant_int(std::strcmp(op, "stablehlo.and") == 0 ? -1 : 0, dtype);
+  hlo::Value init = b.constant_int(op == hlo::Binary::And ? -1 : 0, dtype);
   return b.emit("stablehlo.reduce", {g, init}, "dimensions = " + hlo::i64_array({0}),
                 TensorType{dtype, {m}}, {b.binary_region(op, dtype)});
 }
@@ -83,12 +84,12 @@ hlo::DType bits_type(hlo::DType dtype) {
 bool can_reduce(Reduce op, hlo::DType dtype) {
   if (op == Reduce::PremulSum) return hlo::is_float(dtype);
   if (is_bitwise(op)) return !hlo::is_float(dtype);
-  return combiner(op, dtype) != nullptr;
+  return combiner(op, dtype).has_value();
 }
 
 bool reduces_bitwise(Reduce op, hlo::DType dtype) {
-  const char* c = combiner(op, dtype);
-  return c != nullptr && bitwise_combiner(c);
+  const std::optional<hlo::Binary> c = combiner(op, dtype);
+  return c && bitwise_combiner(*c);
 }
 
 std::string signature(const CollectiveSpec& s) {
@@ -131,11 +132,11 @@ runtime::Program build_collective_program(const CollectiveSpec& s, int n) {
   const std::string groups = replica_groups(n);
   auto flat = [&](int64_t numel) { return TensorType{s.dtype, {numel}}; };
   auto pre = [&](Value x) {
-    if (s.reduce == Reduce::PremulSum) x = b.binary("multiply", x, b.full(s.premul, x.type));
+    if (s.reduce == Reduce::PremulSum) x = b.binary(hlo::Binary::Multiply, x, b.full(s.premul, x.type));
     return x;
   };
   auto post = [&](Value y) {
-    if (s.reduce == Reduce::Avg) y = b.binary("divide", y, b.full(n, y.type));
+    if (s.reduce == Reduce::Avg) y = b.binary(hlo::Binary::Divide, y, b.full(n, y.type));
     return y;
   };
   std::vector<Value> outs;
@@ -152,7 +153,7 @@ runtime::Program build_collective_program(const CollectiveSpec& s, int n) {
   switch (s.kind) {
     case Collective::AllReduce:
       for (const Value& x : params)
-        outs.push_back(post(reduce_value(b, pre(x), combiner(s.reduce, s.dtype), groups, n)));
+        outs.push_back(post(reduce_value(b, pre(x), *combiner(s.reduce, s.dtype), groups, n)));
       break;
     case Collective::Broadcast:
       // No collective_broadcast on XLA:CPU: the value's bits as an unsigned integer,
@@ -165,7 +166,7 @@ runtime::Program build_collective_program(const CollectiveSpec& s, int n) {
         Value m = b.broadcast_in_dim(mask, v.type.shape, {});
         v = b.select(m, v, b.full(0, v.type));
         Value y = b.emit("stablehlo.all_reduce", {v}, groups, v.type,
-                         {b.binary_region("stablehlo.add", v.type.dtype)});
+                         {b.binary_region(hlo::Binary::Add, v.type.dtype)});
         outs.push_back(pred ? b.convert(y, hlo::DType::Pred) : b.bitcast_convert(y, x.type));
       }
       break;
@@ -189,7 +190,7 @@ runtime::Program build_collective_program(const CollectiveSpec& s, int n) {
         if (pred) x = b.convert(x, hlo::DType::U8);
         Value y = b.emit("stablehlo.reduce_scatter", {x}, "scatter_dimension = 0 : i64, " + groups,
                          TensorType{x.type.dtype, {m}},
-                         {b.binary_region(combiner(s.reduce, s.dtype), x.type.dtype)});
+                         {b.binary_region(*combiner(s.reduce, s.dtype), x.type.dtype)});
         if (pred) y = b.convert(y, hlo::DType::Pred);
         outs.push_back(post(y));
       }

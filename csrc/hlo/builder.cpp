@@ -135,10 +135,10 @@ std::string Builder::region(const std::vector<TensorType>& arg_types, const Regi
          ") -> ()\n    }";
 }
 
-std::string Builder::binary_region(const char* op, DType dtype) {
+std::string Builder::binary_region(Binary op, DType dtype) {
   TensorType s{dtype, {}};
   return region({s, s}, [op](Builder& b, const std::vector<Value>& a) {
-    return std::vector<Value>{b.emit(op, {a[0], a[1]}, "", a[0].type)};
+    return std::vector<Value>{b.binary(op, a[0], a[1])};
   });
 }
 
@@ -203,17 +203,19 @@ Value Builder::full(double value, const TensorType& type) {
   return broadcast_in_dim(constant(value, type.dtype), type.shape, {});
 }
 
-Value Builder::unary(const char* op, const Value& x) {
+Value Builder::unary(Unary op, const Value& x) {
   // The modulus of a complex value is real.
-  if (is_complex(x.type.dtype) && std::string_view(op) == "abs")
-    return emit("stablehlo.abs", {x}, "", TensorType{component(x.type.dtype), x.type.shape});
-  return emit(std::string("stablehlo.") + op, {x}, "", x.type);
+  if (is_complex(x.type.dtype) && op == Unary::Abs)
+    return emit(op_name(op), {x}, "", TensorType{component(x.type.dtype), x.type.shape});
+  return emit(op_name(op), {x}, "", x.type);
 }
 
-Value Builder::binary(const char* op, const Value& a, const Value& b) {
-  require(a.type == b.type, std::string(op) + " operands differ: " + a.type.str() + " vs " +
+Value Builder::binary(Binary op, const Value& a, const Value& b) {
+  // The message names the op without its dialect: "add operands differ: ...".
+  const std::string_view name = std::string_view(op_name(op)).substr(sizeof("stablehlo.") - 1);
+  require(a.type == b.type, std::string(name) + " operands differ: " + a.type.str() + " vs " +
                                 b.type.str());
-  return emit(std::string("stablehlo.") + op, {a, b}, "", a.type);
+  return emit(op_name(op), {a, b}, "", a.type);
 }
 
 Value Builder::compare(Compare direction, const Value& a, const Value& b) {
@@ -393,16 +395,7 @@ std::string Builder::precision_config(const Value& lhs, const Value& rhs) const 
 }
 
 Value Builder::reduce(const Value& x, const Value& init, const std::vector<int64_t>& dims,
-                      Reducer reducer) {
-  const char* op = "stablehlo.add";
-  switch (reducer) {
-    case Reducer::Add: op = "stablehlo.add"; break;
-    case Reducer::Mul: op = "stablehlo.multiply"; break;
-    case Reducer::Max: op = "stablehlo.maximum"; break;
-    case Reducer::Min: op = "stablehlo.minimum"; break;
-    case Reducer::And: op = "stablehlo.and"; break;
-    case Reducer::Or: op = "stablehlo.or"; break;
-  }
+                      Binary op) {
   std::vector<int64_t> shape;
   for (int64_t d = 0; d < x.type.rank(); ++d) {
     bool reduced = false;

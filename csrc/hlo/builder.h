@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "hlo/opcode.h"
 #include "hlo/types.h"
 
 namespace torch_tpu::hlo {
@@ -19,7 +20,6 @@ struct Value {
 };
 
 enum class Compare { EQ, NE, LT, LE, GT, GE };
-enum class Reducer { Add, Mul, Max, Min, And, Or };
 
 class Builder {
  public:
@@ -37,8 +37,8 @@ class Builder {
   // `value` broadcast to `type`.
   Value full(double value, const TensorType& type);
 
-  Value unary(const char* op, const Value& x);  // "exponential", "negate", ...
-  Value binary(const char* op, const Value& a, const Value& b);  // "add", "maximum", ...
+  Value unary(Unary op, const Value& x);
+  Value binary(Binary op, const Value& a, const Value& b);
   Value compare(Compare direction, const Value& a, const Value& b);
   Value select(const Value& pred, const Value& on_true, const Value& on_false);
   Value convert(const Value& x, DType dtype);
@@ -68,16 +68,16 @@ class Builder {
                     const std::vector<int64_t>& rhs_batch,
                     const std::vector<int64_t>& lhs_contract,
                     const std::vector<int64_t>& rhs_contract, DType result);
-  Value reduce(const Value& x, const Value& init, const std::vector<int64_t>& dims,
-               Reducer reducer);
+  // `x` reduced over `dims` by combining with `op`, starting from the 0-d `init`.
+  Value reduce(const Value& x, const Value& init, const std::vector<int64_t>& dims, Binary op);
 
   // Elements of 1-d `flat` at the integer positions in `indices` (any shape).
   Value gather_flat(const Value& flat, const Value& indices);
   // `flat` with the elements at `indices` replaced by `updates` (same shape as indices).
   Value scatter_flat(const Value& flat, const Value& indices, const Value& updates);
 
-  // Any StableHLO op in generic form, for lowerings that need ops without a helper:
-  //   b.emit("stablehlo.cosine", {x}, "", x.type)
+  // Any StableHLO op in generic form, for ops without a helper or an opcode (hlo/opcode.h):
+  //   b.emit("stablehlo.is_finite", {x}, "", TensorType{DType::Pred, x.type.shape})
   // `attributes` is the text inside {...}; `regions` come from region().
   Value emit(const std::string& op, const std::vector<Value>& operands,
              const std::string& attributes, const TensorType& result,
@@ -91,7 +91,7 @@ class Builder {
   using RegionBody = std::function<std::vector<Value>(Builder&, const std::vector<Value>&)>;
   std::string region(const std::vector<TensorType>& arg_types, const RegionBody& body);
   // A region of two scalar arguments of `dtype` combining them with a binary op.
-  std::string binary_region(const char* op, DType dtype);
+  std::string binary_region(Binary op, DType dtype);
 
   // The module text, returning `outputs` from `main`.
   std::string module(const std::vector<Value>& outputs) const;

@@ -9,28 +9,28 @@ namespace torch_tpu::hlo {
 struct Math {
   Builder& b;
   Value k(double v, const Value& like) const { return b.full(v, like.type); }
-  Value add(const Value& x, const Value& y) const { return b.binary("add", x, y); }
-  Value sub(const Value& x, const Value& y) const { return b.binary("subtract", x, y); }
-  Value mul(const Value& x, const Value& y) const { return b.binary("multiply", x, y); }
-  Value div(const Value& x, const Value& y) const { return b.binary("divide", x, y); }
-  Value max(const Value& x, const Value& y) const { return b.binary("maximum", x, y); }
-  Value min(const Value& x, const Value& y) const { return b.binary("minimum", x, y); }
-  Value pow(const Value& x, const Value& y) const { return b.binary("power", x, y); }
-  Value and_(const Value& x, const Value& y) const { return b.binary("and", x, y); }
-  Value or_(const Value& x, const Value& y) const { return b.binary("or", x, y); }
-  Value not_(const Value& x) const { return b.unary("not", x); }
-  Value neg(const Value& x) const { return b.unary("negate", x); }
-  Value abs(const Value& x) const { return b.unary("abs", x); }
-  Value exp(const Value& x) const { return b.unary("exponential", x); }
-  Value expm1(const Value& x) const { return b.unary("exponential_minus_one", x); }
-  Value log(const Value& x) const { return b.unary("log", x); }
-  Value log1p(const Value& x) const { return b.unary("log_plus_one", x); }
-  Value tanh(const Value& x) const { return b.unary("tanh", x); }
-  Value sigmoid(const Value& x) const { return b.unary("logistic", x); }
-  Value sqrt(const Value& x) const { return b.unary("sqrt", x); }
-  Value floor(const Value& x) const { return b.unary("floor", x); }
-  Value ceil(const Value& x) const { return b.unary("ceil", x); }
-  Value erf(const Value& x) const { return b.emit("chlo.erf", {x}, "", x.type); }
+  Value add(const Value& x, const Value& y) const { return b.binary(Binary::Add, x, y); }
+  Value sub(const Value& x, const Value& y) const { return b.binary(Binary::Subtract, x, y); }
+  Value mul(const Value& x, const Value& y) const { return b.binary(Binary::Multiply, x, y); }
+  Value div(const Value& x, const Value& y) const { return b.binary(Binary::Divide, x, y); }
+  Value max(const Value& x, const Value& y) const { return b.binary(Binary::Maximum, x, y); }
+  Value min(const Value& x, const Value& y) const { return b.binary(Binary::Minimum, x, y); }
+  Value pow(const Value& x, const Value& y) const { return b.binary(Binary::Power, x, y); }
+  Value and_(const Value& x, const Value& y) const { return b.binary(Binary::And, x, y); }
+  Value or_(const Value& x, const Value& y) const { return b.binary(Binary::Or, x, y); }
+  Value not_(const Value& x) const { return b.unary(Unary::Not, x); }
+  Value neg(const Value& x) const { return b.unary(Unary::Negate, x); }
+  Value abs(const Value& x) const { return b.unary(Unary::Abs, x); }
+  Value exp(const Value& x) const { return b.unary(Unary::Exponential, x); }
+  Value expm1(const Value& x) const { return b.unary(Unary::ExponentialMinusOne, x); }
+  Value log(const Value& x) const { return b.unary(Unary::Log, x); }
+  Value log1p(const Value& x) const { return b.unary(Unary::LogPlusOne, x); }
+  Value tanh(const Value& x) const { return b.unary(Unary::Tanh, x); }
+  Value sigmoid(const Value& x) const { return b.unary(Unary::Logistic, x); }
+  Value sqrt(const Value& x) const { return b.unary(Unary::Sqrt, x); }
+  Value floor(const Value& x) const { return b.unary(Unary::Floor, x); }
+  Value ceil(const Value& x) const { return b.unary(Unary::Ceil, x); }
+  Value erf(const Value& x) const { return b.unary(Unary::Erf, x); }
   Value trunc(const Value& x) const { return sel(lt(x, k(0, x)), ceil(x), floor(x)); }
   Value sel(const Value& p, const Value& x, const Value& y) const { return b.select(p, x, y); }
   Value eq(const Value& x, const Value& y) const { return b.compare(Compare::EQ, x, y); }

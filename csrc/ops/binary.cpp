@@ -39,7 +39,7 @@ Value pow(const Math& m, const Value& x, const Value& y) {
   // Negative exponents: 1 and -1 keep a magnitude of 1, every other base truncates to 0.
   Value zero = m.k(0, x), one = m.k(1, x);
   Value positive = m.pow(x, m.max(y, zero));
-  Value odd = m.ne(m.b.binary("remainder", y, m.k(2, y)), zero);
+  Value odd = m.ne(m.b.binary(Binary::Remainder, y, m.k(2, y)), zero);
   Value unit = m.sel(m.eq(x, one), one,
                      m.sel(m.eq(x, m.k(-1, x)), m.sel(odd, m.k(-1, x), one), zero));
   return m.sel(m.lt(y, zero), unit, positive);
@@ -55,14 +55,14 @@ V lower_pow_tensor_scalar(Node& n) {
   Value r = pow(m, x, y);
   if (!hlo::is_float(x.type.dtype)) return {r};
   r = m.sel(m.eq(y, m.k(0.5, y)), m.sqrt(x), r);
-  return {m.sel(m.eq(y, m.k(-0.5, y)), n.b.unary("rsqrt", x), r)};
+  return {m.sel(m.eq(y, m.k(-0.5, y)), n.b.unary(Unary::Rsqrt, x), r)};
 }
 
 // --- division-like -----------------------------------------------------------
 
 // Python's remainder: the result takes the divisor's sign.
 Value remainder(const Math& m, const Value& x, const Value& y) {
-  Value r = m.b.binary("remainder", x, y);
+  Value r = m.b.binary(Binary::Remainder, x, y);
   Value zero = m.k(0, r);
   Value fix = m.and_(m.ne(r, zero), m.ne(m.lt(r, zero), m.lt(y, zero)));
   return m.sel(fix, m.add(r, y), r);
@@ -128,7 +128,7 @@ V lower_heaviside(Node& n) {
 
 // --- bitwise and logical -----------------------------------------------------
 
-LowerFn bitwise(const char* name, const char* op) {
+LowerFn bitwise(const char* name, Binary op) {
   return [name, op](Node& n) {
     if (hlo::is_float(n.compute)) not_implemented(name, n.compute);
     return V{n.b.binary(op, arg_as(n, 0, n.compute), arg_as(n, 1, n.compute))};
@@ -146,14 +146,14 @@ LowerFn shift(const char* name, bool left) {
     Value bits = m.k(8.0 * hlo::byte_width(t), y);
     Value too_far = m.ge(y, bits);
     if (hlo::is_signed_int(t)) too_far = m.or_(too_far, m.lt(y, m.k(0, y)));
-    if (left) return V{m.sel(too_far, m.k(0, x), n.b.binary("shift_left", x, y))};
-    if (hlo::is_unsigned_int(t)) return V{m.sel(too_far, m.k(0, x), n.b.binary("shift_right_logical", x, y))};
+    if (left) return V{m.sel(too_far, m.k(0, x), n.b.binary(Binary::ShiftLeft, x, y))};
+    if (hlo::is_unsigned_int(t)) return V{m.sel(too_far, m.k(0, x), n.b.binary(Binary::ShiftRightLogical, x, y))};
     Value amount = m.sel(too_far, m.sub(bits, m.k(1, y)), y);
-    return V{n.b.binary("shift_right_arithmetic", x, amount)};
+    return V{n.b.binary(Binary::ShiftRightArithmetic, x, amount)};
   };
 }
 
-LowerFn logical(const char* op) {
+LowerFn logical(Binary op) {
   return [op](Node& n) {
     Math m{n.b};
     Value x = arg_as(n, 0, n.compute), y = arg_as(n, 1, n.compute);
@@ -229,7 +229,7 @@ Value gcd(hlo::Builder& b, const Value& x, const Value& y) {
   const hlo::TensorType t = x.type;
   auto flat_any = [](hlo::Builder& r, const Value& pred) {
     Value flat = r.reshape(pred, {pred.type.numel()});
-    return r.reduce(flat, r.constant(0, DType::Pred), {0}, hlo::Reducer::Or);
+    return r.reduce(flat, r.constant(0, DType::Pred), {0}, hlo::Binary::Or);
   };
   std::string cond = b.region({t, t}, [flat_any](hlo::Builder& r, const V& a) {
     return V{flat_any(r, r.compare(hlo::Compare::NE, a[0], r.full(0, a[0].type)))};
@@ -240,7 +240,7 @@ Value gcd(hlo::Builder& b, const Value& x, const Value& y) {
     Value zero = rm.k(0, d);
     Value nz = rm.ne(d, zero);
     Value safe = rm.sel(nz, d, rm.k(1, d));
-    return V{rm.sel(nz, r.binary("remainder", v, safe), zero), rm.sel(nz, d, v)};
+    return V{rm.sel(nz, r.binary(Binary::Remainder, v, safe), zero), rm.sel(nz, d, v)};
   });
   auto magnitude = [&](const Value& v) { return hlo::is_unsigned_int(v.type.dtype) ? v : m.abs(v); };
   V out = b.emit_multi("stablehlo.while", {magnitude(x), magnitude(y)}, "", {t, t}, {cond, body});
@@ -273,7 +273,7 @@ TORCH_TPU_LOWERING(remainder, {"remainder.Tensor", "remainder_.Tensor", "remaind
                                "remainder.Scalar_Tensor"},
                    [](Node& n) { return V{remainder(Math{n.b}, arith_arg(n, 0), arith_arg(n, 1))}; });
 TORCH_TPU_LOWERING(fmod, {"fmod.Tensor", "fmod_.Tensor", "fmod.Tensor_out"}, [](Node& n) {
-  return V{n.b.binary("remainder", arith_arg(n, 0), arith_arg(n, 1))};
+  return V{n.b.binary(Binary::Remainder, arith_arg(n, 0), arith_arg(n, 1))};
 });
 TORCH_TPU_LOWERING(floor_divide, {"floor_divide", "floor_divide_.Tensor", "floor_divide.out"},
                    lower_floor_divide);
@@ -297,7 +297,7 @@ TORCH_TPU_LOWERING(fmin, {"fmin", "fmin.out"}, exact_binary([](const Math& m, co
 
 TORCH_TPU_LOWERING(atan2, {"atan2", "atan2_", "atan2.out"},
                    float_binary([](const Math& m, const Value& x, const Value& y) {
-                     return m.b.binary("atan2", x, y);
+                     return m.b.binary(Binary::Atan2, x, y);
                    }));
 TORCH_TPU_LOWERING(hypot, {"hypot", "hypot_", "hypot.out"}, [](Node& n) {
   if (!hlo::is_float(n.compute)) not_implemented("hypot_cpu", n.compute);
@@ -322,11 +322,11 @@ TORCH_TPU_LOWERING(lcm, {"lcm", "lcm_", "lcm.out"}, gcd_lcm(true));
 TORCH_TPU_LOWERING(heaviside, {"heaviside", "heaviside_", "heaviside.out"}, lower_heaviside);
 
 TORCH_TPU_LOWERING(bitwise_and, {"bitwise_and.Tensor", "bitwise_and_.Tensor", "bitwise_and.Tensor_out"},
-                   bitwise("bitwise_and_cpu", "and"));
+                   bitwise("bitwise_and_cpu", Binary::And));
 TORCH_TPU_LOWERING(bitwise_or, {"bitwise_or.Tensor", "bitwise_or_.Tensor", "bitwise_or.Tensor_out"},
-                   bitwise("bitwise_or_cpu", "or"));
+                   bitwise("bitwise_or_cpu", Binary::Or));
 TORCH_TPU_LOWERING(bitwise_xor, {"bitwise_xor.Tensor", "bitwise_xor_.Tensor", "bitwise_xor.Tensor_out"},
-                   bitwise("bitwise_xor_cpu", "xor"));
+                   bitwise("bitwise_xor_cpu", Binary::Xor));
 TORCH_TPU_LOWERING(lshift, {"bitwise_left_shift.Tensor", "bitwise_left_shift_.Tensor",
                             "bitwise_left_shift.Tensor_out", "__lshift__.Tensor", "__lshift__.Scalar",
                             "__ilshift__.Tensor", "__ilshift__.Scalar"},
@@ -335,9 +335,9 @@ TORCH_TPU_LOWERING(rshift, {"bitwise_right_shift.Tensor", "bitwise_right_shift_.
                             "bitwise_right_shift.Tensor_out", "__rshift__.Tensor", "__rshift__.Scalar",
                             "__irshift__.Tensor", "__irshift__.Scalar"},
                    shift("rshift_cpu", false));
-TORCH_TPU_LOWERING(logical_and, {"logical_and", "logical_and_", "logical_and.out"}, logical("and"));
-TORCH_TPU_LOWERING(logical_or, {"logical_or", "logical_or_", "logical_or.out"}, logical("or"));
-TORCH_TPU_LOWERING(logical_xor, {"logical_xor", "logical_xor_", "logical_xor.out"}, logical("xor"));
+TORCH_TPU_LOWERING(logical_and, {"logical_and", "logical_and_", "logical_and.out"}, logical(Binary::And));
+TORCH_TPU_LOWERING(logical_or, {"logical_or", "logical_or_", "logical_or.out"}, logical(Binary::Or));
+TORCH_TPU_LOWERING(logical_xor, {"logical_xor", "logical_xor_", "logical_xor.out"}, logical(Binary::Xor));
 
 TORCH_TPU_LOWERING(eq, {"eq.Tensor", "eq.Scalar", "eq_.Tensor", "eq_.Scalar", "eq.Tensor_out", "eq.Scalar_out"},
                    compare(hlo::Compare::EQ));

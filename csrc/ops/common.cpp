@@ -77,8 +77,8 @@ hlo::Value sign_bit(hlo::Builder& b, const hlo::Value& x) {
 
 namespace {
 
-hlo::Value nan_or(hlo::Builder& b, const char* op, const hlo::Value& x, const hlo::Value& y) {
-  if (x.type.dtype == hlo::DType::Pred) return b.binary(std::string(op) == "maximum" ? "or" : "and", x, y);
+hlo::Value nan_or(hlo::Builder& b, Binary op, const hlo::Value& x, const hlo::Value& y) {
+  if (x.type.dtype == hlo::DType::Pred) return b.binary(op == Binary::Maximum ? Binary::Or : Binary::And, x, y);
   hlo::Value r = b.binary(op, x, y);
   if (!hlo::is_float(x.type.dtype)) return r;
   // XLA:CPU's maximum returns the other operand for a NaN in some positions.
@@ -90,11 +90,11 @@ hlo::Value nan_or(hlo::Builder& b, const char* op, const hlo::Value& x, const hl
 }  // namespace
 
 hlo::Value nan_max(hlo::Builder& b, const hlo::Value& x, const hlo::Value& y) {
-  return nan_or(b, "maximum", x, y);
+  return nan_or(b, Binary::Maximum, x, y);
 }
 
 hlo::Value nan_min(hlo::Builder& b, const hlo::Value& x, const hlo::Value& y) {
-  return nan_or(b, "minimum", x, y);
+  return nan_or(b, Binary::Minimum, x, y);
 }
 
 void not_implemented(const char* op, hlo::DType dtype) {

@@ -1,5 +1,6 @@
 // Helpers the lowerings share: the dtype math runs in, broadcasting, arguments read for
-// elementwise math, and the HLO vocabulary (Math) formulas are written in.
+// elementwise math, and the HLO vocabulary lowerings are written in (Math, and the
+// opcodes of Builder::unary / binary / reduce).
 #pragma once
 
 #include <cstdint>
@@ -11,7 +12,9 @@
 
 namespace torch_tpu::ops {
 
+using hlo::Binary;
 using hlo::Math;
+using hlo::Unary;
 
 // The float dtype math on `dtype` runs in: f32 for bf16/f16 (as PyTorch's CPU kernels
 // compute them), else `dtype` itself.

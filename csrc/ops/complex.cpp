@@ -32,14 +32,14 @@ V lower_polar(Node& n) {
   Math m{n.b};
   Value r = cast_to(n.b, n.in(0), part, n.out().shape);
   Value theta = cast_to(n.b, n.in(1), part, n.out().shape);
-  return {n.b.complex(m.mul(r, n.b.unary("cosine", theta)), m.mul(r, n.b.unary("sine", theta)))};
+  return {n.b.complex(m.mul(r, n.b.unary(Unary::Cosine, theta)), m.mul(r, n.b.unary(Unary::Sine, theta)))};
 }
 
 // conj_physical: the conjugate, materialized; real tensors are their own conjugate.
 V lower_conj_physical(Node& n) {
   Value z = n.in(0);
   if (!hlo::is_complex(z.type.dtype)) return {z};
-  return {n.b.complex(n.b.real(z), n.b.unary("negate", n.b.imag(z)))};
+  return {n.b.complex(n.b.real(z), n.b.unary(Unary::Negate, n.b.imag(z)))};
 }
 
 // Compiled graphs hold the views over complex parts as values.
@@ -64,7 +64,7 @@ V lower_view_as_complex(Node& n) {
   return {n.b.complex(re, im)};
 }
 
-V lower_neg_view(Node& n) { return {n.b.unary("negate", n.in(0))}; }
+V lower_neg_view(Node& n) { return {n.b.unary(Unary::Negate, n.in(0))}; }
 
 }  // namespace
 

@@ -122,7 +122,7 @@ V lower_convolution(Node& n) {
   Value y = n.flag(6) ? conv_transposed(b, x, w, p, out) : conv_forward(b, x, w, p, out);
   if (!n.has(2)) return {y};
   Value bias = b.convert(n.in(2), out.dtype);
-  return {b.binary("add", y, b.broadcast_in_dim(bias, out.shape, {1}))};
+  return {b.binary(Binary::Add, y, b.broadcast_in_dim(bias, out.shape, {1}))};
 }
 
 V lower_convolution_backward(Node& n) {
@@ -214,7 +214,7 @@ V lower_col2im(Node& n) {
                               {batch, c, oh, ow});
       const int64_t top = i * p.dh, left = j * p.dw;
       const int64_t bottom = h - (top + (oh - 1) * p.sh + 1), right = w - (left + (ow - 1) * p.sw + 1);
-      sum = b.binary("add", sum, b.pad(block, zero, {0, 0, top, left}, {0, 0, bottom, right},
+      sum = b.binary(Binary::Add, sum, b.pad(block, zero, {0, 0, top, left}, {0, 0, bottom, right},
                                        {0, 0, p.sh - 1, p.sw - 1}));
     }
   Value r = b.slice(sum, {0, 0, p.ph, p.pw}, {batch, c, p.ph + size[0], p.pw + size[1]}, {1, 1, 1, 1});

@@ -14,8 +14,8 @@ std::pair<hlo::Value, hlo::Value> promote(hlo::Builder& b, const hlo::Value& x,
 
 // alpha * y. alpha is a runtime operand, so the multiply is always emitted; XLA fuses it.
 hlo::Value scaled(hlo::Builder& b, const hlo::Value& y, const hlo::Value& alpha) {
-  if (y.type.dtype == hlo::DType::Pred) return b.binary("and", y, broadcast_to(b, alpha, y.type.shape));
-  return b.binary("multiply", y, broadcast_to(b, b.convert(alpha, y.type.dtype), y.type.shape));
+  if (y.type.dtype == hlo::DType::Pred) return b.binary(Binary::And, y, broadcast_to(b, alpha, y.type.shape));
+  return b.binary(Binary::Multiply, y, broadcast_to(b, b.convert(alpha, y.type.dtype), y.type.shape));
 }
 
 // PyTorch's floor division of floats: derived from the remainder so that inexact
@@ -23,16 +23,16 @@ hlo::Value scaled(hlo::Builder& b, const hlo::Value& y, const hlo::Value& alpha)
 hlo::Value floor_divide_float(hlo::Builder& b, const hlo::Value& x, const hlo::Value& y,
                               const hlo::Value& quotient) {
   hlo::Value zero = b.full(0, x.type);
-  hlo::Value mod = b.binary("remainder", x, y);
-  hlo::Value div = b.binary("divide", b.binary("subtract", x, mod), y);
-  hlo::Value adjust = b.binary("and", b.compare(hlo::Compare::NE, mod, zero),
+  hlo::Value mod = b.binary(Binary::Remainder, x, y);
+  hlo::Value div = b.binary(Binary::Divide, b.binary(Binary::Subtract, x, mod), y);
+  hlo::Value adjust = b.binary(Binary::And, b.compare(hlo::Compare::NE, mod, zero),
                                b.compare(hlo::Compare::NE, b.compare(hlo::Compare::LT, y, zero),
                                          b.compare(hlo::Compare::LT, mod, zero)));
-  div = b.select(adjust, b.binary("subtract", div, b.full(1, x.type)), div);
-  hlo::Value floored = b.unary("floor", div);
-  hlo::Value round_up = b.compare(hlo::Compare::GT, b.binary("subtract", div, floored),
+  div = b.select(adjust, b.binary(Binary::Subtract, div, b.full(1, x.type)), div);
+  hlo::Value floored = b.unary(Unary::Floor, div);
+  hlo::Value round_up = b.compare(hlo::Compare::GT, b.binary(Binary::Subtract, div, floored),
                                   b.full(0.5, x.type));
-  floored = b.select(round_up, b.binary("add", floored, b.full(1, x.type)), floored);
+  floored = b.select(round_up, b.binary(Binary::Add, floored, b.full(1, x.type)), floored);
   return b.select(b.compare(hlo::Compare::EQ, y, zero), quotient, floored);
 }
 
@@ -41,44 +41,44 @@ hlo::Value floor_divide_float(hlo::Builder& b, const hlo::Value& x, const hlo::V
 hlo::Value lower_add(hlo::Builder& b, const hlo::Value& x, const hlo::Value& y,
                      const hlo::Value& alpha, hlo::DType dtype) {
   auto [l, r] = promote(b, x, y, dtype);
-  const char* op = dtype == hlo::DType::Pred ? "or" : "add";
+  const Binary op = dtype == hlo::DType::Pred ? Binary::Or : Binary::Add;
   return b.binary(op, l, scaled(b, r, alpha));
 }
 
 hlo::Value lower_sub(hlo::Builder& b, const hlo::Value& x, const hlo::Value& y,
                      const hlo::Value& alpha, hlo::DType dtype) {
   auto [l, r] = promote(b, x, y, dtype);
-  return b.binary("subtract", l, scaled(b, r, alpha));
+  return b.binary(Binary::Subtract, l, scaled(b, r, alpha));
 }
 
 hlo::Value lower_mul(hlo::Builder& b, const hlo::Value& x, const hlo::Value& y, hlo::DType dtype) {
   auto [l, r] = promote(b, x, y, dtype);
-  return b.binary(dtype == hlo::DType::Pred ? "and" : "multiply", l, r);
+  return b.binary(dtype == hlo::DType::Pred ? Binary::And : Binary::Multiply, l, r);
 }
 
 hlo::Value lower_div(hlo::Builder& b, const hlo::Value& x, const hlo::Value& y, hlo::DType dtype,
                      DivMode mode) {
   auto [l, r] = promote(b, x, y, dtype);
-  hlo::Value q = b.binary("divide", l, r);
+  hlo::Value q = b.binary(Binary::Divide, l, r);
   if (mode == DivMode::True) return q;
   if (hlo::is_float(dtype)) {
     if (mode == DivMode::Floor) return floor_divide_float(b, l, r, q);
     hlo::Value negative = b.compare(hlo::Compare::LT, q, b.full(0, q.type));
-    return b.select(negative, b.unary("ceil", q), b.unary("floor", q));
+    return b.select(negative, b.unary(Unary::Ceil, q), b.unary(Unary::Floor, q));
   }
   if (mode == DivMode::Trunc || hlo::is_unsigned_int(dtype)) return q;  // integer divide truncates
   // Floor division: step down when the remainder is non-zero and the signs differ.
   hlo::Value zero = b.full(0, q.type);
-  hlo::Value rem = b.binary("remainder", l, r);
+  hlo::Value rem = b.binary(Binary::Remainder, l, r);
   hlo::Value inexact = b.compare(hlo::Compare::NE, rem, zero);
   hlo::Value signs_differ = b.compare(hlo::Compare::NE, b.compare(hlo::Compare::LT, l, zero),
                                       b.compare(hlo::Compare::LT, r, zero));
-  hlo::Value adjust = b.binary("and", inexact, signs_differ);
-  return b.select(adjust, b.binary("subtract", q, b.full(1, q.type)), q);
+  hlo::Value adjust = b.binary(Binary::And, inexact, signs_differ);
+  return b.select(adjust, b.binary(Binary::Subtract, q, b.full(1, q.type)), q);
 }
 
 hlo::Value lower_relu(hlo::Builder& b, const hlo::Value& x) {
-  return b.binary("maximum", x, b.full(0, x.type));
+  return b.binary(Binary::Maximum, x, b.full(0, x.type));
 }
 
 hlo::Value lower_threshold_backward(hlo::Builder& b, const hlo::Value& grad, const hlo::Value& x,

@@ -92,8 +92,8 @@ DType arange_math(DType dtype) {
 Value lower_arange(hlo::Builder& b, const Value& start, const Value& step, int64_t n,
                    DType dtype) {
   TensorType t{start.type.dtype, {n}};
-  Value r = b.binary("add", b.broadcast_in_dim(start, {n}, {}),
-                     b.binary("multiply", b.iota(t, 0), b.broadcast_in_dim(step, {n}, {})));
+  Value r = b.binary(Binary::Add, b.broadcast_in_dim(start, {n}, {}),
+                     b.binary(Binary::Multiply, b.iota(t, 0), b.broadcast_in_dim(step, {n}, {})));
   return b.convert(r, dtype);
 }
 
@@ -110,20 +110,20 @@ Value lower_linspace(hlo::Builder& b, const Value& start, const Value& end, int6
   Value sv = b.broadcast_in_dim(s, {steps}, {});
   Value values = sv;
   if (steps > 1) {
-    Value step = b.binary("divide", b.binary("subtract", e, s),
+    Value step = b.binary(Binary::Divide, b.binary(Binary::Subtract, e, s),
                           b.constant(static_cast<double>(steps - 1), math));
     Value stepv = b.broadcast_in_dim(step, {steps}, {});
     Value i = b.iota(t, 0);
-    Value from_start = b.binary("add", sv, b.binary("multiply", stepv, i));
-    Value rest = b.binary("subtract", b.full(static_cast<double>(steps - 1), t), i);
-    Value from_end = b.binary("subtract", b.broadcast_in_dim(e, {steps}, {}),
-                              b.binary("multiply", stepv, rest));
+    Value from_start = b.binary(Binary::Add, sv, b.binary(Binary::Multiply, stepv, i));
+    Value rest = b.binary(Binary::Subtract, b.full(static_cast<double>(steps - 1), t), i);
+    Value from_end = b.binary(Binary::Subtract, b.broadcast_in_dim(e, {steps}, {}),
+                              b.binary(Binary::Multiply, stepv, rest));
     Value first_half = b.compare(Compare::LT, i, b.full(static_cast<double>(steps / 2), t));
     values = b.select(first_half, from_start, from_end);
   }
   if (base != nullptr) {
     Value bv = b.broadcast_in_dim(b.convert(b.convert(*base, dtype), math), {steps}, {});
-    values = b.binary("power", bv, values);
+    values = b.binary(Binary::Power, bv, values);
   }
   return b.convert(values, dtype);
 }

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/common.h"
 #include "ops/registry.h"
 
 namespace torch_tpu::ops {
@@ -64,7 +65,7 @@ Value fft_along(hlo::Builder& b, const Value& x, int64_t dim, FftType type, int6
 }
 
 Value conj(hlo::Builder& b, const Value& z) {
-  return b.complex(b.real(z), b.unary("negate", b.imag(z)));
+  return b.complex(b.real(z), b.unary(Unary::Negate, b.imag(z)));
 }
 
 // Forward or unnormalized inverse complex transforms along `dims`.
@@ -83,7 +84,7 @@ double norm_scale(int64_t normalization, double n) {
 
 Value scaled(hlo::Builder& b, const Value& x, double scale) {
   if (scale == 1.0) return x;
-  return b.binary("multiply", x, b.full(scale, x.type));
+  return b.binary(Binary::Multiply, x, b.full(scale, x.type));
 }
 
 std::vector<int64_t> wrapped(const std::vector<int64_t>& dims, int64_t rank) {

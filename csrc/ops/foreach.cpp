@@ -45,20 +45,20 @@ LowerFn each(std::vector<size_t> args, Body body) {
   };
 }
 
-Body binary(const char* op) {
+Body binary(Binary op) {
   return [op](hlo::Builder& b, const V& x) { return b.binary(op, x[0], x[1]); };
 }
 
 // x[0] op alpha * x[1], the alpha=1 overloads passing only two operands.
-Body with_alpha(const char* op) {
+Body with_alpha(Binary op) {
   return [op](hlo::Builder& b, const V& x) {
-    Value y = x.size() > 2 ? b.binary("multiply", x[2], x[1]) : x[1];
+    Value y = x.size() > 2 ? b.binary(Binary::Multiply, x[2], x[1]) : x[1];
     return b.binary(op, x[0], y);
   };
 }
 
-Body unary(const char* op) {
-  return [op](hlo::Builder& b, const V& x) { return b.emit(op, {x[0]}, "", x[0].type); };
+Body unary(Unary op) {
+  return [op](hlo::Builder& b, const V& x) { return b.unary(op, x[0]); };
 }
 
 Value flat(hlo::Builder& b, const Value& x) { return b.reshape(x, {x.type.numel()}); }
@@ -68,25 +68,25 @@ Value identity(hlo::Builder&, const V& x) { return x[0]; }
 Value trunc(hlo::Builder& b, const Value& x) {
   if (!hlo::is_float(x.type.dtype)) return x;
   Value negative = b.compare(Compare::LT, x, b.full(0, x.type));
-  return b.select(negative, b.unary("ceil", x), b.unary("floor", x));
+  return b.select(negative, b.unary(Unary::Ceil, x), b.unary(Unary::Floor, x));
 }
 
 // self + value * t1 * t2 and self + value * t1 / t2, in PyTorch's evaluation order.
 Value addcmul(hlo::Builder& b, const V& x) {
-  return b.binary("add", x[0], b.binary("multiply", b.binary("multiply", x[3], x[1]), x[2]));
+  return b.binary(Binary::Add, x[0], b.binary(Binary::Multiply, b.binary(Binary::Multiply, x[3], x[1]), x[2]));
 }
 Value addcdiv(hlo::Builder& b, const V& x) {
-  return b.binary("add", x[0], b.binary("divide", b.binary("multiply", x[3], x[1]), x[2]));
+  return b.binary(Binary::Add, x[0], b.binary(Binary::Divide, b.binary(Binary::Multiply, x[3], x[1]), x[2]));
 }
 
 // PyTorch's two-sided lerp: exact at both ends.
 Value lerp(hlo::Builder& b, const V& x) {
   const Value &start = x[0], &end = x[1], &w = x[2];
-  Value diff = b.binary("subtract", end, start);
-  Value small = b.compare(Compare::LT, b.unary("abs", w), b.full(0.5, w.type));
-  Value low = b.binary("add", start, b.binary("multiply", w, diff));
-  Value high = b.binary("subtract", end,
-                        b.binary("multiply", diff, b.binary("subtract", b.full(1, w.type), w)));
+  Value diff = b.binary(Binary::Subtract, end, start);
+  Value small = b.compare(Compare::LT, b.unary(Unary::Abs, w), b.full(0.5, w.type));
+  Value low = b.binary(Binary::Add, start, b.binary(Binary::Multiply, w, diff));
+  Value high = b.binary(Binary::Subtract, end,
+                        b.binary(Binary::Multiply, diff, b.binary(Binary::Subtract, b.full(1, w.type), w)));
   return b.select(small, low, high);
 }
 
@@ -99,24 +99,24 @@ V lower_norm(Node& n) {  // _foreach_norm.Scalar(self[], ord, dtype?)
     const TensorType& out = n.out(i);
     const DType m = math_dtype(out.dtype);
     const Value& xi = n.list(0).at(i).value();
-    Value a = b.unary("abs", b.convert(xi, m));
+    Value a = b.unary(Unary::Abs, b.convert(xi, m));
     Value p = b.convert(n.in(1), m);
     Value pa = b.broadcast_in_dim(p, a.type.shape, {});
     Value is2 = b.compare(Compare::EQ, pa, b.full(2, a.type));
     Value is0 = b.compare(Compare::EQ, pa, b.full(0, a.type));
     Value nonzero = b.convert(b.compare(Compare::NE, a, b.full(0, a.type)), m);
     Value term = b.select(is0, nonzero,
-                          b.select(is2, b.binary("multiply", a, a), b.binary("power", a, pa)));
-    Value sum = b.reduce(flat(b, term), b.constant(0, m), {0}, hlo::Reducer::Add);
+                          b.select(is2, b.binary(Binary::Multiply, a, a), b.binary(Binary::Power, a, pa)));
+    Value sum = b.reduce(flat(b, term), b.constant(0, m), {0}, hlo::Binary::Add);
     Value root = b.select(b.compare(Compare::EQ, p, b.constant(0, m)), sum,
-                          b.select(b.compare(Compare::EQ, p, b.constant(2, m)), b.unary("sqrt", sum),
-                                   b.binary("power", sum, b.binary("divide", b.constant(1, m), p))));
+                          b.select(b.compare(Compare::EQ, p, b.constant(2, m)), b.unary(Unary::Sqrt, sum),
+                                   b.binary(Binary::Power, sum, b.binary(Binary::Divide, b.constant(1, m), p))));
     // max |x| for +inf, -max(-|x|) = min |x| for -inf: one reduction serves both.
     Value negative = b.compare(Compare::LT, p, b.constant(0, m));
-    Value signed_a = b.select(b.broadcast_in_dim(negative, a.type.shape, {}), b.unary("negate", a), a);
-    Value mx = b.reduce(flat(b, signed_a), b.constant(-INFINITY, m), {0}, hlo::Reducer::Max);
-    Value inf_norm = b.select(negative, b.unary("negate", mx), mx);
-    Value is_inf = b.compare(Compare::EQ, b.unary("abs", p), b.constant(INFINITY, m));
+    Value signed_a = b.select(b.broadcast_in_dim(negative, a.type.shape, {}), b.unary(Unary::Negate, a), a);
+    Value mx = b.reduce(flat(b, signed_a), b.constant(-INFINITY, m), {0}, hlo::Binary::Maximum);
+    Value inf_norm = b.select(negative, b.unary(Unary::Negate, mx), mx);
+    Value is_inf = b.compare(Compare::EQ, b.unary(Unary::Abs, p), b.constant(INFINITY, m));
     results.push_back(b.select(is_inf, inf_norm, root));
   }
   return results;
@@ -180,32 +180,36 @@ LowerFn fused_adam(bool decoupled) {
       auto constant = [&](double x) { return b.full(x, {m, shape}); };
       // Bias corrections from the step count, in f64 as PyTorch computes them.
       Value step = b.convert(n.list(5)[i].value(), DType::F64);
-      Value bc1 = b.binary("subtract", b.constant(1, DType::F64),
-                           b.binary("power", b.constant(beta1, DType::F64), step));
-      Value bc2 = b.binary("subtract", b.constant(1, DType::F64),
-                           b.binary("power", b.constant(beta2, DType::F64), step));
-      Value step_size = scalar(b.binary("divide", lr, bc1));
-      Value bc2_sqrt = scalar(b.unary("sqrt", bc2));
+      Value bc1 = b.binary(Binary::Subtract, b.constant(1, DType::F64),
+                           b.binary(Binary::Power, b.constant(beta1, DType::F64), step));
+      Value bc2 = b.binary(Binary::Subtract, b.constant(1, DType::F64),
+                           b.binary(Binary::Power, b.constant(beta2, DType::F64), step));
+      Value step_size = scalar(b.binary(Binary::Divide, lr, bc1));
+      Value bc2_sqrt = scalar(b.unary(Unary::Sqrt, bc2));
       Value param = b.convert(p0, m);
       Value grad = b.convert(n.list(1)[i].value(), m);
-      if (n.has(13)) grad = b.binary("divide", grad, scalar(n.in(13)));
-      Value g = maximize ? b.unary("negate", grad) : grad;
+      if (n.has(13)) grad = b.binary(Binary::Divide, grad, scalar(n.in(13)));
+      Value g = maximize ? b.unary(Unary::Negate, grad) : grad;
       if (weight_decay != 0) {
         if (decoupled)
-          param = b.binary("subtract", param, b.binary("multiply", b.binary("multiply", scalar(lr), constant(weight_decay)), param));
+          param = b.binary(Binary::Subtract, param,
+                           b.binary(Binary::Multiply,
+                                    b.binary(Binary::Multiply, scalar(lr), constant(weight_decay)), param));
         else
-          g = b.binary("add", g, b.binary("multiply", param, constant(weight_decay)));
+          g = b.binary(Binary::Add, g, b.binary(Binary::Multiply, param, constant(weight_decay)));
       }
       Value avg = lerp(b, {b.convert(n.list(2)[i].value(), m), g, constant(1 - beta1)});
-      Value sq = b.binary("add", b.binary("multiply", b.convert(n.list(3)[i].value(), m), constant(beta2)),
-                          b.binary("multiply", b.binary("multiply", constant(1 - beta2), g), g));
+      Value sq = b.binary(Binary::Add, b.binary(Binary::Multiply, b.convert(n.list(3)[i].value(), m), constant(beta2)),
+                          b.binary(Binary::Multiply, b.binary(Binary::Multiply, constant(1 - beta2), g), g));
       Value second = sq;
       if (amsgrad) {
         second = nan_max(b, b.convert(n.list(4)[i].value(), m), sq);
         maxes.push_back(second);
       }
-      Value denom = b.binary("add", b.binary("divide", b.unary("sqrt", second), bc2_sqrt), constant(eps));
-      params.push_back(b.binary("subtract", param, b.binary("divide", b.binary("multiply", step_size, avg), denom)));
+      Value denom = b.binary(Binary::Add, b.binary(Binary::Divide, b.unary(Unary::Sqrt, second), bc2_sqrt),
+                             constant(eps));
+      params.push_back(b.binary(Binary::Subtract, param,
+                                b.binary(Binary::Divide, b.binary(Binary::Multiply, step_size, avg), denom)));
       grads.push_back(grad);
       avgs.push_back(avg);
       sqs.push_back(sq);
@@ -231,21 +235,23 @@ V lower_fused_sgd(Node& n) {
     auto constant = [&](double x) { return b.full(x, {m, p0.type.shape}); };
     Value param = b.convert(p0, m);
     Value grad = b.convert(n.list(1)[i].value(), m);
-    if (n.has(10)) grad = b.binary("divide", grad, b.broadcast_in_dim(b.convert(n.in(10), m), p0.type.shape, {}));
+    if (n.has(10)) grad = b.binary(Binary::Divide, grad, b.broadcast_in_dim(b.convert(n.in(10), m), p0.type.shape, {}));
     grads.push_back(grad);
-    Value g = maximize ? b.unary("negate", grad) : grad;
-    if (weight_decay != 0) g = b.binary("add", g, b.binary("multiply", param, constant(weight_decay)));
+    Value g = maximize ? b.unary(Unary::Negate, grad) : grad;
+    if (weight_decay != 0) g = b.binary(Binary::Add, g, b.binary(Binary::Multiply, param, constant(weight_decay)));
     if (momentum != 0) {
       Value buf = first ? g
-                        : b.binary("add", b.binary("multiply", b.convert(n.list(2)[i].value(), m), constant(momentum)),
-                                   b.binary("multiply", g, constant(1 - dampening)));
+                        : b.binary(Binary::Add,
+                                   b.binary(Binary::Multiply, b.convert(n.list(2)[i].value(), m),
+                                            constant(momentum)),
+                                   b.binary(Binary::Multiply, g, constant(1 - dampening)));
       bufs.push_back(buf);
-      g = nesterov ? b.binary("add", g, b.binary("multiply", buf, constant(momentum))) : buf;
+      g = nesterov ? b.binary(Binary::Add, g, b.binary(Binary::Multiply, buf, constant(momentum))) : buf;
     } else if (i < n.list(2).size()) {
       bufs.push_back(n.list(2)[i].value());
     }
-    Value step = b.binary("multiply", b.broadcast_in_dim(b.convert(lr, m), p0.type.shape, {}), g);
-    params.push_back(b.binary("subtract", param, step));
+    Value step = b.binary(Binary::Multiply, b.broadcast_in_dim(b.convert(lr, m), p0.type.shape, {}), g);
+    params.push_back(b.binary(Binary::Subtract, param, step));
   }
   return unless_skipped(n, skip, {params, grads, bufs});
 }
@@ -267,19 +273,20 @@ V lower_fused_adagrad(Node& n) {
     auto constant = [&](double x) { return b.full(x, {m, shape}); };
     Value param = b.convert(p0, m);
     Value grad = b.convert(n.list(1)[i].value(), m);
-    if (n.has(9)) grad = b.binary("divide", grad, b.broadcast_in_dim(b.convert(n.in(9), m), shape, {}));
+    if (n.has(9)) grad = b.binary(Binary::Divide, grad, b.broadcast_in_dim(b.convert(n.in(9), m), shape, {}));
     grads.push_back(grad);
-    Value g = maximize ? b.unary("negate", grad) : grad;
-    if (weight_decay != 0) g = b.binary("add", g, b.binary("multiply", param, constant(weight_decay)));
+    Value g = maximize ? b.unary(Unary::Negate, grad) : grad;
+    if (weight_decay != 0) g = b.binary(Binary::Add, g, b.binary(Binary::Multiply, param, constant(weight_decay)));
     // lr / (1 + (step - 1) lr_decay), in f64 as PyTorch computes it.
     Value step = b.convert(n.list(3)[i].value(), DType::F64);
-    Value decay = b.binary("add", b.constant(1, DType::F64),
-                           b.binary("multiply", b.binary("subtract", step, b.constant(1, DType::F64)),
+    Value decay = b.binary(Binary::Add, b.constant(1, DType::F64),
+                           b.binary(Binary::Multiply, b.binary(Binary::Subtract, step, b.constant(1, DType::F64)),
                                     b.constant(lr_decay, DType::F64)));
-    Value clr = b.broadcast_in_dim(b.convert(b.binary("divide", lr, decay), m), shape, {});
-    Value sum = b.binary("add", b.convert(n.list(2)[i].value(), m), b.binary("multiply", g, g));
-    Value std = b.binary("add", b.unary("sqrt", sum), constant(eps));
-    params.push_back(b.binary("subtract", param, b.binary("divide", b.binary("multiply", clr, g), std)));
+    Value clr = b.broadcast_in_dim(b.convert(b.binary(Binary::Divide, lr, decay), m), shape, {});
+    Value sum = b.binary(Binary::Add, b.convert(n.list(2)[i].value(), m), b.binary(Binary::Multiply, g, g));
+    Value std = b.binary(Binary::Add, b.unary(Unary::Sqrt, sum), constant(eps));
+    params.push_back(b.binary(Binary::Subtract, param,
+                              b.binary(Binary::Divide, b.binary(Binary::Multiply, clr, g), std)));
     sums.push_back(sum);
     steps.push_back(n.list(3)[i].value());
   }
@@ -299,25 +306,25 @@ V lower_zero(Node& n) {
 // Binary ops: List, Scalar, ScalarList and Tensor overloads all read operands 0 and 1.
 TORCH_TPU_LOWERING(foreach_add, {"_foreach_add.List", "_foreach_add_.List", "_foreach_add.Tensor",
                                  "_foreach_add_.Tensor"},
-                   each({0, 1, 2}, with_alpha("add")));
+                   each({0, 1, 2}, with_alpha(Binary::Add)));
 TORCH_TPU_LOWERING(foreach_add_scalar, {"_foreach_add.Scalar", "_foreach_add_.Scalar",
                                         "_foreach_add.ScalarList", "_foreach_add_.ScalarList"},
-                   each({0, 1}, with_alpha("add")));
+                   each({0, 1}, with_alpha(Binary::Add)));
 TORCH_TPU_LOWERING(foreach_sub, {"_foreach_sub.List", "_foreach_sub_.List"},
-                   each({0, 1, 2}, with_alpha("subtract")));
+                   each({0, 1, 2}, with_alpha(Binary::Subtract)));
 TORCH_TPU_LOWERING(foreach_sub_scalar, {"_foreach_sub.Scalar", "_foreach_sub_.Scalar",
                                         "_foreach_sub.ScalarList", "_foreach_sub_.ScalarList"},
-                   each({0, 1}, with_alpha("subtract")));
+                   each({0, 1}, with_alpha(Binary::Subtract)));
 TORCH_TPU_LOWERING(foreach_mul, {"_foreach_mul.List", "_foreach_mul_.List", "_foreach_mul.Scalar",
                                  "_foreach_mul_.Scalar", "_foreach_mul.ScalarList",
                                  "_foreach_mul_.ScalarList", "_foreach_mul.Tensor",
                                  "_foreach_mul_.Tensor"},
-                   each({0, 1}, binary("multiply")));
+                   each({0, 1}, binary(Binary::Multiply)));
 TORCH_TPU_LOWERING(foreach_div, {"_foreach_div.List", "_foreach_div_.List", "_foreach_div.Scalar",
                                  "_foreach_div_.Scalar", "_foreach_div.ScalarList",
                                  "_foreach_div_.ScalarList", "_foreach_div.Tensor",
                                  "_foreach_div_.Tensor"},
-                   each({0, 1}, binary("divide")));
+                   each({0, 1}, binary(Binary::Divide)));
 TORCH_TPU_LOWERING(foreach_maximum,
                    {"_foreach_maximum.List", "_foreach_maximum_.List", "_foreach_maximum.Scalar",
                     "_foreach_maximum_.Scalar", "_foreach_maximum.ScalarList",
@@ -337,7 +344,7 @@ TORCH_TPU_LOWERING(foreach_minimum,
 TORCH_TPU_LOWERING(foreach_pow, {"_foreach_pow.List", "_foreach_pow_.List", "_foreach_pow.Scalar",
                                  "_foreach_pow_.Scalar", "_foreach_pow.ScalarList",
                                  "_foreach_pow_.ScalarList", "_foreach_pow.ScalarAndTensor"},
-                   each({0, 1}, binary("power")));
+                   each({0, 1}, binary(Binary::Power)));
 
 TORCH_TPU_LOWERING(foreach_addcmul, {"_foreach_addcmul.Scalar", "_foreach_addcmul_.Scalar",
                                      "_foreach_addcmul.ScalarList", "_foreach_addcmul_.ScalarList"},
@@ -362,62 +369,62 @@ TORCH_TPU_LOWERING(foreach_copy, {"_foreach_copy", "_foreach_copy_"}, each({1}, 
 TORCH_TPU_LOWERING(foreach_clone, {"_foreach_clone"}, each({0}, identity));
 
 // Unary ops.
-TORCH_TPU_LOWERING(foreach_abs, {"_foreach_abs", "_foreach_abs_"}, each({0}, unary("stablehlo.abs")));
+TORCH_TPU_LOWERING(foreach_abs, {"_foreach_abs", "_foreach_abs_"}, each({0}, unary(Unary::Abs)));
 TORCH_TPU_LOWERING(foreach_neg, {"_foreach_neg", "_foreach_neg_"},
-                   each({0}, unary("stablehlo.negate")));
+                   each({0}, unary(Unary::Negate)));
 TORCH_TPU_LOWERING(foreach_sign, {"_foreach_sign", "_foreach_sign_"},
-                   each({0}, unary("stablehlo.sign")));
+                   each({0}, unary(Unary::Sign)));
 TORCH_TPU_LOWERING(foreach_sqrt, {"_foreach_sqrt", "_foreach_sqrt_"},
-                   each({0}, unary("stablehlo.sqrt")));
+                   each({0}, unary(Unary::Sqrt)));
 TORCH_TPU_LOWERING(foreach_rsqrt, {"_foreach_rsqrt", "_foreach_rsqrt_"},
-                   each({0}, unary("stablehlo.rsqrt")));
+                   each({0}, unary(Unary::Rsqrt)));
 TORCH_TPU_LOWERING(foreach_exp, {"_foreach_exp", "_foreach_exp_"},
-                   each({0}, unary("stablehlo.exponential")));
+                   each({0}, unary(Unary::Exponential)));
 TORCH_TPU_LOWERING(foreach_expm1, {"_foreach_expm1", "_foreach_expm1_"},
-                   each({0}, unary("stablehlo.exponential_minus_one")));
-TORCH_TPU_LOWERING(foreach_log, {"_foreach_log", "_foreach_log_"}, each({0}, unary("stablehlo.log")));
+                   each({0}, unary(Unary::ExponentialMinusOne)));
+TORCH_TPU_LOWERING(foreach_log, {"_foreach_log", "_foreach_log_"}, each({0}, unary(Unary::Log)));
 TORCH_TPU_LOWERING(foreach_log1p, {"_foreach_log1p", "_foreach_log1p_"},
-                   each({0}, unary("stablehlo.log_plus_one")));
-TORCH_TPU_LOWERING(foreach_sin, {"_foreach_sin", "_foreach_sin_"}, each({0}, unary("stablehlo.sine")));
+                   each({0}, unary(Unary::LogPlusOne)));
+TORCH_TPU_LOWERING(foreach_sin, {"_foreach_sin", "_foreach_sin_"}, each({0}, unary(Unary::Sine)));
 TORCH_TPU_LOWERING(foreach_cos, {"_foreach_cos", "_foreach_cos_"},
-                   each({0}, unary("stablehlo.cosine")));
-TORCH_TPU_LOWERING(foreach_tan, {"_foreach_tan", "_foreach_tan_"}, each({0}, unary("chlo.tan")));
+                   each({0}, unary(Unary::Cosine)));
+TORCH_TPU_LOWERING(foreach_tan, {"_foreach_tan", "_foreach_tan_"}, each({0}, unary(Unary::Tan)));
 TORCH_TPU_LOWERING(foreach_tanh, {"_foreach_tanh", "_foreach_tanh_"},
-                   each({0}, unary("stablehlo.tanh")));
+                   each({0}, unary(Unary::Tanh)));
 TORCH_TPU_LOWERING(foreach_sigmoid, {"_foreach_sigmoid", "_foreach_sigmoid_"},
-                   each({0}, unary("stablehlo.logistic")));
-TORCH_TPU_LOWERING(foreach_erf, {"_foreach_erf", "_foreach_erf_"}, each({0}, unary("chlo.erf")));
-TORCH_TPU_LOWERING(foreach_erfc, {"_foreach_erfc", "_foreach_erfc_"}, each({0}, unary("chlo.erfc")));
+                   each({0}, unary(Unary::Logistic)));
+TORCH_TPU_LOWERING(foreach_erf, {"_foreach_erf", "_foreach_erf_"}, each({0}, unary(Unary::Erf)));
+TORCH_TPU_LOWERING(foreach_erfc, {"_foreach_erfc", "_foreach_erfc_"}, each({0}, unary(Unary::Erfc)));
 TORCH_TPU_LOWERING(foreach_lgamma, {"_foreach_lgamma", "_foreach_lgamma_"},
-                   each({0}, unary("chlo.lgamma")));
-TORCH_TPU_LOWERING(foreach_asin, {"_foreach_asin", "_foreach_asin_"}, each({0}, unary("chlo.asin")));
-TORCH_TPU_LOWERING(foreach_acos, {"_foreach_acos", "_foreach_acos_"}, each({0}, unary("chlo.acos")));
-TORCH_TPU_LOWERING(foreach_atan, {"_foreach_atan", "_foreach_atan_"}, each({0}, unary("chlo.atan")));
-TORCH_TPU_LOWERING(foreach_sinh, {"_foreach_sinh", "_foreach_sinh_"}, each({0}, unary("chlo.sinh")));
-TORCH_TPU_LOWERING(foreach_cosh, {"_foreach_cosh", "_foreach_cosh_"}, each({0}, unary("chlo.cosh")));
+                   each({0}, unary(Unary::Lgamma)));
+TORCH_TPU_LOWERING(foreach_asin, {"_foreach_asin", "_foreach_asin_"}, each({0}, unary(Unary::Asin)));
+TORCH_TPU_LOWERING(foreach_acos, {"_foreach_acos", "_foreach_acos_"}, each({0}, unary(Unary::Acos)));
+TORCH_TPU_LOWERING(foreach_atan, {"_foreach_atan", "_foreach_atan_"}, each({0}, unary(Unary::Atan)));
+TORCH_TPU_LOWERING(foreach_sinh, {"_foreach_sinh", "_foreach_sinh_"}, each({0}, unary(Unary::Sinh)));
+TORCH_TPU_LOWERING(foreach_cosh, {"_foreach_cosh", "_foreach_cosh_"}, each({0}, unary(Unary::Cosh)));
 TORCH_TPU_LOWERING(foreach_floor, {"_foreach_floor", "_foreach_floor_"},
-                   each({0}, unary("stablehlo.floor")));
+                   each({0}, unary(Unary::Floor)));
 TORCH_TPU_LOWERING(foreach_ceil, {"_foreach_ceil", "_foreach_ceil_"},
-                   each({0}, unary("stablehlo.ceil")));
+                   each({0}, unary(Unary::Ceil)));
 TORCH_TPU_LOWERING(foreach_round, {"_foreach_round", "_foreach_round_"},
-                   each({0}, unary("stablehlo.round_nearest_even")));
+                   each({0}, unary(Unary::RoundNearestEven)));
 TORCH_TPU_LOWERING(foreach_trunc, {"_foreach_trunc", "_foreach_trunc_"},
                    each({0}, [](hlo::Builder& b, const V& x) { return trunc(b, x[0]); }));
 TORCH_TPU_LOWERING(foreach_frac, {"_foreach_frac", "_foreach_frac_"},
                    each({0}, [](hlo::Builder& b, const V& x) {
-                     return b.binary("subtract", x[0], trunc(b, x[0]));
+                     return b.binary(Binary::Subtract, x[0], trunc(b, x[0]));
                    }));
 TORCH_TPU_LOWERING(foreach_reciprocal, {"_foreach_reciprocal", "_foreach_reciprocal_"},
                    each({0}, [](hlo::Builder& b, const V& x) {
-                     return b.binary("divide", b.full(1, x[0].type), x[0]);
+                     return b.binary(Binary::Divide, b.full(1, x[0].type), x[0]);
                    }));
 TORCH_TPU_LOWERING(foreach_log2, {"_foreach_log2", "_foreach_log2_"},
                    each({0}, [](hlo::Builder& b, const V& x) {
-                     return b.binary("divide", b.unary("log", x[0]), b.full(M_LN2, x[0].type));
+                     return b.binary(Binary::Divide, b.unary(Unary::Log, x[0]), b.full(M_LN2, x[0].type));
                    }));
 TORCH_TPU_LOWERING(foreach_log10, {"_foreach_log10", "_foreach_log10_"},
                    each({0}, [](hlo::Builder& b, const V& x) {
-                     return b.binary("divide", b.unary("log", x[0]), b.full(M_LN10, x[0].type));
+                     return b.binary(Binary::Divide, b.unary(Unary::Log, x[0]), b.full(M_LN10, x[0].type));
                    }));
 
 }  // namespace torch_tpu::ops

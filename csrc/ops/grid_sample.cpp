@@ -72,9 +72,9 @@ struct Axis {
     if (twice_low == twice_high) return k(0, x);
     Value lo = k(twice_low / 2, x), span = k((twice_high - twice_low) / 2, x);
     Value in = m.abs(m.sub(x, lo));
-    Value extra = m.b.binary("remainder", in, span);
+    Value extra = m.b.binary(Binary::Remainder, in, span);
     Value flips = m.floor(m.div(in, span));
-    Value even = m.eq(m.b.binary("remainder", flips, k(2, x)), k(0, x));
+    Value even = m.eq(m.b.binary(Binary::Remainder, flips, k(2, x)), k(0, x));
     return m.sel(even, m.add(extra, lo), m.add(m.sub(span, extra), lo));
   }
 
@@ -127,7 +127,7 @@ struct Reader {
 Value weigh(hlo::Builder& b, const Value& v, const Value& w) {
   Ints dims;
   for (int64_t d = 0; d < w.type.rank(); ++d) dims.push_back(d);
-  return b.binary("multiply", v, b.broadcast_in_dim(w, v.type.shape, dims));
+  return b.binary(Binary::Multiply, v, b.broadcast_in_dim(w, v.type.shape, dims));
 }
 
 // PyTorch's cubic convolution coefficients (A = -0.75) at distances t + 1, t, 1 - t,
@@ -189,7 +189,7 @@ LowerFn grid_sampler(int64_t spatial) {
     if (interp == Interp::Nearest) {
       std::vector<Value> c;
       for (int64_t d = 0; d < spatial; ++d)
-        c.push_back(b.unary("round_nearest_even", axes[d].source(g[d])));
+        c.push_back(b.unary(Unary::RoundNearestEven, axes[d].source(g[d])));
       acc = reader.read(c);
     } else if (interp == Interp::Bilinear) {
       // Corner k takes the floor or the next element in each dim (bit d of k, dims in

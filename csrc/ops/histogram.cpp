@@ -45,7 +45,7 @@ std::vector<Value> lower_histc(Node& n) {
   std::vector<int64_t> grid{count, bins + 1};
   Value le = m.le(b.broadcast_in_dim(edges, grid, {1}), b.broadcast_in_dim(x, grid, {0}));
   Value pos = b.reduce(b.convert(le, DType::S64), b.constant_int(0, DType::S64), {1},
-                       hlo::Reducer::Add);
+                       hlo::Binary::Add);
   TensorType positions{DType::S64, {count}};
   pos = m.min(m.sub(pos, b.full(1, positions)), b.full(static_cast<double>(bins - 1), positions));
   Value inside = m.and_(m.ge(x, b.broadcast_in_dim(lo, {count}, {})),
@@ -54,7 +54,7 @@ std::vector<Value> lower_histc(Node& n) {
   Value onehot = m.and_(m.eq(b.broadcast_in_dim(pos, hits.shape, {0}), b.iota(hits, 1)),
                         b.broadcast_in_dim(inside, hits.shape, {0}));
   Value counts = b.reduce(b.convert(onehot, DType::S64), b.constant_int(0, DType::S64), {0},
-                          hlo::Reducer::Add);
+                          hlo::Binary::Add);
   return {b.convert(counts, out.dtype)};
 }
 
@@ -108,7 +108,7 @@ Histogram histogram_dd(Node& n, const Value& points, const std::vector<int64_t>&
     std::vector<int64_t> grid{count, bins[d] + 1};
     Value le = m.le(b.broadcast_in_dim(edges, grid, {1}), b.broadcast_in_dim(x, grid, {0}));
     Value pos = b.reduce(b.convert(le, DType::S64), b.constant_int(0, DType::S64), {1},
-                         hlo::Reducer::Add);
+                         hlo::Binary::Add);
     pos = m.max(m.min(m.sub(pos, b.full(1, positions)), b.full(static_cast<double>(bins[d] - 1), positions)),
                 b.full(0, positions));
     auto edge = [&](int64_t i) {
@@ -125,7 +125,7 @@ Histogram histogram_dd(Node& n, const Value& points, const std::vector<int64_t>&
     h.hist = lower_bincount(b, index, &w, total_bins, t);
   }
   if (density && total_bins > 0) {
-    Value sum = b.reduce(h.hist, b.constant(0, t), {0}, hlo::Reducer::Add);
+    Value sum = b.reduce(h.hist, b.constant(0, t), {0}, hlo::Binary::Add);
     Value hist = b.reshape(m.div(h.hist, b.broadcast_in_dim(sum, {total_bins}, {})), bins);
     for (int64_t d = 0; d < dims; ++d) {
       const Value& e = h.edges[d];
@@ -191,7 +191,7 @@ Value lower_bincount(hlo::Builder& b, const Value& x, const Value* weights, int6
   Value zeros = b.full(0, {dtype, {length}});
   if (count == 0) return zeros;
   Value updates = weights ? b.convert(*weights, dtype) : b.full(1, {dtype, {count}});
-  std::string add = b.binary_region("stablehlo.add", dtype);
+  std::string add = b.binary_region(Binary::Add, dtype);
   std::string attrs =
       "scatter_dimension_numbers = #stablehlo.scatter<inserted_window_dims = [0], "
       "scatter_dims_to_operand_dims = [0], index_vector_dim = 1>, indices_are_sorted = false, "

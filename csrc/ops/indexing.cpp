@@ -56,15 +56,15 @@ std::string combiner(hlo::Builder& b, Combine c, DType dtype) {
   TensorType s{dtype, {}};
   return b.region({s, s}, [c](hlo::Builder& r, const V& a) {
     const bool pred = a[0].type.dtype == DType::Pred;
-    const char* op = "";
+    Binary op = Binary::Add;
     switch (c) {
       case Combine::Replace: return V{a[1]};
-      case Combine::Add: op = pred ? "stablehlo.or" : "stablehlo.add"; break;
-      case Combine::Mul: op = pred ? "stablehlo.and" : "stablehlo.multiply"; break;
-      case Combine::Max: op = pred ? "stablehlo.or" : "stablehlo.maximum"; break;
-      case Combine::Min: op = pred ? "stablehlo.and" : "stablehlo.minimum"; break;
+      case Combine::Add: op = pred ? Binary::Or : Binary::Add; break;
+      case Combine::Mul: op = pred ? Binary::And : Binary::Multiply; break;
+      case Combine::Max: op = pred ? Binary::Or : Binary::Maximum; break;
+      case Combine::Min: op = pred ? Binary::And : Binary::Minimum; break;
     }
-    return V{r.emit(op, {a[0], a[1]}, "", a[0].type)};
+    return V{r.binary(op, a[0], a[1])};
   });
 }
 
@@ -86,7 +86,7 @@ Value scatter(hlo::Builder& b, const Value& x, const Value& idx, const Value& up
 Value wrap(hlo::Builder& b, const Value& index, int64_t size) {
   Value i = b.convert(index, DType::S64);
   Value negative = b.compare(Compare::LT, i, b.full(0, i.type));
-  return b.select(negative, b.binary("add", i, b.full(static_cast<double>(size), i.type)), i);
+  return b.select(negative, b.binary(Binary::Add, i, b.full(static_cast<double>(size), i.type)), i);
 }
 
 // Coordinates [index.shape..., rank] for point gathers/scatters along `dim`: the wrapped
@@ -159,10 +159,10 @@ Combine reduce_kind(const std::string& reduce) {
 
 // Rounds toward -inf for the integer mean, as PyTorch does (counts are positive).
 Value floor_div_int(hlo::Builder& b, const Value& x, const Value& count) {
-  Value q = b.binary("divide", x, count);
-  Value inexact = b.compare(Compare::NE, b.binary("multiply", q, count), x);
+  Value q = b.binary(Binary::Divide, x, count);
+  Value inexact = b.compare(Compare::NE, b.binary(Binary::Multiply, q, count), x);
   Value negative = b.compare(Compare::LT, x, b.full(0, x.type));
-  return b.select(b.binary("and", inexact, negative), b.binary("subtract", q, b.full(1, q.type)),
+  return b.select(b.binary(Binary::And, inexact, negative), b.binary(Binary::Subtract, q, b.full(1, q.type)),
                   q);
 }
 
@@ -206,7 +206,7 @@ Value scatter_op(Node& n, const std::string& reduce, bool include_self) {
     Value count = point_scatter(b, b.full(include_self ? 1 : 0, ctype), coords,
                                 b.full(1, {acc, utype.shape}), Combine::Add);
     count = b.select(b.compare(Compare::EQ, count, b.full(0, ctype)), b.full(1, ctype), count);
-    x = hlo::is_float(acc) ? b.binary("divide", x, count) : floor_div_int(b, x, count);
+    x = hlo::is_float(acc) ? b.binary(Binary::Divide, x, count) : floor_div_int(b, x, count);
   }
   return b.reshape(b.convert(x, out.dtype), out.shape);
 }
@@ -238,7 +238,7 @@ Value index_update(Node& n, Combine c, bool fill) {
                        : b.reshape(b.convert(n.in(3), out.dtype), ushape);
   if (c == Combine::Add && n.has(4) && out.dtype != DType::Pred) {
     DType acc = math_dtype(out.dtype);
-    updates = b.binary("multiply", b.convert(updates, acc), splat_like(b, n.in(4), {acc, ushape}));
+    updates = b.binary(Binary::Multiply, b.convert(updates, acc), splat_like(b, n.in(4), {acc, ushape}));
     Value r = scatter_along(b, b.convert(self, acc), dim, n.in(2), updates, c);
     return b.reshape(b.convert(r, out.dtype), out.shape);
   }
@@ -301,7 +301,7 @@ V lower_index_reduce(Node& n) {
     Value count = scatter_along(b, b.full(include_self ? 1 : 0, ctype), dim, index,
                                 b.full(1, {acc, ushape}), Combine::Add);
     count = b.select(b.compare(Compare::EQ, count, b.full(0, ctype)), b.full(1, ctype), count);
-    x = hlo::is_float(acc) ? b.binary("divide", x, count) : floor_div_int(b, x, count);
+    x = hlo::is_float(acc) ? b.binary(Binary::Divide, x, count) : floor_div_int(b, x, count);
   }
   return {b.reshape(b.convert(x, out.dtype), out.shape)};
 }
@@ -400,7 +400,7 @@ V lower_masked_fill(Node& n) {
 // The rank of each true element among the true elements, in row-major order.
 Value mask_rank(hlo::Builder& b, const Value& mask_flat) {
   Value m = b.convert(mask_flat, DType::S64);
-  return b.binary("subtract", cumsum_1d(b, m), b.full(1, m.type));
+  return b.binary(Binary::Subtract, cumsum_1d(b, m), b.full(1, m.type));
 }
 
 V lower_masked_scatter(Node& n) {
@@ -412,8 +412,8 @@ V lower_masked_scatter(Node& n) {
   if (numel == 0 || k == 0) return {self};
   Value mask = b.reshape(broadcast_to(b, b.convert(n.in(1), DType::Pred), out.shape), {numel});
   Value rank = mask_rank(b, mask);
-  rank = b.binary("minimum", rank, b.full(static_cast<double>(k - 1), rank.type));
-  rank = b.binary("maximum", rank, b.full(0, rank.type));
+  rank = b.binary(Binary::Minimum, rank, b.full(static_cast<double>(k - 1), rank.type));
+  rank = b.binary(Binary::Maximum, rank, b.full(0, rank.type));
   Value source = b.reshape(b.convert(n.in(2), out.dtype), {k});
   Value picked = b.reshape(b.gather_flat(source, rank), out.shape);
   return {b.select(b.reshape(mask, out.shape), picked, self)};
@@ -431,15 +431,15 @@ Value index_counts(hlo::Builder& b, const Value& idx, int64_t num_weights, DType
 
 // The p-norm of each row of x [N, D] (in x's float dtype), p static.
 Value row_norms(hlo::Builder& b, const Value& x, double p) {
-  Value a = b.unary("abs", x);
+  Value a = b.unary(Unary::Abs, x);
   DType dtype = x.type.dtype;
   if (std::isinf(p)) return reduce_extreme(b, a, {1}, p > 0);
   if (p == 0) return lower_sum(b, b.convert(b.compare(Compare::NE, a, b.full(0, a.type)), dtype),
                                {1}, false, dtype);
   if (p == 1) return lower_sum(b, a, {1}, false, dtype);
-  if (p == 2) return b.unary("sqrt", lower_sum(b, b.binary("multiply", a, a), {1}, false, dtype));
-  Value powered = lower_sum(b, b.binary("power", a, b.full(p, a.type)), {1}, false, dtype);
-  return b.binary("power", powered, b.full(1 / p, powered.type));
+  if (p == 2) return b.unary(Unary::Sqrt, lower_sum(b, b.binary(Binary::Multiply, a, a), {1}, false, dtype));
+  Value powered = lower_sum(b, b.binary(Binary::Power, a, b.full(p, a.type)), {1}, false, dtype);
+  return b.binary(Binary::Power, powered, b.full(1 / p, powered.type));
 }
 
 // embedding_renorm(self [N, D], indices, max_norm, norm_type): self with each row that
@@ -457,12 +457,12 @@ V lower_embedding_renorm(Node& n) {
   Value named = scatter(b, b.full(0, {DType::Pred, {rows}}),
                         b.reshape(wrap(b, b.reshape(n.in(1), {m}), rows), {m, 1}),
                         b.full(1, {DType::Pred, {m}}), {}, {0}, {0}, Combine::Add);
-  Value scaled = b.binary("and", named, b.compare(Compare::GT, norm, b.full(max_norm, norm.type)));
-  Value scale = b.binary("divide", b.full(max_norm, norm.type),
-                         b.binary("add", norm, b.full(1e-7, norm.type)));
+  Value scaled = b.binary(Binary::And, named, b.compare(Compare::GT, norm, b.full(max_norm, norm.type)));
+  Value scale = b.binary(Binary::Divide, b.full(max_norm, norm.type),
+                         b.binary(Binary::Add, norm, b.full(1e-7, norm.type)));
   scale = b.select(scaled, scale, b.full(1, scale.type));
   scale = b.convert(b.convert(scale, self.type.dtype), acc);
-  Value out = b.binary("multiply", x, b.broadcast_in_dim(scale, self.type.shape, {0}));
+  Value out = b.binary(Binary::Multiply, x, b.broadcast_in_dim(scale, self.type.shape, {0}));
   return {b.convert(out, self.type.dtype)};
 }
 
@@ -480,7 +480,7 @@ V lower_embedding_dense_backward(Node& n) {
   g = b.select(b.broadcast_in_dim(keep, {m, dim}, {0}), g, b.full(0, g.type));
   if (n.flag(4)) {
     Value counts = index_counts(b, idx, num_weights, acc);
-    g = b.binary("divide", g, b.broadcast_in_dim(counts, {m, dim}, {0}));
+    g = b.binary(Binary::Divide, g, b.broadcast_in_dim(counts, {m, dim}, {0}));
   }
   Value grad = scatter(b, b.full(0, {acc, out.shape}), b.reshape(idx, {m, 1}), g, {1}, {0}, {0},
                        Combine::Add);
@@ -505,19 +505,19 @@ Bags make_bags(hlo::Builder& b, const Value& indices, const Value& offsets, int6
   Value starts = b.slice(off, {0}, {num_bags}, {1});
   // One mark per bag start, then a running count gives each position's bag.
   Value marks = scatter(b, b.full(0, {DType::S64, {m + 1}}),
-                        b.reshape(b.binary("minimum", starts, b.full(static_cast<double>(m),
+                        b.reshape(b.binary(Binary::Minimum, starts, b.full(static_cast<double>(m),
                                                                      starts.type)),
                                   {num_bags, 1}),
                         b.full(1, {DType::S64, {num_bags}}), {}, {0}, {0}, Combine::Add);
-  Value bag = b.binary("subtract", b.slice(cumsum_1d(b, marks), {0}, {m}, {1}),
+  Value bag = b.binary(Binary::Subtract, b.slice(cumsum_1d(b, marks), {0}, {m}, {1}),
                        b.full(1, {DType::S64, {m}}));
-  Value valid = b.binary("and", b.compare(Compare::GE, bag, b.full(0, bag.type)),
+  Value valid = b.binary(Binary::And, b.compare(Compare::GE, bag, b.full(0, bag.type)),
                          b.compare(Compare::NE, g.idx,
                                    b.full(static_cast<double>(padding_idx), g.idx.type)));
   if (include_last_offset) {
     Value end = b.broadcast_in_dim(b.reshape(b.slice(off, {num_bags}, {num_bags + 1}, {1}), {}),
                                    {m}, {});
-    valid = b.binary("and", valid, b.compare(Compare::LT, b.iota({DType::S64, {m}}, 0), end));
+    valid = b.binary(Binary::And, valid, b.compare(Compare::LT, b.iota({DType::S64, {m}}, 0), end));
   }
   g.bag = b.select(valid, bag, b.full(static_cast<double>(num_bags), bag.type));
   g.count = scatter(b, b.full(0, {acc, {num_bags}}), b.reshape(g.bag, {m, 1}),
@@ -541,7 +541,7 @@ V lower_embedding_bag(Node& n) {
   Bags g = make_bags(b, n.in(1), n.in(2), num_bags, n.flag(7), n.i64(8), acc);
   Value rows = b.convert(select_along(b, n.in(0), 0, g.idx), acc);
   if (n.has(6))
-    rows = b.binary("multiply", rows,
+    rows = b.binary(Binary::Multiply, rows,
                     b.broadcast_in_dim(b.convert(n.in(6), acc), {m, dim}, {0}));
   Value target = b.reshape(g.bag, {m, 1});
   Value bag_size = b.convert(g.count, n.out(2).dtype);
@@ -555,15 +555,15 @@ V lower_embedding_bag(Node& n) {
     Value sum = scatter(b, b.full(0, otype), target, rows, {1}, {0}, {0}, Combine::Add);
     if (mode == kMean) {
       Value count = b.broadcast_in_dim(
-          b.binary("maximum", g.count, b.full(1, g.count.type)), out.shape, {0});
-      sum = b.binary("divide", sum, count);
+          b.binary(Binary::Maximum, g.count, b.full(1, g.count.type)), out.shape, {0});
+      sum = b.binary(Binary::Divide, sum, count);
     }
     return {b.convert(sum, out.dtype), offset2bag, bag_size, zeros[3]};
   }
   Value best = scatter(b, b.full(-INFINITY, otype), target, rows, {1}, {0}, {0}, Combine::Max);
   best = b.select(empty, b.full(0, otype), best);
   // The first index reaching each maximum, as CPU picks it.
-  Value picked = gather(b, best, b.reshape(b.binary("minimum", g.bag,
+  Value picked = gather(b, best, b.reshape(b.binary(Binary::Minimum, g.bag,
                                                     b.full(num_bags - 1, g.bag.type)),
                                            {m, 1}),
                         {1}, {0}, {0}, {1, dim}, {m, dim});
@@ -605,21 +605,21 @@ Value embedding_bag_backward(Node& n, const BagBackwardArgs& a) {
   }
   Value idx = b.reshape(b.convert(n.in(a.indices), DType::S64), {m});
   Value bag = b.convert(n.in(a.offset2bag), DType::S64);
-  Value valid = b.binary("and", b.compare(Compare::LT, bag, b.full(num_bags, bag.type)),
+  Value valid = b.binary(Binary::And, b.compare(Compare::LT, bag, b.full(num_bags, bag.type)),
                          b.compare(Compare::NE, idx, b.full(static_cast<double>(n.i64(a.padding)),
                                                              idx.type)));
-  Value safe_bag = b.binary("minimum", bag, b.full(num_bags - 1, bag.type));
+  Value safe_bag = b.binary(Binary::Minimum, bag, b.full(num_bags - 1, bag.type));
   Value rows = select_along(b, g, 0, safe_bag);
   if (n.i64(a.mode) == kMean) {
     Value size = b.convert(b.gather_flat(n.in(a.bag_size), safe_bag), acc);
-    size = b.binary("maximum", size, b.full(1, size.type));
-    rows = b.binary("divide", rows, b.broadcast_in_dim(size, {m, dim}, {0}));
+    size = b.binary(Binary::Maximum, size, b.full(1, size.type));
+    rows = b.binary(Binary::Divide, rows, b.broadcast_in_dim(size, {m, dim}, {0}));
   }
   if (n.has(a.psw))
-    rows = b.binary("multiply", rows,
+    rows = b.binary(Binary::Multiply, rows,
                     b.broadcast_in_dim(b.convert(n.in(a.psw), acc), {m, dim}, {0}));
   if (n.flag(a.scale))
-    rows = b.binary("divide", rows,
+    rows = b.binary(Binary::Divide, rows,
                     b.broadcast_in_dim(index_counts(b, idx, num_weights, acc), {m, dim}, {0}));
   rows = b.select(b.broadcast_in_dim(valid, {m, dim}, {0}), rows, b.full(0, rows.type));
   Value r = scatter(b, b.full(0, wtype), b.reshape(idx, {m, 1}), rows, {1}, {0}, {0}, Combine::Add);
@@ -648,13 +648,13 @@ V lower_embedding_bag_psw_backward(Node& n) {
   DType acc = math_dtype(out.dtype);
   Value idx = b.reshape(b.convert(n.in(2), DType::S64), {m});
   Value bag = b.convert(n.in(4), DType::S64);
-  Value valid = b.binary("and", b.compare(Compare::LT, bag, b.full(num_bags, bag.type)),
+  Value valid = b.binary(Binary::And, b.compare(Compare::LT, bag, b.full(num_bags, bag.type)),
                          b.compare(Compare::NE, idx, b.full(static_cast<double>(n.i64(6)),
                                                              idx.type)));
-  Value safe_bag = b.binary("minimum", bag, b.full(num_bags - 1, bag.type));
+  Value safe_bag = b.binary(Binary::Minimum, bag, b.full(num_bags - 1, bag.type));
   Value g = select_along(b, b.convert(grad, acc), 0, safe_bag);
   Value w = select_along(b, b.convert(n.in(1), acc), 0, idx);
-  Value dot = lower_sum(b, b.binary("multiply", g, w), {1}, false, acc);
+  Value dot = lower_sum(b, b.binary(Binary::Multiply, g, w), {1}, false, acc);
   return {b.convert(b.select(valid, dot, b.full(0, dot.type)), out.dtype)};
 }
 
@@ -668,7 +668,7 @@ Value scan_rows(hlo::Builder& b, const Value& x) {
   TensorType it{DType::S32, cube};
   Value keep = b.compare(Compare::LE, b.iota(it, 2), b.iota(it, 1));
   Value masked = b.select(keep, wide, b.full(0, wide.type));
-  return b.reduce(masked, b.constant(0, x.type.dtype), {2}, hlo::Reducer::Add);
+  return b.reduce(masked, b.constant(0, x.type.dtype), {2}, hlo::Binary::Add);
 }
 
 }  // namespace
@@ -702,8 +702,8 @@ Value cumsum_1d(hlo::Builder& b, const Value& x) {
   Value padded = b.reshape(b.pad(x, zero, {0}, {rows * kBlock - n}, {0}), {rows, kBlock});
   Value inner = scan_rows(b, padded);
   Value totals = b.reshape(b.slice(inner, {0, kBlock - 1}, {rows, kBlock}, {1, 1}), {rows});
-  Value before = b.binary("subtract", cumsum_1d(b, totals), totals);
-  Value r = b.binary("add", inner, b.broadcast_in_dim(before, {rows, kBlock}, {0}));
+  Value before = b.binary(Binary::Subtract, cumsum_1d(b, totals), totals);
+  Value r = b.binary(Binary::Add, inner, b.broadcast_in_dim(before, {rows, kBlock}, {0}));
   return b.slice(b.reshape(r, {rows * kBlock}), {0}, {n}, {1});
 }
 
@@ -711,7 +711,7 @@ std::vector<Value> lower_nonzero_flat(hlo::Builder& b, const Value& x) {
   const int64_t n = x.type.numel();
   Value mask = b.convert(b.reshape(x, {n}), DType::Pred);
   Value count = b.reduce(b.convert(mask, DType::S64), b.constant(0, DType::S64), {0},
-                         hlo::Reducer::Add);
+                         hlo::Binary::Add);
   // True elements go to their rank; the others to n, which the scatter drops.
   Value target = b.select(mask, mask_rank(b, mask),
                           b.full(static_cast<double>(n), {DType::S64, {n}}));
@@ -727,8 +727,8 @@ Value unravel(hlo::Builder& b, const Value& flat, const std::vector<int64_t>& sh
   int64_t stride = 1;
   std::vector<Value> coords(rank);
   for (int64_t d = rank - 1; d >= 0; --d) {
-    Value c = b.binary("divide", flat, b.full(static_cast<double>(stride), flat.type));
-    c = b.binary("remainder", c, b.full(static_cast<double>(shape[d]), flat.type));
+    Value c = b.binary(Binary::Divide, flat, b.full(static_cast<double>(stride), flat.type));
+    c = b.binary(Binary::Remainder, c, b.full(static_cast<double>(shape[d]), flat.type));
     coords[d] = b.reshape(c, {n, 1});
     stride *= shape[d];
   }
@@ -771,7 +771,7 @@ Value lower_repeat_interleave(hlo::Builder& b, const Value& repeats, int64_t tot
   if (n == 0 || total == 0) return b.full(0, out);
   // Each element's end in the output marks where the next element starts.
   Value ends = cumsum_1d(b, b.reshape(b.convert(repeats, DType::S64), {n}));
-  ends = b.binary("minimum", ends, b.full(static_cast<double>(total), ends.type));
+  ends = b.binary(Binary::Minimum, ends, b.full(static_cast<double>(total), ends.type));
   Value marks = scatter(b, b.full(0, {DType::S64, {total + 1}}), b.reshape(ends, {n, 1}),
                         b.full(1, {DType::S64, {n}}), {}, {0}, {0}, Combine::Add);
   return b.slice(cumsum_1d(b, marks), {0}, {total}, {1});
@@ -814,7 +814,7 @@ Value mask_put(hlo::Builder& b, const Value& self, int64_t d, const Value& mask,
   } else {
     // One row per true element, in row-major order; rows past the count are unused.
     Value r = mask_rank(b, b.reshape(m, {mask.type.numel()}));
-    r = b.binary("maximum", b.binary("minimum", r, b.full(static_cast<double>(vshape[d] - 1), r.type)),
+    r = b.binary(Binary::Maximum, b.binary(Binary::Minimum, r, b.full(static_cast<double>(vshape[d] - 1), r.type)),
                  b.full(0, r.type));
     v = b.reshape(select_along(b, v, d, r), shape);
   }
@@ -822,7 +822,7 @@ Value mask_put(hlo::Builder& b, const Value& self, int64_t d, const Value& mask,
   for (int64_t i = d; i < d + k; ++i) mask_dims.push_back(i);
   Value where = b.broadcast_in_dim(m, shape, mask_dims);
   Value x = b.convert(self, dtype);
-  if (accumulate) v = b.binary("add", x, v);
+  if (accumulate) v = b.binary(Binary::Add, x, v);
   return b.convert(b.select(where, v, x), self.type.dtype);
 }
 

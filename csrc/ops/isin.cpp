@@ -3,6 +3,7 @@
 // as PyTorch's CPU kernel does for small test sets; NaN matches nothing.
 #include <numeric>
 
+#include "ops/common.h"
 #include "ops/reduction.h"
 #include "ops/registry.h"
 
@@ -26,7 +27,7 @@ std::vector<Value> lower_isin(Node& n) {
   Value t = b.broadcast_in_dim(b.reshape(b.convert(tests, n.compute), {pairs.back()}), pairs,
                                {rank});
   Value found = reduce_extreme(b, b.compare(hlo::Compare::EQ, x, t), {rank}, /*max=*/true);
-  return {n.flag(3) ? b.unary("not", found) : found};
+  return {n.flag(3) ? b.unary(Unary::Not, found) : found};
 }
 
 }  // namespace

@@ -21,7 +21,6 @@ namespace linalg {
 
 using hlo::Compare;
 using hlo::DType;
-using hlo::Reducer;
 using hlo::TensorType;
 using hlo::Value;
 
@@ -65,7 +64,7 @@ Value diagonal(hlo::Builder& b, const Value& x) {
   const int64_t r = x.type.rank();
   TensorType it{DType::S64, x.type.shape};
   Value d = b.compare(Compare::EQ, b.iota(it, r - 2), b.iota(it, r - 1));
-  return b.reduce(b.select(d, x, b.full(0, x.type)), b.constant(0, x.type.dtype), {r - 1}, Reducer::Add);
+  return b.reduce(b.select(d, x, b.full(0, x.type)), b.constant(0, x.type.dtype), {r - 1}, Binary::Add);
 }
 
 }  // namespace linalg
@@ -74,7 +73,6 @@ namespace {
 
 using hlo::Compare;
 using hlo::DType;
-using hlo::Reducer;
 using hlo::TensorType;
 using hlo::Value;
 using V = std::vector<Value>;
@@ -93,7 +91,7 @@ V lower_trace(Node& n) {
   Value diag = b.compare(Compare::EQ, b.iota(it, 0), b.iota(it, 1));
   Value v = b.convert(x, acc);
   v = b.select(diag, v, b.full(0, v.type));
-  Value sum = b.reduce(v, b.constant(0, acc), {0, 1}, acc == DType::Pred ? Reducer::Or : Reducer::Add);
+  Value sum = b.reduce(v, b.constant(0, acc), {0, 1}, acc == DType::Pred ? Binary::Or : Binary::Add);
   return {b.reshape(b.convert(sum, out), n.out().shape)};
 }
 
@@ -129,7 +127,7 @@ Value p_norm(const Math& m, const Value& d, int64_t dim, double p) {
   const DType t = d.type.dtype;
   Value a = m.abs(d);
   if (std::isinf(p)) return reduce_extreme(b, a, {dim}, p > 0);
-  auto sum = [&](const Value& v) { return b.reduce(v, b.constant(0, t), {dim}, Reducer::Add); };
+  auto sum = [&](const Value& v) { return b.reduce(v, b.constant(0, t), {dim}, Binary::Add); };
   if (p == 0) return sum(b.convert(b.compare(Compare::NE, d, m.k(0, d)), t));
   if (p == 1) return sum(a);
   if (p == 2) return m.sqrt(sum(m.mul(d, d)));
@@ -174,7 +172,7 @@ V lower_cdist(Node& n) {
     auto padded = [&](const Value& x, bool first) {
       std::vector<int64_t> col = x.type.shape;
       col.back() = 1;
-      Value norm = b.reshape(b.reduce(m.mul(x, x), b.constant(0, t), {batch + 1}, Reducer::Add), col);
+      Value norm = b.reshape(b.reduce(m.mul(x, x), b.constant(0, t), {batch + 1}, Binary::Add), col);
       Value ones = b.full(1, {t, col});
       if (first) return b.concatenate({m.mul(m.k(-2, x), x), norm, ones}, batch + 1);
       return b.concatenate({x, ones, norm}, batch + 1);
@@ -229,7 +227,7 @@ V lower_renorm(Node& n) {
   std::vector<int64_t> rdims = other_dims(self.type.rank(), dim);
   Value p = b.convert(n.in(1), acc), maxnorm = b.convert(n.in(3), acc);
   Value a = m.abs(x);
-  auto sum = [&](const Value& v) { return b.reduce(v, b.constant(0, acc), rdims, Reducer::Add); };
+  auto sum = [&](const Value& v) { return b.reduce(v, b.constant(0, acc), rdims, Binary::Add); };
   Value pb = b.broadcast_in_dim(p, x.type.shape, {});
   Value general = sum(m.pow(a, pb));
   TensorType nt = general.type;
@@ -243,7 +241,7 @@ V lower_renorm(Node& n) {
   Value mx = b.broadcast_in_dim(maxnorm, nt.shape, {});
   Value factor = m.sel(m.gt(norm, mx), m.div(mx, m.add(norm, m.k(1e-7, norm))), m.k(1, norm));
   factor = b.convert(factor, out.dtype);
-  Value r = b.binary("multiply", b.convert(self, out.dtype), b.broadcast_in_dim(factor, out.shape, {dim}));
+  Value r = b.binary(Binary::Multiply, b.convert(self, out.dtype), b.broadcast_in_dim(factor, out.shape, {dim}));
   return {r};
 }
 

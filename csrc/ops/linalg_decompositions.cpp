@@ -17,7 +17,6 @@ namespace {
 
 using hlo::Compare;
 using hlo::DType;
-using hlo::Reducer;
 using hlo::TensorType;
 using hlo::Value;
 using V = std::vector<Value>;
@@ -66,7 +65,7 @@ Value at_index(hlo::Builder& b, const std::vector<int64_t>& shape, int64_t dim, 
 }
 
 Value sum_where(hlo::Builder& b, const Value& mask, const Value& x, const std::vector<int64_t>& dims) {
-  return b.reduce(b.select(mask, x, b.full(0, x.type)), b.constant(0, x.type.dtype), dims, Reducer::Add);
+  return b.reduce(b.select(mask, x, b.full(0, x.type)), b.constant(0, x.type.dtype), dims, Binary::Add);
 }
 
 // Column j of X [bt, r, c] as [bt, r]; element j of x [bt, r] as [bt].
@@ -86,7 +85,7 @@ Value reflect(hlo::Builder& b, const Value& v, const Value& t, const Value& C) {
   Math m{b};
   const std::vector<int64_t>& sh = C.type.shape;
   Value vb = b.broadcast_in_dim(v, sh, {0, 1});
-  Value w = b.reduce(m.mul(vb, C), b.constant(0, C.type.dtype), {1}, Reducer::Add);  // [bt, c]
+  Value w = b.reduce(m.mul(vb, C), b.constant(0, C.type.dtype), {1}, Binary::Add);  // [bt, c]
   return m.sub(C, m.mul(b.broadcast_in_dim(t, sh, {0}), m.mul(vb, b.broadcast_in_dim(w, sh, {0, 2}))));
 }
 
@@ -111,7 +110,7 @@ Qr householder_qr(hlo::Builder& b, const Value& a0) {
     Value diag = at_index(rb, vs, 1, j), below = at_index(rb, vs, 1, j, Compare::GT);
     Value alpha = sum_where(rb, diag, col, {1});  // [bt]
     Value tail = rb.select(below, col, rb.full(0, col.type));
-    Value xnorm2 = rb.reduce(mm.mul(tail, tail), rb.constant(0, dt), {1}, Reducer::Add);
+    Value xnorm2 = rb.reduce(mm.mul(tail, tail), rb.constant(0, dt), {1}, Binary::Add);
     Value norm = mm.sqrt(mm.add(mm.mul(alpha, alpha), xnorm2));
     Value beta = mm.sel(mm.ge(alpha, mm.k(0, alpha)), mm.neg(norm), norm);
     // Nothing below the diagonal: H = I (tau = 0), as LAPACK's dlarfg.
@@ -123,7 +122,7 @@ Qr householder_qr(hlo::Builder& b, const Value& a0) {
     Value newcol = rb.select(diag, rb.broadcast_in_dim(mm.sel(trivial, alpha, beta), vs, {0}), rb.select(below, v, col));
     out = rb.select(at_index(rb, at.shape, 2, j), rb.broadcast_in_dim(newcol, at.shape, {0, 1}), out);
     Value tau1 = rb.select(at_index(rb, tt.shape, 1, j), rb.broadcast_in_dim(t, tt.shape, {0}), tau);
-    return V{rb.binary("add", j, s64(rb, 1)), out, tau1};
+    return V{rb.binary(Binary::Add, j, s64(rb, 1)), out, tau1};
   });
   V res = b.emit_multi("stablehlo.while", {s64(b, 0), a0, b.full(0, tt)}, "", {s, at, tt}, {cond, body});
   return {res[1], res[2]};
@@ -140,12 +139,12 @@ Value apply_reflectors(hlo::Builder& b, const Value& R, const Value& tau, int64_
   });
   std::string body = b.region({s, rt, tt, ct}, [=](hlo::Builder& rb, const V& x) {
     const Value &i = x[0], &Rr = x[1], &T = x[2], &Cc = x[3];
-    Value j = transpose ? i : rb.binary("subtract", s64(rb, k - 1), i);
+    Value j = transpose ? i : rb.binary(Binary::Subtract, s64(rb, k - 1), i);
     const std::vector<int64_t> vs{bt, m};
     Value col = column_at(rb, Rr, j);
     Value v = rb.select(at_index(rb, vs, 1, j), rb.full(1, col.type),
                         rb.select(at_index(rb, vs, 1, j, Compare::GT), col, rb.full(0, col.type)));
-    return V{rb.binary("add", i, s64(rb, 1)), Rr, T, reflect(rb, v, element_at(rb, T, j), Cc)};
+    return V{rb.binary(Binary::Add, i, s64(rb, 1)), Rr, T, reflect(rb, v, element_at(rb, T, j), Cc)};
   });
   V res = b.emit_multi("stablehlo.while", {s64(b, 0), R, tau, C}, "", {s, rt, tt, ct}, {cond, body});
   return res[3];
@@ -263,10 +262,10 @@ std::pair<Value, Value> jacobi(hlo::Builder& b, const Value& X, bool one_sided) 
   constexpr int64_t max_sweeps = 40;
   // Two-sided: |X|_F^2 per matrix, the scale of the test.
   Value scale = one_sided ? b.full(1, nt)
-                          : b.reduce(b.binary("multiply", X, X), b.constant(0, dt), {1, 2}, Reducer::Add);
+                          : b.reduce(b.binary(Binary::Multiply, X, X), b.constant(0, dt), {1, 2}, Binary::Add);
   const std::vector<TensorType> types{s, s, s, pr, pr, xt, vt, nt};
   std::string cond = b.region(types, [](hlo::Builder& rb, const V& x) {
-    return V{rb.binary("and", rb.compare(Compare::LT, x[2], s64(rb, max_sweeps)), rb.unary("not", x[3]))};
+    return V{rb.binary(Binary::And, rb.compare(Compare::LT, x[2], s64(rb, max_sweeps)), rb.unary(Unary::Not, x[3]))};
   });
   std::string body = b.region(types, [=](hlo::Builder& rb, const V& x) {
     Math mm{rb};
@@ -275,13 +274,13 @@ std::pair<Value, Value> jacobi(hlo::Builder& b, const Value& X, bool one_sided) 
     Value app, aqq, apq, small;
     if (one_sided) {
       Value cp = column_at(rb, A, p), cq = column_at(rb, A, q);
-      auto dot = [&](const Value& u, const Value& w) { return rb.reduce(mm.mul(u, w), rb.constant(0, dt), {1}, Reducer::Add); };
+      auto dot = [&](const Value& u, const Value& w) { return rb.reduce(mm.mul(u, w), rb.constant(0, dt), {1}, Binary::Add); };
       app = dot(cp, cp), aqq = dot(cq, cq), apq = dot(cp, cq);
       small = mm.le(mm.mul(apq, apq), mm.mul(mm.k(tol2, apq), mm.mul(app, aqq)));
     } else {
       const std::vector<int64_t> sq{bt, n, n};
       auto entry = [&](const Value& i, const Value& j) {
-        return sum_where(rb, rb.binary("and", at_index(rb, sq, 1, i), at_index(rb, sq, 2, j)), A, {1, 2});
+        return sum_where(rb, rb.binary(Binary::And, at_index(rb, sq, 1, i), at_index(rb, sq, 2, j)), A, {1, 2});
       };
       app = entry(p, p), aqq = entry(q, q), apq = entry(p, q);
       small = mm.le(mm.mul(apq, apq), mm.mul(mm.k(tol2, apq), sc));
@@ -291,21 +290,21 @@ std::pair<Value, Value> jacobi(hlo::Builder& b, const Value& X, bool one_sided) 
     if (!one_sided) {
       An = rotate(rb, An, p, q, c, sn, true);
       const std::vector<int64_t> sq{bt, n, n};
-      Value pq = rb.binary("or", rb.binary("and", at_index(rb, sq, 1, p), at_index(rb, sq, 2, q)),
-                           rb.binary("and", at_index(rb, sq, 1, q), at_index(rb, sq, 2, p)));
+      Value pq = rb.binary(Binary::Or, rb.binary(Binary::And, at_index(rb, sq, 1, p), at_index(rb, sq, 2, q)),
+                           rb.binary(Binary::And, at_index(rb, sq, 1, q), at_index(rb, sq, 2, p)));
       An = rb.select(pq, rb.full(0, An.type), An);
     }
     Value Vn = rotate(rb, Vv, p, q, c, sn, false);
-    Value clean1 = rb.binary("and", clean, rb.reduce(small, rb.constant(1, DType::Pred), {0}, Reducer::And));
+    Value clean1 = rb.binary(Binary::And, clean, rb.reduce(small, rb.constant(1, DType::Pred), {0}, Binary::And));
     // The next pair in row order; a new sweep after (n - 2, n - 1).
     Value one = s64(rb, 1);
-    Value q1 = rb.binary("add", q, one);
+    Value q1 = rb.binary(Binary::Add, q, one);
     Value wrap = rb.compare(Compare::EQ, q1, s64(rb, n));
-    Value p1 = rb.select(wrap, rb.binary("add", p, one), p);
-    q1 = rb.select(wrap, rb.binary("add", p1, one), q1);
+    Value p1 = rb.select(wrap, rb.binary(Binary::Add, p, one), p);
+    q1 = rb.select(wrap, rb.binary(Binary::Add, p1, one), q1);
     Value fresh = rb.compare(Compare::EQ, p1, s64(rb, n - 1));
     return V{rb.select(fresh, s64(rb, 0), p1), rb.select(fresh, one, q1),
-             rb.select(fresh, rb.binary("add", sweep, one), sweep), rb.select(fresh, clean1, done),
+             rb.select(fresh, rb.binary(Binary::Add, sweep, one), sweep), rb.select(fresh, clean1, done),
              rb.select(fresh, rb.constant(1, DType::Pred), clean1), An, Vn, sc};
   });
   V res = b.emit_multi("stablehlo.while",
@@ -322,15 +321,15 @@ Value order_matrix(hlo::Builder& b, const Value& x, bool descending) {
   const std::vector<int64_t> sh{bt, n, n};
   Value xi = b.broadcast_in_dim(x, sh, {0, 1}), xj = b.broadcast_in_dim(x, sh, {0, 2});
   Value ii = b.iota({DType::S64, sh}, 1), jj = b.iota({DType::S64, sh}, 2);
-  Value before = b.binary("or", b.compare(descending ? Compare::GT : Compare::LT, xj, xi),
-                          b.binary("and", b.compare(Compare::EQ, xj, xi), b.compare(Compare::LT, jj, ii)));
-  Value rank = b.reduce(b.convert(before, DType::S64), b.constant_int(0, DType::S64), {2}, Reducer::Add);  // [bt, n]
+  Value before = b.binary(Binary::Or, b.compare(descending ? Compare::GT : Compare::LT, xj, xi),
+                          b.binary(Binary::And, b.compare(Compare::EQ, xj, xi), b.compare(Compare::LT, jj, ii)));
+  Value rank = b.reduce(b.convert(before, DType::S64), b.constant_int(0, DType::S64), {2}, Binary::Add);  // [bt, n]
   return b.convert(b.compare(Compare::EQ, b.broadcast_in_dim(rank, sh, {0, 1}), jj), x.type.dtype);
 }
 
 Value sort_by(hlo::Builder& b, const Value& x, const Value& P) {
-  Value y = b.binary("multiply", b.broadcast_in_dim(x, P.type.shape, {0, 1}), P);
-  return b.reduce(y, b.constant(0, x.type.dtype), {1}, Reducer::Add);
+  Value y = b.binary(Binary::Multiply, b.broadcast_in_dim(x, P.type.shape, {0, 1}), P);
+  return b.reduce(y, b.constant(0, x.type.dtype), {1}, Binary::Add);
 }
 
 // _linalg_eigh(A, UPLO, compute_v) -> (eigenvalues ascending, eigenvectors): from the
@@ -345,7 +344,7 @@ V lower_linalg_eigh(Node& n) {
     throw std::invalid_argument("linalg.eigh: UPLO argument must be either 'L' or 'U', but got " + uplo);
   const bool lower = uplo == "L" || uplo == "l";
   Flat f = flatten(b, n.in(0));
-  Value sym = b.binary("add", triangle(b, f.x, lower), bmT(b, triangle(b, f.x, lower, true)));
+  Value sym = b.binary(Binary::Add, triangle(b, f.x, lower), bmT(b, triangle(b, f.x, lower, true)));
   auto [d, v] = jacobi(b, sym, false);
   Value w = diagonal(b, d);  // [bt, n]
   Value P = order_matrix(b, w, false);
@@ -365,7 +364,7 @@ Svd svd_tall(hlo::Builder& b, const Value& x) {
   const int64_t bt = x.type.shape[0], T = x.type.shape[1], K = x.type.shape[2];
   auto [w, v] = jacobi(b, x, true);
   Math m{b};
-  Value norms = m.sqrt(b.reduce(m.mul(w, w), b.constant(0, x.type.dtype), {1}, Reducer::Add));  // [bt, K]
+  Value norms = m.sqrt(b.reduce(m.mul(w, w), b.constant(0, x.type.dtype), {1}, Binary::Add));  // [bt, K]
   Value P = order_matrix(b, norms, true);
   Value s = sort_by(b, norms, P);
   Value safe = m.sel(m.eq(s, m.k(0, s)), m.k(1, s), s);
@@ -458,7 +457,7 @@ V lower_lstsq(Node& n) {
     Svd d = svd_tall(b, m >= c ? fa.x : bmT(b, fa.x));
     s = d.s;  // [bt, lo]
     if (driver == "gelsd" || driver == "gelss") {
-      Value top = b.broadcast_in_dim(b.reduce(s, b.constant(0, dt), {1}, Reducer::Max), s.type.shape, {0});
+      Value top = b.broadcast_in_dim(b.reduce(s, b.constant(0, dt), {1}, Binary::Maximum), s.type.shape, {0});
       Value keep = mm.gt(s, mm.mul(top, mm.k(rcond, top)));
       Value inv = mm.sel(keep, mm.div(mm.k(1, s), mm.sel(keep, s, mm.k(1, s))), mm.k(0, s));
       // Tall: A = u S v^T, X = v S^+ u^T B. Wide: A = v S u^T, X = u S^+ v^T B.
@@ -471,14 +470,14 @@ V lower_lstsq(Node& n) {
   V out{b.reshape(x, xt.shape)};
   if (rest.numel() > 0) {
     Value e = mm.sub(bmm(b, fa.x, x), fb.x);
-    out.push_back(b.reshape(b.reduce(mm.mul(e, e), b.constant(0, dt), {1}, Reducer::Add), rest.shape));
+    out.push_back(b.reshape(b.reduce(mm.mul(e, e), b.constant(0, dt), {1}, Binary::Add), rest.shape));
   } else {
     out.push_back(b.full(0, rest));
   }
   if (rkt.numel() > 0) {
-    Value top = b.broadcast_in_dim(b.reduce(s, b.constant(0, dt), {1}, Reducer::Max), s.type.shape, {0});
+    Value top = b.broadcast_in_dim(b.reduce(s, b.constant(0, dt), {1}, Binary::Maximum), s.type.shape, {0});
     Value above = b.convert(mm.gt(s, mm.mul(top, mm.k(rcond, top))), DType::S64);
-    out.push_back(b.reshape(b.convert(b.reduce(above, b.constant_int(0, DType::S64), {1}, Reducer::Add), rkt.dtype),
+    out.push_back(b.reshape(b.convert(b.reduce(above, b.constant_int(0, DType::S64), {1}, Binary::Add), rkt.dtype),
                             rkt.shape));
   } else {
     out.push_back(b.full(0, rkt));
@@ -499,8 +498,8 @@ V lower_matrix_exp(Node& n) {
   Flat f = flatten(b, b.convert(n.in(0), dt));
   const TensorType at = f.x.type;
   Math m{b};
-  Value norm1 = b.reduce(b.reduce(m.abs(f.x), b.constant(0, dt), {1}, Reducer::Add), b.constant(0, dt), {1},
-                         Reducer::Max);  // [bt]
+  Value norm1 = b.reduce(b.reduce(m.abs(f.x), b.constant(0, dt), {1}, Binary::Add), b.constant(0, dt), {1},
+                         Binary::Maximum);  // [bt]
   const double theta = dt == DType::F64 ? 1.090863719290036 : 3.010066362817634;
   Value sq = m.ceil(m.div(m.log(m.div(norm1, m.k(theta, norm1))), m.k(std::log(2.0), norm1)));
   sq = m.min(m.max(sq, m.k(0, sq)), m.k(64, sq));
@@ -512,7 +511,7 @@ V lower_matrix_exp(Node& n) {
   for (int j = 17; j >= 1; --j) e = m.add(eye, m.div(bmm(b, x, e), m.k(j, x)));
   const TensorType s{DType::S64, {}}, ct{DType::S64, {f.bt}};
   Value counts = b.convert(sq, DType::S64);
-  Value most = b.reduce(counts, b.constant_int(0, DType::S64), {0}, Reducer::Max);
+  Value most = b.reduce(counts, b.constant_int(0, DType::S64), {0}, Binary::Maximum);
   const std::vector<TensorType> types{s, s, ct, at};
   std::string cond = b.region(types, [](hlo::Builder& rb, const V& v) {
     return V{rb.compare(Compare::LT, v[0], v[1])};
@@ -520,7 +519,7 @@ V lower_matrix_exp(Node& n) {
   std::string body = b.region(types, [=](hlo::Builder& rb, const V& v) {
     Value more = rb.compare(Compare::LT, rb.broadcast_in_dim(v[0], ct.shape, {}), v[2]);
     Value e2 = rb.select(rb.broadcast_in_dim(more, at.shape, {0}), bmm(rb, v[3], v[3]), v[3]);
-    return V{rb.binary("add", v[0], s64(rb, 1)), v[1], v[2], e2};
+    return V{rb.binary(Binary::Add, v[0], s64(rb, 1)), v[1], v[2], e2};
   });
   V res = b.emit_multi("stablehlo.while", {s64(b, 0), most, counts, e}, "", types, {cond, body});
   return {b.convert(b.reshape(res[3], out.shape), out.dtype)};

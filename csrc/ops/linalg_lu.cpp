@@ -17,7 +17,6 @@ namespace {
 
 using hlo::Compare;
 using hlo::DType;
-using hlo::Reducer;
 using hlo::TensorType;
 using hlo::Value;
 using V = std::vector<Value>;
@@ -57,7 +56,7 @@ V lower_cholesky_ex(Node& n) {
   // The minors of the symmetric matrix the used triangle stands for.
   const bool upper = n.flag(1);
   Value half = triangle(n.b, n.in(0), !upper), strict = triangle(n.b, n.in(0), !upper, true);
-  Value sym = n.b.binary("add", half, mT(n.b, strict));
+  Value sym = n.b.binary(Binary::Add, half, mT(n.b, strict));
   return {cholesky(n.b, n.in(0), upper), cholesky_info(n.b, sym, n.out(1))};
 }
 
@@ -148,48 +147,48 @@ Lu lu_factor(hlo::Builder& b, const Value& a_in, bool pivot = true) {
     Value rows = rb.iota(ai, 1), cols = rb.iota(ai, 2);
     Value k3 = rb.broadcast_in_dim(step, at.shape, {}), k2 = rb.broadcast_in_dim(step, pt.shape, {});
     Value zero = rb.full(0, at);
-    Value col = rb.reduce(rb.select(rb.compare(Compare::EQ, cols, k3), A, zero), rb.constant(0, dt), {2}, Reducer::Add);
+    Value col = rb.reduce(rb.select(rb.compare(Compare::EQ, cols, k3), A, zero), rb.constant(0, dt), {2}, Binary::Add);
     Value r2 = rb.iota(pt, 1);
     Value below = rb.compare(Compare::GE, r2, k2);
     Value mag = rb.select(below, mm.abs(col), rb.full(-1, col.type));
-    Value top = rb.reduce(mag, rb.constant(-1, dt), {1}, Reducer::Max);
+    Value top = rb.reduce(mag, rb.constant(-1, dt), {1}, Binary::Maximum);
     Value hit = rb.compare(Compare::EQ, mag, rb.broadcast_in_dim(top, pt.shape, {0}));
     Value p = rb.reduce(rb.select(hit, r2, rb.full(static_cast<double>(m), pt)), rb.constant_int(m, DType::S64), {1},
-                        Reducer::Min);  // [bt]
+                        Binary::Minimum);  // [bt]
     if (!pivot) p = rb.broadcast_in_dim(step, {bt}, {});
     Value p3 = rb.broadcast_in_dim(p, at.shape, {0}), p2 = rb.broadcast_in_dim(p, pt.shape, {0});
     auto row_of = [&](const Value& which) {  // [bt, n]
-      return rb.reduce(rb.select(rb.compare(Compare::EQ, rows, which), A, zero), rb.constant(0, dt), {1}, Reducer::Add);
+      return rb.reduce(rb.select(rb.compare(Compare::EQ, rows, which), A, zero), rb.constant(0, dt), {1}, Binary::Add);
     };
     Value row_k = row_of(k3), row_p = row_of(p3);
     auto rows_b = [&](const Value& v) { return rb.broadcast_in_dim(v, at.shape, {0, 2}); };
     Value is_k = rb.compare(Compare::EQ, rows, k3), is_p = rb.compare(Compare::EQ, rows, p3);
     Value swapped = rb.select(is_k, rows_b(row_p), rb.select(is_p, rows_b(row_k), A));
-    Value pk = rb.reduce(rb.select(rb.compare(Compare::EQ, r2, k2), perm, rb.full(0, pt)), rb.constant_int(0, DType::S64), {1}, Reducer::Add);
-    Value pp = rb.reduce(rb.select(rb.compare(Compare::EQ, r2, p2), perm, rb.full(0, pt)), rb.constant_int(0, DType::S64), {1}, Reducer::Add);
+    Value pk = rb.reduce(rb.select(rb.compare(Compare::EQ, r2, k2), perm, rb.full(0, pt)), rb.constant_int(0, DType::S64), {1}, Binary::Add);
+    Value pp = rb.reduce(rb.select(rb.compare(Compare::EQ, r2, p2), perm, rb.full(0, pt)), rb.constant_int(0, DType::S64), {1}, Binary::Add);
     Value perm1 = rb.select(rb.compare(Compare::EQ, r2, k2), rb.broadcast_in_dim(pp, pt.shape, {0}),
                             rb.select(rb.compare(Compare::EQ, r2, p2), rb.broadcast_in_dim(pk, pt.shape, {0}), perm));
     Value vi = rb.iota(vt, 1);
     Value piv1 = rb.select(rb.compare(Compare::EQ, vi, rb.broadcast_in_dim(rb.convert(step, DType::S32), vt.shape, {})),
-                           rb.broadcast_in_dim(rb.convert(rb.binary("add", p, rb.full(1, p.type)), DType::S32), vt.shape, {0}), piv);
+                           rb.broadcast_in_dim(rb.convert(rb.binary(Binary::Add, p, rb.full(1, p.type)), DType::S32), vt.shape, {0}), piv);
     // The pivot, the multipliers below it, and the trailing update.
     Value pivot = rb.reduce(rb.select(rb.compare(Compare::EQ, rb.iota({DType::S64, {bt, n}}, 1),
                                                  rb.broadcast_in_dim(step, {bt, n}, {})), row_p, rb.full(0, row_p.type)),
-                            rb.constant(0, dt), {1}, Reducer::Add);  // [bt]
+                            rb.constant(0, dt), {1}, Binary::Add);  // [bt]
     Value singular = rb.compare(Compare::EQ, pivot, rb.full(0, pivot.type));
-    Value info1 = rb.select(rb.binary("and", singular, rb.compare(Compare::EQ, info, rb.full(0, info.type))),
-                            rb.binary("add", rb.broadcast_in_dim(rb.convert(step, DType::S32), it.shape, {}), rb.full(1, it)), info);
-    Value col1 = rb.reduce(rb.select(rb.compare(Compare::EQ, cols, k3), swapped, zero), rb.constant(0, dt), {2}, Reducer::Add);
+    Value info1 = rb.select(rb.binary(Binary::And, singular, rb.compare(Compare::EQ, info, rb.full(0, info.type))),
+                            rb.binary(Binary::Add, rb.broadcast_in_dim(rb.convert(step, DType::S32), it.shape, {}), rb.full(1, it)), info);
+    Value col1 = rb.reduce(rb.select(rb.compare(Compare::EQ, cols, k3), swapped, zero), rb.constant(0, dt), {2}, Binary::Add);
     Value safe = rb.select(singular, rb.full(1, pivot.type), pivot);
-    Value l = rb.binary("divide", col1, rb.broadcast_in_dim(safe, pt.shape, {0}));
-    Value use = rb.binary("and", rb.compare(Compare::GT, r2, k2), rb.unary("not", rb.broadcast_in_dim(singular, pt.shape, {0})));
+    Value l = rb.binary(Binary::Divide, col1, rb.broadcast_in_dim(safe, pt.shape, {0}));
+    Value use = rb.binary(Binary::And, rb.compare(Compare::GT, r2, k2), rb.unary(Unary::Not, rb.broadcast_in_dim(singular, pt.shape, {0})));
     l = rb.select(use, l, rb.full(0, l.type));
     Value lb = rb.broadcast_in_dim(l, at.shape, {0, 1});
-    Value update = rb.select(rb.compare(Compare::GT, cols, k3), rb.binary("multiply", lb, rows_b(row_p)), zero);
-    Value out = rb.binary("subtract", swapped, update);
-    Value store = rb.binary("and", rb.compare(Compare::EQ, cols, k3), rb.broadcast_in_dim(use, at.shape, {0, 1}));
+    Value update = rb.select(rb.compare(Compare::GT, cols, k3), rb.binary(Binary::Multiply, lb, rows_b(row_p)), zero);
+    Value out = rb.binary(Binary::Subtract, swapped, update);
+    Value store = rb.binary(Binary::And, rb.compare(Compare::EQ, cols, k3), rb.broadcast_in_dim(use, at.shape, {0, 1}));
     out = rb.select(store, lb, out);
-    return V{rb.binary("add", step, rb.constant_int(1, DType::S64)), out, perm1, piv1, info1};
+    return V{rb.binary(Binary::Add, step, rb.constant_int(1, DType::S64)), out, perm1, piv1, info1};
   });
   V res = b.emit_multi("stablehlo.while",
                        {b.constant_int(0, DType::S64), a, b.iota(pt, 1), b.full(0, vt), b.full(0, it)}, "",
@@ -229,7 +228,7 @@ Value perm_from_pivots(hlo::Builder& b, const Value& piv, int64_t m) {
   TensorType pt{DType::S64, shape};
   const int64_t k = piv.type.shape.back(), r = pt.rank();
   Value perm = b.iota(pt, r - 1);
-  Value p64 = b.binary("subtract", b.convert(piv, DType::S64), b.full(1, {DType::S64, piv.type.shape}));
+  Value p64 = b.binary(Binary::Subtract, b.convert(piv, DType::S64), b.full(1, {DType::S64, piv.type.shape}));
   std::vector<int64_t> bd;
   for (int64_t d = 0; d < r - 1; ++d) bd.push_back(d);
   Value idx = b.iota(pt, r - 1);
@@ -241,8 +240,8 @@ Value perm_from_pivots(hlo::Builder& b, const Value& piv, int64_t m) {
     Value tb = b.broadcast_in_dim(target, shape, bd);
     Value at_i = b.compare(Compare::EQ, idx, b.full(static_cast<double>(i), pt));
     Value at_t = b.compare(Compare::EQ, idx, tb);
-    Value vi = b.reduce(b.select(at_i, perm, b.full(0, pt)), b.constant_int(0, DType::S64), {r - 1}, Reducer::Add);
-    Value vt = b.reduce(b.select(at_t, perm, b.full(0, pt)), b.constant_int(0, DType::S64), {r - 1}, Reducer::Add);
+    Value vi = b.reduce(b.select(at_i, perm, b.full(0, pt)), b.constant_int(0, DType::S64), {r - 1}, Binary::Add);
+    Value vt = b.reduce(b.select(at_t, perm, b.full(0, pt)), b.constant_int(0, DType::S64), {r - 1}, Binary::Add);
     perm = b.select(at_i, b.broadcast_in_dim(vt, shape, bd), b.select(at_t, b.broadcast_in_dim(vi, shape, bd), perm));
   }
   return perm;
@@ -252,9 +251,9 @@ Value perm_from_pivots(hlo::Builder& b, const Value& piv, int64_t m) {
 Value pivot_sign(hlo::Builder& b, const Value& piv, DType dtype) {
   const int64_t r = piv.type.rank();
   TensorType it{DType::S32, piv.type.shape};
-  Value moved = b.compare(Compare::NE, piv, b.binary("add", b.iota(it, r - 1), b.full(1, it)));
-  Value count = b.reduce(b.convert(moved, DType::S64), b.constant_int(0, DType::S64), {r - 1}, Reducer::Add);
-  Value odd = b.compare(Compare::EQ, b.binary("remainder", count, b.full(2, count.type)), b.full(1, count.type));
+  Value moved = b.compare(Compare::NE, piv, b.binary(Binary::Add, b.iota(it, r - 1), b.full(1, it)));
+  Value count = b.reduce(b.convert(moved, DType::S64), b.constant_int(0, DType::S64), {r - 1}, Binary::Add);
+  Value odd = b.compare(Compare::EQ, b.binary(Binary::Remainder, count, b.full(2, count.type)), b.full(1, count.type));
   return b.select(odd, b.full(-1, {dtype, count.type.shape}), b.full(1, {dtype, count.type.shape}));
 }
 
@@ -265,10 +264,11 @@ Value cholesky_info(hlo::Builder& b, const Value& a, const TensorType& out) {
   const int64_t r = a.type.rank(), n = a.type.shape[r - 1];
   if (n == 0 || a.type.numel() == 0) return b.full(0, out);
   Value d = diagonal(b, lu_factor(b, a, false).lu);  // [..., n]
-  Value bad = b.unary("not", b.compare(Compare::GT, d, b.full(0, d.type)));  // <= 0 or NaN
+  Value bad = b.unary(Unary::Not, b.compare(Compare::GT, d, b.full(0, d.type)));  // <= 0 or NaN
   TensorType pt{DType::S64, d.type.shape};
-  Value pos = b.select(bad, b.binary("add", b.iota(pt, r - 2), b.full(1, pt)), b.full(static_cast<double>(n + 1), pt));
-  Value first = b.reduce(pos, b.constant_int(n + 1, DType::S64), {r - 2}, Reducer::Min);
+  Value pos = b.select(bad, b.binary(Binary::Add, b.iota(pt, r - 2), b.full(1, pt)),
+                       b.full(static_cast<double>(n + 1), pt));
+  Value first = b.reduce(pos, b.constant_int(n + 1, DType::S64), {r - 2}, Binary::Minimum);
   Value info = b.select(b.compare(Compare::EQ, first, b.full(static_cast<double>(n + 1), first.type)),
                         b.full(0, first.type), first);
   return b.reshape(b.convert(info, out.dtype), out.shape);
@@ -290,8 +290,8 @@ V lower_det(Node& n) {
   if (n.in(0).type.numel() == 0) return {b.full(1, n.out(0)), b.full(0, n.out(1)), b.full(1, n.out(2))};
   Lu f = lu_factor(b, mT(b, n.in(0)));
   const int64_t r = f.lu.type.rank();
-  Value d = b.reduce(diagonal(b, f.lu), b.constant(1, f.lu.type.dtype), {r - 2}, Reducer::Mul);
-  return {b.binary("multiply", d, pivot_sign(b, f.piv, d.type.dtype)), f.lu, f.piv};
+  Value d = b.reduce(diagonal(b, f.lu), b.constant(1, f.lu.type.dtype), {r - 2}, Binary::Multiply);
+  return {b.binary(Binary::Multiply, d, pivot_sign(b, f.piv, d.type.dtype)), f.lu, f.piv};
 }
 
 V lower_slogdet(Node& n) {
@@ -303,13 +303,13 @@ V lower_slogdet(Node& n) {
   const int64_t r = f.lu.type.rank();
   Value diag = diagonal(b, f.lu);
   Math m{b};
-  Value neg = b.reduce(b.convert(m.lt(diag, m.k(0, diag)), DType::S64), b.constant_int(0, DType::S64), {r - 2}, Reducer::Add);
+  Value neg = b.reduce(b.convert(m.lt(diag, m.k(0, diag)), DType::S64), b.constant_int(0, DType::S64), {r - 2}, Binary::Add);
   Value sign = pivot_sign(b, f.piv, diag.type.dtype);
-  Value odd = b.compare(Compare::EQ, b.binary("remainder", neg, b.full(2, neg.type)), b.full(1, neg.type));
-  sign = b.select(odd, b.unary("negate", sign), sign);
-  Value zero = b.reduce(b.convert(m.eq(diag, m.k(0, diag)), DType::S64), b.constant_int(0, DType::S64), {r - 2}, Reducer::Add);
+  Value odd = b.compare(Compare::EQ, b.binary(Binary::Remainder, neg, b.full(2, neg.type)), b.full(1, neg.type));
+  sign = b.select(odd, b.unary(Unary::Negate, sign), sign);
+  Value zero = b.reduce(b.convert(m.eq(diag, m.k(0, diag)), DType::S64), b.constant_int(0, DType::S64), {r - 2}, Binary::Add);
   sign = b.select(b.compare(Compare::GT, zero, b.full(0, zero.type)), b.full(0, sign.type), sign);
-  Value logabs = b.reduce(m.log(m.abs(diag)), b.constant(0, diag.type.dtype), {r - 2}, Reducer::Add);
+  Value logabs = b.reduce(m.log(m.abs(diag)), b.constant(0, diag.type.dtype), {r - 2}, Binary::Add);
   return {sign, logabs, f.lu, f.piv};
 }
 
@@ -416,7 +416,7 @@ V lower_lu_unpack(Node& n) {
     std::vector<int64_t> lo(r, 0), hi = lu.type.shape, st(r, 1);
     hi[r - 1] = k;
     Value l = triangle(b, b.slice(lu, lo, hi, st), true, true);
-    out.push_back(b.binary("add", l, eye_like(b, l.type)));
+    out.push_back(b.binary(Binary::Add, l, eye_like(b, l.type)));
     hi = lu.type.shape;
     hi[r - 2] = k;
     out.push_back(triangle(b, b.slice(lu, lo, hi, st), false));
@@ -443,7 +443,7 @@ V lower_linalg_lu(Node& n) {
   std::vector<int64_t> lo(r, 0), hi = f.lu.type.shape, st(r, 1);
   hi[r - 1] = k;
   Value l = triangle(b, b.slice(f.lu, lo, hi, st), true, true);
-  l = b.binary("add", l, eye_like(b, l.type));
+  l = b.binary(Binary::Add, l, eye_like(b, l.type));
   hi = f.lu.type.shape;
   hi[r - 2] = k;
   return {p, l, triangle(b, b.slice(f.lu, lo, hi, st), false)};

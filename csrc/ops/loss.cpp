@@ -15,7 +15,6 @@ namespace {
 
 using hlo::Compare;
 using hlo::DType;
-using hlo::Reducer;
 using hlo::TensorType;
 using hlo::Value;
 using V = std::vector<Value>;
@@ -59,18 +58,18 @@ LowerFn pointwise_backward(size_t reduction_arg, PointLoss fn) {
     Value t = cast_to(b, n.in(2), acc, shape);
     Value g = cast_to(b, n.in(0), acc, shape);
     if (n.i64(reduction_arg) == Mean)
-      g = b.binary("divide", g, b.full(static_cast<double>(TensorType{acc, shape}.numel()), g.type));
-    return V{b.binary("multiply", fn(n, x, t), g)};
+      g = b.binary(Binary::Divide, g, b.full(static_cast<double>(TensorType{acc, shape}.numel()), g.type));
+    return V{b.binary(Binary::Multiply, fn(n, x, t), g)};
   };
 }
 
 Value mse(Node& n, const Value& x, const Value& t) {
-  Value d = n.b.binary("subtract", x, t);
-  return n.b.binary("multiply", d, d);
+  Value d = n.b.binary(Binary::Subtract, x, t);
+  return n.b.binary(Binary::Multiply, d, d);
 }
 
 Value mse_grad(Node& n, const Value& x, const Value& t) {
-  return n.b.binary("multiply", scalar_like(n.b, 2, x), n.b.binary("subtract", x, t));
+  return n.b.binary(Binary::Multiply, scalar_like(n.b, 2, x), n.b.binary(Binary::Subtract, x, t));
 }
 
 // Weights (an optional tensor argument) broadcast to `like`, or nothing.
@@ -80,7 +79,7 @@ std::optional<Value> weight_arg(Node& n, size_t i, const Value& like) {
 }
 
 Value times_weight(hlo::Builder& b, const Value& v, const std::optional<Value>& w) {
-  return w ? b.binary("multiply", v, *w) : v;
+  return w ? b.binary(Binary::Multiply, v, *w) : v;
 }
 
 // binary_cross_entropy(self, target, weight?, reduction): PyTorch clamps each log at
@@ -88,20 +87,20 @@ Value times_weight(hlo::Builder& b, const Value& v, const std::optional<Value>& 
 Value bce(Node& n, const Value& x, const Value& t) {
   hlo::Builder& b = n.b;
   Value floor = scalar_like(b, -100, x);
-  Value log_x = b.binary("maximum", b.unary("log", x), floor);
-  Value log_1mx = b.binary("maximum", b.unary("log_plus_one", b.unary("negate", x)), floor);
+  Value log_x = b.binary(Binary::Maximum, b.unary(Unary::Log, x), floor);
+  Value log_1mx = b.binary(Binary::Maximum, b.unary(Unary::LogPlusOne, b.unary(Unary::Negate, x)), floor);
   Value one = scalar_like(b, 1, x);
-  Value loss = b.binary("subtract", b.binary("multiply", b.binary("subtract", t, one), log_1mx),
-                        b.binary("multiply", t, log_x));
+  Value loss = b.binary(Binary::Subtract, b.binary(Binary::Multiply, b.binary(Binary::Subtract, t, one), log_1mx),
+                        b.binary(Binary::Multiply, t, log_x));
   return times_weight(b, loss, weight_arg(n, 2, x));
 }
 
 // (x - t) / max(x (1 - x), 1e-12), the clamp matching PyTorch's.
 Value bce_grad(Node& n, const Value& x, const Value& t) {
   hlo::Builder& b = n.b;
-  Value denom = b.binary("multiply", b.binary("subtract", scalar_like(b, 1, x), x), x);
-  denom = b.binary("maximum", denom, scalar_like(b, 1e-12, x));
-  Value grad = b.binary("divide", b.binary("subtract", x, t), denom);
+  Value denom = b.binary(Binary::Multiply, b.binary(Binary::Subtract, scalar_like(b, 1, x), x), x);
+  denom = b.binary(Binary::Maximum, denom, scalar_like(b, 1e-12, x));
+  Value grad = b.binary(Binary::Divide, b.binary(Binary::Subtract, x, t), denom);
   return times_weight(b, grad, weight_arg(n, 3, x));
 }
 
@@ -110,12 +109,16 @@ Value bce_grad(Node& n, const Value& x, const Value& t) {
 Value bce_logits(Node& n, const Value& x, const Value& t) {
   hlo::Builder& b = n.b;
   Value zero = scalar_like(b, 0, x), one = scalar_like(b, 1, x);
-  Value softplus_neg_abs = b.unary("log_plus_one", b.unary("exponential", b.unary("negate", b.unary("abs", x))));
-  Value log_sigmoid = b.binary("subtract", b.binary("minimum", x, zero), softplus_neg_abs);
+  Value softplus_neg_abs =
+      b.unary(Unary::LogPlusOne, b.unary(Unary::Exponential, b.unary(Unary::Negate, b.unary(Unary::Abs, x))));
+  Value log_sigmoid = b.binary(Binary::Subtract, b.binary(Binary::Minimum, x, zero), softplus_neg_abs);
   if (std::optional<Value> pw = weight_arg(n, 3, x))
-    log_sigmoid = b.binary("multiply", b.binary("add", one, b.binary("multiply", b.binary("subtract", *pw, one), t)),
-                           log_sigmoid);
-  Value loss = b.binary("subtract", b.binary("multiply", b.binary("subtract", one, t), x), log_sigmoid);
+    log_sigmoid = b.binary(
+        Binary::Multiply,
+        b.binary(Binary::Add, one, b.binary(Binary::Multiply, b.binary(Binary::Subtract, *pw, one), t)),
+        log_sigmoid);
+  Value loss = b.binary(Binary::Subtract, b.binary(Binary::Multiply, b.binary(Binary::Subtract, one, t), x),
+                        log_sigmoid);
   return times_weight(b, loss, weight_arg(n, 2, x));
 }
 
@@ -124,11 +127,12 @@ Value bce_logits(Node& n, const Value& x, const Value& t) {
 Value smooth_l1(Node& n, const Value& x, const Value& t) {
   hlo::Builder& b = n.b;
   double beta = n.f64(3);
-  Value d = b.unary("abs", b.binary("subtract", x, t));
+  Value d = b.unary(Unary::Abs, b.binary(Binary::Subtract, x, t));
   if (beta == 0) return d;
-  Value quad = b.binary("divide", b.binary("multiply", scalar_like(b, 0.5, d), b.binary("multiply", d, d)),
+  Value quad = b.binary(Binary::Divide,
+                        b.binary(Binary::Multiply, scalar_like(b, 0.5, d), b.binary(Binary::Multiply, d, d)),
                         scalar_like(b, beta, d));
-  Value lin = b.binary("subtract", d, scalar_like(b, 0.5 * beta, d));
+  Value lin = b.binary(Binary::Subtract, d, scalar_like(b, 0.5 * beta, d));
   return b.select(b.compare(Compare::LT, d, scalar_like(b, beta, d)), quad, lin);
 }
 
@@ -137,9 +141,10 @@ Value smooth_l1(Node& n, const Value& x, const Value& t) {
 Value huber(Node& n, const Value& x, const Value& t) {
   hlo::Builder& b = n.b;
   double delta = n.f64(3);
-  Value d = b.unary("abs", b.binary("subtract", x, t));
-  Value quad = b.binary("multiply", scalar_like(b, 0.5, d), b.binary("multiply", d, d));
-  Value lin = b.binary("multiply", scalar_like(b, delta, d), b.binary("subtract", d, scalar_like(b, 0.5 * delta, d)));
+  Value d = b.unary(Unary::Abs, b.binary(Binary::Subtract, x, t));
+  Value quad = b.binary(Binary::Multiply, scalar_like(b, 0.5, d), b.binary(Binary::Multiply, d, d));
+  Value lin = b.binary(Binary::Multiply, scalar_like(b, delta, d),
+                       b.binary(Binary::Subtract, d, scalar_like(b, 0.5 * delta, d)));
   return b.select(b.compare(Compare::LT, d, scalar_like(b, delta, d)), quad, lin);
 }
 
@@ -154,13 +159,13 @@ Value clipped_grad(hlo::Builder& b, const Value& d, double limit, double scale, 
 Value smooth_l1_grad(Node& n, const Value& x, const Value& t) {
   hlo::Builder& b = n.b;
   double beta = n.f64(4);
-  Value d = b.binary("subtract", x, t);
-  return clipped_grad(b, d, beta, 1, b.binary("divide", d, scalar_like(b, beta, d)));
+  Value d = b.binary(Binary::Subtract, x, t);
+  return clipped_grad(b, d, beta, 1, b.binary(Binary::Divide, d, scalar_like(b, beta, d)));
 }
 
 Value huber_grad(Node& n, const Value& x, const Value& t) {
   double delta = n.f64(4);
-  Value d = n.b.binary("subtract", x, t);
+  Value d = n.b.binary(Binary::Subtract, x, t);
   return clipped_grad(n.b, d, delta, delta, d);
 }
 
@@ -189,7 +194,7 @@ Nll nll_common(Node& n, size_t first, DType acc) {
   if (n.has(first + 2)) {
     Value per_class = b.broadcast_in_dim(b.convert(n.in(first + 2), acc), self.type.shape, {class_dim});
     w = b.reduce(b.select(onehot, per_class, b.full(0, per_class.type)), b.constant(0, acc), {class_dim},
-                 Reducer::Add);
+                 Binary::Add);
   }
   Value ignore = b.full(static_cast<double>(n.i64(first + 4)), TensorType{DType::S64, target.type.shape});
   w = b.select(b.compare(Compare::NE, target, ignore), w, b.full(0, wt));
@@ -204,17 +209,17 @@ V lower_nll_forward(Node& n) {
   Nll c = nll_common(n, 0, acc);
   Value x = b.convert(n.in(0), acc);
   Value picked = b.reduce(b.select(c.onehot, x, b.full(0, x.type)), b.constant(0, acc), {c.class_dim},
-                          Reducer::Add);
+                          Binary::Add);
   Value zero = b.full(0, picked.type);
   // Ignored targets contribute exactly 0, even when their logit is infinite.
   Value loss = b.select(b.compare(Compare::NE, c.weight, zero),
-                        b.unary("negate", b.binary("multiply", picked, c.weight)), zero);
+                        b.unary(Unary::Negate, b.binary(Binary::Multiply, picked, c.weight)), zero);
   int64_t reduction = n.i64(3);
   Value total = lower_sum(b, c.weight, {}, false, acc);
   if (reduction == None) return V{loss, b.full(0, TensorType{acc, {}})};
   Value sum = lower_sum(b, loss, {}, false, acc);
   if (reduction == Sum) return V{sum, total};
-  return V{b.binary("divide", sum, total), total};
+  return V{b.binary(Binary::Divide, sum, total), total};
 }
 
 // nll_loss_backward / nll_loss2d_backward(grad_output, self, target, weight?, reduction,
@@ -224,11 +229,11 @@ V lower_nll_backward(Node& n) {
   DType acc = math_dtype(n.out().dtype);
   Nll c = nll_common(n, 1, acc);
   Value g = b.convert(n.in(0), acc);
-  if (n.i64(4) == Mean) g = b.binary("divide", g, b.convert(n.in(6), acc));
+  if (n.i64(4) == Mean) g = b.binary(Binary::Divide, g, b.convert(n.in(6), acc));
   const std::vector<int64_t>& shape = n.out().shape;
   std::vector<int64_t> kept = other_dims(static_cast<int64_t>(shape.size()), c.class_dim);
-  Value coeff = b.binary("multiply", c.weight, broadcast_to(b, g, c.weight.type.shape));
-  Value per_elem = b.broadcast_in_dim(b.unary("negate", coeff), shape, kept);
+  Value coeff = b.binary(Binary::Multiply, c.weight, broadcast_to(b, g, c.weight.type.shape));
+  Value per_elem = b.broadcast_in_dim(b.unary(Unary::Negate, coeff), shape, kept);
   return V{b.select(c.onehot, per_elem, b.full(0, per_elem.type))};
 }
 
@@ -270,18 +275,18 @@ V lower_multi_margin(Node& n) {
   Value target = b.reshape(n.in(1), {batch});
   Value onehot = class_onehot(b, target, classes);
   Value zero = b.full(0, x.type);
-  Value picked = b.reduce(m.sel(onehot, x, zero), b.constant(0, acc), {1}, Reducer::Add);
+  Value picked = b.reduce(m.sel(onehot, x, zero), b.constant(0, acc), {1}, Binary::Add);
   Value margin = b.broadcast_in_dim(b.convert(n.in(3), acc), x.type.shape, {});
   Value p = b.broadcast_in_dim(b.convert(n.in(2), acc), x.type.shape, {});
   Value z = m.add(m.sub(margin, b.broadcast_in_dim(picked, x.type.shape, {0})), x);
   Value h = m.sel(m.eq(p, b.full(1, x.type)), z, m.mul(z, z));
   if (n.has(4)) {
     Value w = b.broadcast_in_dim(b.convert(n.in(4), acc), x.type.shape, {1});
-    Value wy = b.reduce(m.sel(onehot, w, zero), b.constant(0, acc), {1}, Reducer::Add);
+    Value wy = b.reduce(m.sel(onehot, w, zero), b.constant(0, acc), {1}, Binary::Add);
     h = m.mul(h, b.broadcast_in_dim(wy, x.type.shape, {0}));
   }
   h = m.sel(m.and_(m.gt(z, zero), m.not_(onehot)), h, zero);
-  Value per_row = b.reduce(h, b.constant(0, acc), {1}, Reducer::Add);
+  Value per_row = b.reduce(h, b.constant(0, acc), {1}, Binary::Add);
   per_row = m.div(per_row, b.full(static_cast<double>(classes), per_row.type));
   return V{finish_rows(b, per_row, n.i64(5), n.out(), acc)};
 }
@@ -299,20 +304,20 @@ V lower_multilabel_margin(Node& n) {
   TensorType it{DType::S64, {batch, classes}};
   Value k = b.iota(it, 1);
   Value negative_at = m.sel(m.lt(target, b.full(0, it)), k, b.full(static_cast<double>(classes), it));
-  Value first_negative = b.reduce(negative_at, b.constant_int(classes, DType::S64), {1}, Reducer::Min);
+  Value first_negative = b.reduce(negative_at, b.constant_int(classes, DType::S64), {1}, Binary::Minimum);
   Value label = m.lt(k, b.broadcast_in_dim(first_negative, it.shape, {0}));  // [N, K]
   Value onehot = class_onehot(b, target, classes);                          // [N, K, C]
   std::vector<int64_t> cube{batch, classes, classes};
   Value hit = m.and_(onehot, b.broadcast_in_dim(label, cube, {0, 1}));
-  Value is_target = b.reduce(hit, b.constant(0, DType::Pred), {1}, Reducer::Or);  // [N, C]
+  Value is_target = b.reduce(hit, b.constant(0, DType::Pred), {1}, Binary::Or);  // [N, C]
   Value xs = b.broadcast_in_dim(x, cube, {0, 2});
   Value zero3 = b.full(0, {acc, cube});
-  Value picked = b.reduce(m.sel(onehot, xs, zero3), b.constant(0, acc), {2}, Reducer::Add);  // [N, K]
+  Value picked = b.reduce(m.sel(onehot, xs, zero3), b.constant(0, acc), {2}, Binary::Add);  // [N, K]
   Value z = m.add(m.sub(b.full(1, {acc, cube}), b.broadcast_in_dim(picked, cube, {0, 1})), xs);
   Value use = m.and_(m.and_(b.broadcast_in_dim(label, cube, {0, 1}),
                             m.not_(b.broadcast_in_dim(is_target, cube, {0, 2}))),
                      m.gt(z, zero3));
-  Value per_row = b.reduce(m.sel(use, z, zero3), b.constant(0, acc), {1, 2}, Reducer::Add);
+  Value per_row = b.reduce(m.sel(use, z, zero3), b.constant(0, acc), {1, 2}, Binary::Add);
   per_row = m.div(per_row, b.full(static_cast<double>(classes), per_row.type));
   const TensorType& marks = n.out(1);
   return V{finish_rows(b, per_row, n.i64(2), n.out(0), acc),
@@ -358,8 +363,8 @@ V lower_ctc(Node& n) {
   // l'(n, s): blank at even s, target (s - 1) / 2 at odd s.
   TensorType et{DType::S64, {batch, ext}};
   Value s_idx = b.iota(et, 1), n_idx = b.iota(et, 0);
-  Value odd = m.eq(b.binary("remainder", s_idx, b.full(2, et)), b.full(1, et));
-  Value j = b.binary("divide", m.sub(s_idx, b.full(1, et)), b.full(2, et));
+  Value odd = m.eq(b.binary(Binary::Remainder, s_idx, b.full(2, et)), b.full(1, et));
+  Value j = b.binary(Binary::Divide, m.sub(s_idx, b.full(1, et)), b.full(2, et));
   j = m.max(m.min(j, b.full(static_cast<double>(std::max<int64_t>(width - 1, 0)), et)), b.full(0, et));
   Value labels = b.full(blank, et);
   const Value& targets = n.in(1);
@@ -373,7 +378,7 @@ V lower_ctc(Node& n) {
       TensorType sq{DType::S64, {batch, batch}};
       Value before = m.lt(b.iota(sq, 1), b.iota(sq, 0));
       Value start = b.reduce(m.sel(before, b.broadcast_in_dim(tl, sq.shape, {1}), b.full(0, sq)),
-                             b.constant_int(0, DType::S64), {1}, hlo::Reducer::Add);
+                             b.constant_int(0, DType::S64), {1}, hlo::Binary::Add);
       pos = m.add(b.broadcast_in_dim(start, et.shape, {0}), j);
     }
     pos = m.max(m.min(pos, b.full(static_cast<double>(targets.type.numel() - 1), et)), b.full(0, et));
@@ -432,7 +437,7 @@ V lower_ctc(Node& n) {
     Value live = rm.lt(r.broadcast_in_dim(t, ilb.type.shape, {}), ilb);
     Value hist = r.dynamic_update_slice(a[2], r.reshape(rm.sel(live, next, ninf), {batch, 1, ext}),
                                         {zero, t, zero});
-    Value t1 = r.binary("add", t, r.constant_int(1, DType::S64));
+    Value t1 = r.binary(Binary::Add, t, r.constant_int(1, DType::S64));
     return V{t1, rm.sel(live, next, prev), hist, lps, ilb, skp, ins};
   });
   V done = b.emit_multi("stablehlo.while",
@@ -442,10 +447,10 @@ V lower_ctc(Node& n) {
   // -logsumexp(alpha(2 tl), alpha(2 tl - 1)) at each sequence's last step.
   Value end = m.mul(tl_b, b.full(2, et));
   Value zero_a = b.full(0, at), ninf_a = b.full(neg, at);
-  Value l1 = b.reduce(m.sel(m.eq(s_idx, end), alpha, zero_a), b.constant(0, acc), {1}, Reducer::Add);
+  Value l1 = b.reduce(m.sel(m.eq(s_idx, end), alpha, zero_a), b.constant(0, acc), {1}, Binary::Add);
   Value l2 = b.reduce(m.sel(m.and_(m.eq(s_idx, m.sub(end, b.full(1, et))), m.gt(tl_b, b.full(0, et))),
                             alpha, ninf_a),
-                      b.constant(neg, acc), {1}, Reducer::Max);
+                      b.constant(neg, acc), {1}, Binary::Maximum);
   TensorType rt{acc, {batch}};
   Value mx = m.max(l1, l2);
   mx = m.sel(m.eq(mx, b.full(neg, rt)), b.full(0, rt), mx);

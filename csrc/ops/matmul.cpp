@@ -35,8 +35,8 @@ Value add_scaled(Node& n, const Value& product) {
   Value self = cast_to(b, n.in(0), t.dtype, t.shape);
   Value zero = b.full(0, t);
   Value base = b.select(b.compare(hlo::Compare::EQ, beta, zero), zero,
-                        b.binary("multiply", beta, self));
-  return b.binary("add", base, b.binary("multiply", alpha, product));
+                        b.binary(Binary::Multiply, beta, self));
+  return b.binary(Binary::Add, base, b.binary(Binary::Multiply, alpha, product));
 }
 
 V lower_baddbmm(Node& n) {
@@ -63,7 +63,7 @@ Value group_mask(hlo::Builder& b, const Value& offs, int64_t n) {
     start = b.concatenate(
         {start, b.slice(b.convert(offs, hlo::DType::S64), {0}, {groups - 1}, {1})}, 0);
   Value pos = b.iota(grid, 1);
-  return b.binary("and", b.compare(hlo::Compare::GE, pos, b.broadcast_in_dim(start, grid.shape, {0})),
+  return b.binary(Binary::And, b.compare(hlo::Compare::GE, pos, b.broadcast_in_dim(start, grid.shape, {0})),
                   b.compare(hlo::Compare::LT, pos, end));
 }
 
@@ -90,7 +90,7 @@ V lower_grouped_mm(Node& n) {
   };
   if (xd == 2 && yd == 2) {
     int64_t m = x.type.shape[0], k = x.type.shape[1], groups = offs.type.shape[0];
-    Value xs = b.binary("multiply", b.broadcast_in_dim(x, {groups, m, k}, {1, 2}),
+    Value xs = b.binary(Binary::Multiply, b.broadcast_in_dim(x, {groups, m, k}, {1, 2}),
                         masked(group_mask(b, offs, k), {groups, m, k}, {0, 2}));
     return {b.convert(b.dot_general(xs, y, {}, {}, {2}, {0}, acc), out.dtype)};
   }
@@ -101,7 +101,7 @@ V lower_grouped_mm(Node& n) {
   const std::vector<int64_t>& s = all.type.shape;
   Value keep = xd == 2 ? masked(group_mask(b, offs, s[1]), s, {0, 1})
                        : masked(group_mask(b, offs, s[2]), s, {0, 2});
-  Value sum = b.reduce(b.binary("multiply", all, keep), b.constant(0, acc), {0}, hlo::Reducer::Add);
+  Value sum = b.reduce(b.binary(Binary::Multiply, all, keep), b.constant(0, acc), {0}, hlo::Binary::Add);
   return {b.convert(sum, out.dtype)};
 }
 
@@ -119,11 +119,11 @@ hlo::Value lower_addmm(hlo::Builder& b, const hlo::Value& bias, const hlo::Value
                        const hlo::Value& y, const hlo::Value& beta, const hlo::Value& alpha) {
   hlo::Value product = lower_mm(b, x, y);
   hlo::DType dtype = product.type.dtype;
-  hlo::Value scaled = b.binary("multiply", product,
+  hlo::Value scaled = b.binary(Binary::Multiply, product,
                                broadcast_to(b, b.convert(alpha, dtype), product.type.shape));
   hlo::Value base = broadcast_to(b, b.convert(bias, dtype), product.type.shape);
-  base = b.binary("multiply", base, broadcast_to(b, b.convert(beta, dtype), product.type.shape));
-  return b.binary("add", base, scaled);
+  base = b.binary(Binary::Multiply, base, broadcast_to(b, b.convert(beta, dtype), product.type.shape));
+  return b.binary(Binary::Add, base, scaled);
 }
 
 TORCH_TPU_LOWERING(baddbmm, {"baddbmm", "baddbmm_", "baddbmm.out"}, lower_baddbmm);

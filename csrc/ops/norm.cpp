@@ -23,11 +23,11 @@ Value expand(hlo::Builder& b, const Value& v, const Ints& shape) {
 }
 
 Value mul(hlo::Builder& b, const Value& x, const Value& y) {
-  return b.binary("multiply", x, expand(b, y, x.type.shape));
+  return b.binary(Binary::Multiply, x, expand(b, y, x.type.shape));
 }
 
 Value sub(hlo::Builder& b, const Value& x, const Value& y) {
-  return b.binary("subtract", x, expand(b, y, x.type.shape));
+  return b.binary(Binary::Subtract, x, expand(b, y, x.type.shape));
 }
 
 Value mean_keep(hlo::Builder& b, const Value& x, const Ints& dims) {
@@ -36,7 +36,7 @@ Value mean_keep(hlo::Builder& b, const Value& x, const Ints& dims) {
 
 // 1 / sqrt(var + eps).
 Value inv_std(hlo::Builder& b, const Value& var, double eps) {
-  return b.unary("rsqrt", b.binary("add", var, b.full(eps, var.type)));
+  return b.unary(Unary::Rsqrt, b.binary(Binary::Add, var, b.full(eps, var.type)));
 }
 
 struct Normalized {
@@ -48,7 +48,7 @@ struct Normalized {
 Normalized normalize(hlo::Builder& b, const Value& x, const Ints& dims, double eps) {
   Value mean = mean_keep(b, x, dims);
   Value centered = sub(b, x, mean);
-  Value var = mean_keep(b, b.binary("multiply", centered, centered), dims);
+  Value var = mean_keep(b, b.binary(Binary::Multiply, centered, centered), dims);
   Value rstd = inv_std(b, var, eps);
   return {mul(b, centered, rstd), mean, rstd, var};
 }
@@ -58,8 +58,8 @@ Normalized normalize(hlo::Builder& b, const Value& x, const Ints& dims, double e
 Value normalize_grad(hlo::Builder& b, const Value& g, const Value& xhat, const Value& rstd,
                      const Ints& dims) {
   Value g_mean = mean_keep(b, g, dims);
-  Value proj = mean_keep(b, b.binary("multiply", g, xhat), dims);
-  Value d = b.binary("subtract", sub(b, g, g_mean), mul(b, xhat, proj));
+  Value proj = mean_keep(b, b.binary(Binary::Multiply, g, xhat), dims);
+  Value d = b.binary(Binary::Subtract, sub(b, g, g_mean), mul(b, xhat, proj));
   return mul(b, d, rstd);
 }
 
@@ -80,7 +80,7 @@ Value channel(hlo::Builder& b, const Value& v, int64_t rank, hlo::DType dtype) {
 Value affine(Node& n, Value y, size_t weight, size_t bias, const std::function<Value(const Value&)>& shape_like) {
   hlo::Builder& b = n.b;
   if (n.has(weight)) y = mul(b, y, shape_like(n.in(weight)));
-  if (n.has(bias)) y = b.binary("add", y, expand(b, shape_like(n.in(bias)), y.type.shape));
+  if (n.has(bias)) y = b.binary(Binary::Add, y, expand(b, shape_like(n.in(bias)), y.type.shape));
   return y;
 }
 
@@ -129,8 +129,8 @@ V batch_norm(Node& n, const BatchNorm& bn) {
     hlo::DType t = math_dtype(running.type.dtype);
     Value r = b.convert(running, t);
     Value s = b.convert(b.reshape(batch, {c}), t);
-    Value kept = b.binary("multiply", r, b.full(1 - bn.momentum, r.type));
-    return b.binary("add", kept, b.binary("multiply", s, b.full(bn.momentum * scale, s.type)));
+    Value kept = b.binary(Binary::Multiply, r, b.full(1 - bn.momentum, r.type));
+    return b.binary(Binary::Add, kept, b.binary(Binary::Multiply, s, b.full(bn.momentum * scale, s.type)));
   };
   out.push_back(update(rm, mean, 1.0));
   out.push_back(update(rv, var, count > 1 ? double(count) / double(count - 1) : 1.0));
@@ -168,7 +168,7 @@ V lower_batch_norm_backward(Node& n) {
   V grads;
   grads.push_back(mask[0] ? (train ? normalize_grad(b, g, xhat, rstd, dims) : mul(b, g, rstd))
                           : b.full(0, n.out(0)));
-  grads.push_back(mask[1] ? lower_sum(b, b.binary("multiply", dy, xhat), dims, false, acc)
+  grads.push_back(mask[1] ? lower_sum(b, b.binary(Binary::Multiply, dy, xhat), dims, false, acc)
                           : b.full(0, n.out(1)));
   grads.push_back(mask[2] ? lower_sum(b, dy, dims, false, acc) : b.full(0, n.out(2)));
   return grads;
@@ -221,7 +221,7 @@ V lower_layer_norm_backward(Node& n) {
     Value s = outer.empty() ? v : lower_sum(b, v, outer, false, acc);
     return b.reshape(s, want.shape);
   };
-  grads.push_back(mask[1] ? reduce_outer(b.binary("multiply", dy, xhat), n.out(1)) : b.full(0, n.out(1)));
+  grads.push_back(mask[1] ? reduce_outer(b.binary(Binary::Multiply, dy, xhat), n.out(1)) : b.full(0, n.out(1)));
   grads.push_back(mask[2] ? reduce_outer(dy, n.out(2)) : b.full(0, n.out(2)));
   return grads;
 }
@@ -266,7 +266,7 @@ V lower_group_norm_backward(Node& n) {
                                       n.out(0).shape)
                           : b.full(0, n.out(0)));
   Value xhat_c = b.reshape(xhat, gr.channels());
-  grads.push_back(mask[1] ? lower_sum(b, b.binary("multiply", dy, xhat_c), {0, 2}, false, acc)
+  grads.push_back(mask[1] ? lower_sum(b, b.binary(Binary::Multiply, dy, xhat_c), {0, 2}, false, acc)
                           : b.full(0, n.out(1)));
   grads.push_back(mask[2] ? lower_sum(b, dy, {0, 2}, false, acc) : b.full(0, n.out(2)));
   return grads;

@@ -47,7 +47,7 @@ int64_t product(const Ints& v, size_t from = 0) {
 // g summed into `zeros` at the [M, 1] positions `index` along `dim` (g's dim `dim` is M).
 Value scatter_add(hlo::Builder& b, const Value& zeros, int64_t dim, const Value& index,
                   const Value& g) {
-  std::string add = b.binary_region("stablehlo.add", g.type.dtype);
+  std::string add = b.binary_region(Binary::Add, g.type.dtype);
   std::string attrs = "scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = " +
                       list_text(all_but(g.type.rank(), dim)) + ", inserted_window_dims = [" +
                       std::to_string(dim) + "], scatter_dims_to_operand_dims = [" +
@@ -151,13 +151,13 @@ std::string argmax_region(hlo::Builder& b, hlo::DType dtype) {
   return b.region({v, i, v, i}, [](hlo::Builder& r, const V& a) {
     using hlo::Compare;
     Value a_nan = r.compare(Compare::NE, a[0], a[0]), b_nan = r.compare(Compare::NE, a[2], a[2]);
-    Value numbers = r.binary("and", r.unary("not", a_nan), r.unary("not", b_nan));
-    Value better = r.binary("or", r.compare(Compare::GT, a[2], a[0]),
-                            r.binary("and", r.compare(Compare::EQ, a[2], a[0]),
+    Value numbers = r.binary(Binary::And, r.unary(Unary::Not, a_nan), r.unary(Unary::Not, b_nan));
+    Value better = r.binary(Binary::Or, r.compare(Compare::GT, a[2], a[0]),
+                            r.binary(Binary::And, r.compare(Compare::EQ, a[2], a[0]),
                                      r.compare(Compare::LT, a[3], a[1])));
-    Value nan_wins = r.binary("and", b_nan, r.binary("or", r.unary("not", a_nan),
+    Value nan_wins = r.binary(Binary::And, b_nan, r.binary(Binary::Or, r.unary(Unary::Not, a_nan),
                                                       r.compare(Compare::GT, a[3], a[1])));
-    Value take = r.binary("or", nan_wins, r.binary("and", numbers, better));
+    Value take = r.binary(Binary::Or, nan_wins, r.binary(Binary::And, numbers, better));
     return V{r.select(take, a[2], a[0]), r.select(take, a[3], a[1])};
   });
 }
@@ -178,7 +178,7 @@ V max_pool(Node& n, size_t spatial) {
   Pool p = pool(x.type, out, spatial, n.ints(1), n.ints(2), n.ints(3), n.ints(4));
   Window w = pool_window(p);
   Value lowest = b.constant(-std::numeric_limits<double>::infinity(), x.type.dtype);
-  Value max = reduce_window(b, {x}, {lowest}, w, b.binary_region("stablehlo.maximum", x.type.dtype))[0];
+  Value max = reduce_window(b, {x}, {lowest}, w, b.binary_region(Binary::Maximum, x.type.dtype))[0];
   max = slice_to(b, max, out.shape);
   Value padded = b.pad(x, lowest, w.lo, w.hi, Ints(w.lo.size(), 0));
 
@@ -202,17 +202,17 @@ V max_pool(Node& n, size_t spatial) {
         inside.push_back(at >= 0 && at < p.in[j]);
       }
       int64_t dim = p.lead + static_cast<int64_t>(j);
-      position = b.binary("add", position, b.broadcast_in_dim(index_constant(b, pos), out.shape, {dim}));
-      valid = b.binary("and", valid, b.broadcast_in_dim(b.convert(index_constant(b, inside), hlo::DType::Pred),
+      position = b.binary(Binary::Add, position, b.broadcast_in_dim(index_constant(b, pos), out.shape, {dim}));
+      valid = b.binary(Binary::And, valid, b.broadcast_in_dim(b.convert(index_constant(b, inside), hlo::DType::Pred),
                                                         out.shape, {dim}));
     }
     Value v = b.slice(padded, start, limit, strides);
-    Value hit = b.binary("and", valid, b.compare(hlo::Compare::EQ, v, max));
-    index = b.select(b.binary("and", hit, b.unary("not", found)), position, index);
-    found = b.binary("or", found, hit);
-    Value nan = b.binary("and", valid, b.compare(hlo::Compare::NE, v, v));
+    Value hit = b.binary(Binary::And, valid, b.compare(hlo::Compare::EQ, v, max));
+    index = b.select(b.binary(Binary::And, hit, b.unary(Unary::Not, found)), position, index);
+    found = b.binary(Binary::Or, found, hit);
+    Value nan = b.binary(Binary::And, valid, b.compare(hlo::Compare::NE, v, v));
     nan_index = b.select(nan, position, nan_index);
-    any_nan = b.binary("or", any_nan, nan);
+    any_nan = b.binary(Binary::Or, any_nan, nan);
     for (int64_t j = static_cast<int64_t>(spatial) - 1; j >= 0 && ++offset[j] == p.kernel[j]; --j)
       offset[j] = 0;
   }
@@ -232,8 +232,8 @@ Value scatter_by_indices(hlo::Builder& b, const Value& g, const Value& indices,
   int64_t per_plane = planes ? g.type.numel() / planes : 0;
   hlo::DType acc = math_dtype(input.dtype);
   hlo::TensorType it{hlo::DType::S64, {planes, per_plane}};
-  Value base = b.binary("multiply", b.iota(it, 0), b.full(static_cast<double>(plane), it));
-  Value index = b.binary("add", b.reshape(b.convert(indices, hlo::DType::S64), it.shape), base);
+  Value base = b.binary(Binary::Multiply, b.iota(it, 0), b.full(static_cast<double>(plane), it));
+  Value index = b.binary(Binary::Add, b.reshape(b.convert(indices, hlo::DType::S64), it.shape), base);
   int64_t m = planes * per_plane;
   Value zeros = b.full(0, {acc, {planes * plane}});
   if (replace) {
@@ -273,7 +273,7 @@ Value avg_divisor(hlo::Builder& b, const Pool& p, const Ints& out_shape, bool co
       sizes.push_back(size);
     }
     Value v = b.convert(index_constant(b, sizes), dtype);
-    result = b.binary("multiply", result, b.broadcast_in_dim(v, out_shape, {p.lead + static_cast<int64_t>(j)}));
+    result = b.binary(Binary::Multiply, result, b.broadcast_in_dim(v, out_shape, {p.lead + static_cast<int64_t>(j)}));
   }
   return result;
 }
@@ -289,9 +289,9 @@ V avg_pool_forward(Node& n, size_t spatial) {
   Value x = b.convert(n.in(0), acc);
   Pool p = avg_pool(n, x.type, n.out(), spatial, 1);
   Value sum = reduce_window(b, {x}, {b.constant(0, acc)}, pool_window(p),
-                            b.binary_region("stablehlo.add", acc))[0];
+                            b.binary_region(Binary::Add, acc))[0];
   sum = slice_to(b, sum, n.out().shape);
-  return {b.binary("divide", sum, avg_divisor(b, p, sum.type.shape, n.flag(5), n.opt_i64(6), acc))};
+  return {b.binary(Binary::Divide, sum, avg_divisor(b, p, sum.type.shape, n.flag(5), n.opt_i64(6), acc))};
 }
 
 V avg_pool_backward(Node& n, size_t spatial) {
@@ -299,7 +299,7 @@ V avg_pool_backward(Node& n, size_t spatial) {
   hlo::DType acc = math_dtype(n.out().dtype);
   Value g = b.convert(n.in(0), acc);
   Pool p = avg_pool(n, n.in(1).type, g.type, spatial, 2);
-  g = b.binary("divide", g, avg_divisor(b, p, g.type.shape, n.flag(6), n.opt_i64(7), acc));
+  g = b.binary(Binary::Divide, g, avg_divisor(b, p, g.type.shape, n.flag(6), n.opt_i64(7), acc));
   // Each output gradient sits where its window starts, so a stride-1 window sum over
   // the stride-dilated gradient hands it to every input position its window covered.
   Ints lo(p.lead, 0), hi(p.lead, 0), interior(p.lead, 0);
@@ -312,7 +312,7 @@ V avg_pool_backward(Node& n, size_t spatial) {
     w.dims[p.lead + j] = p.kernel[j];
   }
   Value padded = b.pad(g, b.constant(0, acc), lo, hi, interior);
-  return {reduce_window(b, {padded}, {b.constant(0, acc)}, w, b.binary_region("stablehlo.add", acc))[0]};
+  return {reduce_window(b, {padded}, {b.constant(0, acc)}, w, b.binary_region(Binary::Add, acc))[0]};
 }
 
 
@@ -333,11 +333,11 @@ Value averaging_matrix(hlo::Builder& b, int64_t in, int64_t out, hlo::DType dtyp
   Value col = b.iota(it, 1);
   Value start = b.broadcast_in_dim(index_constant(b, starts), it.shape, {0});
   Value size = b.broadcast_in_dim(index_constant(b, sizes), it.shape, {0});
-  Value offset = b.binary("subtract", col, start);
-  Value inside = b.binary("and", b.compare(hlo::Compare::GE, offset, b.full(0, it)),
+  Value offset = b.binary(Binary::Subtract, col, start);
+  Value inside = b.binary(Binary::And, b.compare(hlo::Compare::GE, offset, b.full(0, it)),
                           b.compare(hlo::Compare::LT, offset, size));
   hlo::TensorType ft{dtype, {out, in}};
-  Value weight = b.binary("divide", b.full(1, ft), b.convert(size, dtype));
+  Value weight = b.binary(Binary::Divide, b.full(1, ft), b.convert(size, dtype));
   return b.select(inside, weight, b.full(0, ft));
 }
 
@@ -404,8 +404,8 @@ V adaptive_max_pool(Node& n, size_t spatial) {
   for (size_t j = 0; j < spatial; ++j) {
     int64_t dim = lead + 2 * static_cast<int64_t>(j);
     Value t = b.reshape(index_constant(b, tables[j]), {out[j], windows[j]});
-    t = b.binary("multiply", t, b.full(static_cast<double>(product(in, j + 1)), t.type));
-    index = b.binary("add", index, b.broadcast_in_dim(t, it.shape, {dim, dim + 1}));
+    t = b.binary(Binary::Multiply, t, b.full(static_cast<double>(product(in, j + 1)), t.type));
+    index = b.binary(Binary::Add, index, b.broadcast_in_dim(t, it.shape, {dim, dim + 1}));
   }
   Ints reduce;
   for (size_t j = 0; j < spatial; ++j) reduce.push_back(lead + 2 * static_cast<int64_t>(j) + 1);
@@ -454,20 +454,20 @@ V fractional_max_pool(Node& n, size_t spatial) {
     Value last = b.full(static_cast<double>(in[j] - kernel[j]), {hlo::DType::S64, ut.shape});
     Value start = last;
     if (os[j] > 1) {
-      Value alpha = b.binary("divide", b.full(static_cast<double>(in[j] - kernel[j]), ut),
+      Value alpha = b.binary(Binary::Divide, b.full(static_cast<double>(in[j] - kernel[j]), ut),
                              b.full(static_cast<double>(os[j] - 1), ut));
       Value o = b.convert(b.iota({hlo::DType::S64, ut.shape}, 1), t);
-      Value first = b.convert(b.binary("multiply", b.binary("add", o, uu), alpha), hlo::DType::S64);
-      Value shift = b.convert(b.binary("multiply", uu, alpha), hlo::DType::S64);
+      Value first = b.convert(b.binary(Binary::Multiply, b.binary(Binary::Add, o, uu), alpha), hlo::DType::S64);
+      Value shift = b.convert(b.binary(Binary::Multiply, uu, alpha), hlo::DType::S64);
       Value is_last = b.compare(hlo::Compare::EQ, b.iota({hlo::DType::S64, ut.shape}, 1),
                                 b.full(static_cast<double>(os[j] - 1), {hlo::DType::S64, ut.shape}));
-      start = b.select(is_last, last, b.binary("subtract", first, shift));
+      start = b.select(is_last, last, b.binary(Binary::Subtract, first, shift));
     }
     starts.push_back(b.broadcast_in_dim(start, grid, {0, static_cast<int64_t>(j) + 1}));
   }
   const int64_t plane_size = product(in);
   Value flat = b.reshape(x, {planes * plane_size});
-  Value base = b.binary("multiply", b.iota(it, 0), b.full(static_cast<double>(plane_size), it));
+  Value base = b.binary(Binary::Multiply, b.iota(it, 0), b.full(static_cast<double>(plane_size), it));
   Value best = b.full(-std::numeric_limits<double>::infinity(), {t, grid});
   Value best_index;
   const int64_t taps = product(kernel);
@@ -480,12 +480,12 @@ V fractional_max_pool(Node& n, size_t spatial) {
     }
     Value index = b.full(0, it);
     for (size_t j = 0; j < spatial; ++j) {
-      Value pos = b.binary("add", starts[j], b.full(static_cast<double>(offset[j]), it));
-      index = b.binary("add", b.binary("multiply", index, b.full(static_cast<double>(in[j]), it)), pos);
+      Value pos = b.binary(Binary::Add, starts[j], b.full(static_cast<double>(offset[j]), it));
+      index = b.binary(Binary::Add, b.binary(Binary::Multiply, index, b.full(static_cast<double>(in[j]), it)), pos);
     }
     if (tap == 0) best_index = index;
-    Value v = b.gather_flat(flat, b.binary("add", base, index));
-    Value take = b.binary("or", b.compare(hlo::Compare::GT, v, best),
+    Value v = b.gather_flat(flat, b.binary(Binary::Add, base, index));
+    Value take = b.binary(Binary::Or, b.compare(hlo::Compare::GT, v, best),
                           b.compare(hlo::Compare::NE, v, v));
     best = b.select(take, v, best);
     best_index = b.select(take, index, best_index);

@@ -59,13 +59,13 @@ Value uniform01(hlo::Builder& b, const Value& state, const std::vector<int64_t>&
   const int width = m == DType::F64 ? 64 : 32;
   const int d = digits(dtype);
   Value bits = random_bits(b, state, bits_type);
-  bits = b.binary("shift_right_logical", bits, b.full(width - d, bits_type));
+  bits = b.binary(Binary::ShiftRightLogical, bits, b.full(width - d, bits_type));
   const TensorType out{m, shape};
-  return b.binary("multiply", b.convert(bits, m), b.full(std::ldexp(1.0, -d), out));
+  return b.binary(Binary::Multiply, b.convert(bits, m), b.full(std::ldexp(1.0, -d), out));
 }
 
 Value affine(hlo::Builder& b, const Value& x, const Value& scale, const Value& shift) {
-  return b.binary("add", b.binary("multiply", x, scale), shift);
+  return b.binary(Binary::Add, b.binary(Binary::Multiply, x, scale), shift);
 }
 
 // Standard normals by inversion, sqrt(2) * erfinv(v) for v uniform on (-1, 1): one draw
@@ -79,11 +79,11 @@ Value standard_normal(hlo::Builder& b, const Value& state, const std::vector<int
   const int width = m == DType::F64 ? 64 : 32;
   const int d = digits(m) - 1;
   Value bits = random_bits(b, state, bits_type);
-  bits = b.binary("shift_right_logical", bits, b.full(width - d, bits_type));
-  Value odd = b.binary("add", b.binary("multiply", b.convert(bits, m), b.full(2, out)),
+  bits = b.binary(Binary::ShiftRightLogical, bits, b.full(width - d, bits_type));
+  Value odd = b.binary(Binary::Add, b.binary(Binary::Multiply, b.convert(bits, m), b.full(2, out)),
                        b.full(1 - std::ldexp(1.0, d), out));
-  Value v = b.binary("multiply", odd, b.full(std::ldexp(1.0, -d), out));
-  return b.binary("multiply", b.emit("chlo.erf_inv", {v}, "", out), b.full(M_SQRT2, out));
+  Value v = b.binary(Binary::Multiply, odd, b.full(std::ldexp(1.0, -d), out));
+  return b.binary(Binary::Multiply, b.unary(Unary::ErfInv, v), b.full(M_SQRT2, out));
 }
 
 // ---- uniform, normal, exponential -------------------------------------------------------
@@ -131,25 +131,25 @@ V lower_exponential(Node& n) {
   Value u = uniform01(n.b, n.rng_state(2), out.shape, m);
   // -log(1 - u) is 0 for u = 0; PyTorch's generators keep samples positive, so the
   // smallest one is half a step of u instead.
-  Value e = n.b.unary("negate", n.b.unary("log_plus_one", n.b.unary("negate", u)));
-  e = n.b.binary("maximum", e, n.b.full(std::ldexp(1.0, -digits(m) - 1), u.type));
-  return {n.b.binary("divide", e, n.b.full(n.f64(1), u.type))};
+  Value e = n.b.unary(Unary::Negate, n.b.unary(Unary::LogPlusOne, n.b.unary(Unary::Negate, u)));
+  e = n.b.binary(Binary::Maximum, e, n.b.full(std::ldexp(1.0, -digits(m) - 1), u.type));
+  return {n.b.binary(Binary::Divide, e, n.b.full(n.f64(1), u.type))};
 }
 
 V lower_log_normal(Node& n) {  // log_normal_(self, mean, std, *, generator)
   const TensorType& out = n.out();
   check(n.f64(2) > 0, "log_normal_ expects std > 0.0, but found std=" + std::to_string(n.f64(2)));
   Value z = standard_normal(n.b, n.rng_state(3), out.shape, out.dtype);
-  return {n.b.unary("exponential", affine(n.b, z, n.b.full(n.f64(2), z.type), n.b.full(n.f64(1), z.type)))};
+  return {n.b.unary(Unary::Exponential, affine(n.b, z, n.b.full(n.f64(2), z.type), n.b.full(n.f64(1), z.type)))};
 }
 
 V lower_cauchy(Node& n) {  // cauchy_(self, median, sigma, *, generator)
   const TensorType& out = n.out();
   const DType m = math_dtype(out.dtype);
   Value u = uniform01(n.b, n.rng_state(3), out.shape, m);
-  Value angle = n.b.binary("multiply", n.b.binary("subtract", u, n.b.full(0.5, u.type)),
+  Value angle = n.b.binary(Binary::Multiply, n.b.binary(Binary::Subtract, u, n.b.full(0.5, u.type)),
                            n.b.full(M_PI, u.type));
-  Value tan = n.b.binary("divide", n.b.unary("sine", angle), n.b.unary("cosine", angle));
+  Value tan = n.b.binary(Binary::Divide, n.b.unary(Unary::Sine, angle), n.b.unary(Unary::Cosine, angle));
   return {affine(n.b, tan, n.b.full(n.f64(2), u.type), n.b.full(n.f64(1), u.type))};
 }
 
@@ -160,9 +160,9 @@ V lower_geometric(Node& n) {  // geometric_(self, p, *, generator)
   check(p > 0 && p < 1, "geometric_ expects p to be in (0, 1), but got p=" + std::to_string(p));
   const DType m = out.dtype == DType::F64 ? DType::F64 : DType::F32;
   Value u = uniform01(n.b, n.rng_state(2), out.shape, m);
-  Value log = n.b.unary("log_plus_one", n.b.unary("negate", u));  // log(1 - u), 1 - u in (0, 1]
-  Value trials = n.b.unary("ceil", n.b.binary("divide", log, n.b.full(std::log1p(-p), u.type)));
-  return {n.b.binary("maximum", trials, n.b.full(1, u.type))};
+  Value log = n.b.unary(Unary::LogPlusOne, n.b.unary(Unary::Negate, u));  // log(1 - u), 1 - u in (0, 1]
+  Value trials = n.b.unary(Unary::Ceil, n.b.binary(Binary::Divide, log, n.b.full(std::log1p(-p), u.type)));
+  return {n.b.binary(Binary::Maximum, trials, n.b.full(1, u.type))};
 }
 
 // ---- bernoulli, dropout -----------------------------------------------------------------
@@ -193,7 +193,7 @@ V lower_native_dropout(Node& n) {
   Value keep = n.b.compare(Compare::LT, u, n.b.full(1 - p, u.type));
   // select, not a product with the mask: for p = 1 the scale is inf and 0 * inf is NaN.
   Value xm = n.b.convert(x, m);
-  Value scaled = n.b.binary("multiply", xm, n.b.full(p < 1 ? 1 / (1 - p) : 0, xm.type));
+  Value scaled = n.b.binary(Binary::Multiply, xm, n.b.full(p < 1 ? 1 / (1 - p) : 0, xm.type));
   return {n.b.select(keep, scaled, n.b.full(0, xm.type)), keep};
 }
 
@@ -201,7 +201,7 @@ V lower_native_dropout_backward(Node& n) {
   const DType m = math_dtype(n.out().dtype);
   Value g = cast_to(n.b, n.in(0), m, n.out().shape);
   Value mask = cast_to(n.b, n.in(1), m, n.out().shape);
-  return {n.b.binary("multiply", n.b.binary("multiply", g, mask), n.b.full(n.f64(2), g.type))};
+  return {n.b.binary(Binary::Multiply, n.b.binary(Binary::Multiply, g, mask), n.b.full(n.f64(2), g.type))};
 }
 
 // ---- integers ----------------------------------------------------------------------------
@@ -214,10 +214,10 @@ Value random_ints(hlo::Builder& b, const Value& state, const TensorType& out, in
   if (range != 0) {
     Value r = b.broadcast_in_dim(b.constant_int(static_cast<int64_t>(range), DType::U64),
                                  out.shape, {});
-    bits = b.binary("remainder", bits, r);
+    bits = b.binary(Binary::Remainder, bits, r);
   }
   const TensorType s64{DType::S64, out.shape};
-  Value x = b.binary("add", b.bitcast_convert(bits, s64),
+  Value x = b.binary(Binary::Add, b.bitcast_convert(bits, s64),
                      b.broadcast_in_dim(b.constant_int(low, DType::S64), out.shape, {}));
   return b.convert(x, out.dtype);
 }
@@ -295,7 +295,7 @@ Value cumsum_last(hlo::Builder& b, const Value& x) {
                       ">, window_strides = array<i64: 1, 1>, padding = dense<[[0, 0], [" +
                       std::to_string(k - 1) + ", 0]]> : tensor<2x2xi64>";
   return b.emit("stablehlo.reduce_window", {x, b.constant(0, x.type.dtype)}, attrs, x.type,
-                {b.binary_region("stablehlo.add", x.type.dtype)});
+                {b.binary_region(Binary::Add, x.type.dtype)});
 }
 
 V lower_multinomial(Node& n) {  // multinomial(self, num_samples, replacement, *, generator)
@@ -315,26 +315,26 @@ V lower_multinomial(Node& n) {  // multinomial(self, num_samples, replacement, *
     Value cdf = cumsum_last(n.b, p);
     Value total = n.b.reshape(n.b.slice(cdf, {0, k - 1}, {rows, k}, {1, 1}), {rows});
     Value u = uniform01(n.b, state, {rows, samples}, m);
-    Value target = n.b.binary("multiply", u, n.b.broadcast_in_dim(total, {rows, samples}, {0}));
+    Value target = n.b.binary(Binary::Multiply, u, n.b.broadcast_in_dim(total, {rows, samples}, {0}));
     const std::vector<int64_t> cube{rows, samples, k};
     Value below = n.b.compare(Compare::LE, n.b.broadcast_in_dim(cdf, cube, {0, 2}),
                               n.b.broadcast_in_dim(target, cube, {0, 1}));
     Value count = n.b.reduce(n.b.convert(below, DType::S64), n.b.constant(0, DType::S64), {2},
-                             hlo::Reducer::Add);
+                             hlo::Binary::Add);
     // Rounding of u * total can reach the total; fall back to the last category with
     // positive weight rather than one past it.
     Value iota = n.b.iota({DType::S64, {rows, k}}, 1);
     Value positive = n.b.compare(Compare::GT, p, n.b.full(0, p.type));
     Value last = n.b.reduce(n.b.select(positive, iota, n.b.full(0, iota.type)),
-                            n.b.constant(0, DType::S64), {1}, hlo::Reducer::Max);
-    index = n.b.binary("minimum", count, n.b.broadcast_in_dim(last, {rows, samples}, {0}));
+                            n.b.constant(0, DType::S64), {1}, hlo::Binary::Maximum);
+    index = n.b.binary(Binary::Minimum, count, n.b.broadcast_in_dim(last, {rows, samples}, {0}));
   } else {
     // Exponential race: category i finishes at E_i / p_i; the first `samples` to finish are
     // a draw without replacement with probabilities proportional to p.
     Value u = uniform01(n.b, derived_state(n.b, state), {rows, k}, m);
-    Value log = n.b.unary("log_plus_one", n.b.unary("negate", u));  // -E_i, in (-inf, 0]
+    Value log = n.b.unary(Unary::LogPlusOne, n.b.unary(Unary::Negate, u));  // -E_i, in (-inf, 0]
     Value positive = n.b.compare(Compare::GT, p, n.b.full(0, p.type));
-    Value key = n.b.select(positive, n.b.binary("divide", log, p),
+    Value key = n.b.select(positive, n.b.binary(Binary::Divide, log, p),
                            n.b.full(-INFINITY, p.type));
     V top = n.b.emit_multi("chlo.top_k", {key}, "k = " + std::to_string(samples) + " : i64",
                            {{m, {rows, samples}}, {DType::S32, {rows, samples}}});

@@ -20,7 +20,6 @@ namespace {
 
 using hlo::Compare;
 using hlo::DType;
-using hlo::Reducer;
 using hlo::TensorType;
 using hlo::Value;
 using V = std::vector<Value>;
@@ -62,7 +61,7 @@ std::vector<int64_t> dims_arg(const Node& n, size_t i, int64_t rank, bool empty_
   return raw;
 }
 
-Value reduce_as(Node& n, const Value& x, const std::vector<int64_t>& dims, Reducer r,
+Value reduce_as(Node& n, const Value& x, const std::vector<int64_t>& dims, Binary r,
                 const Value& init, size_t out = 0) {
   return n.b.reshape(n.b.reduce(x, init, dims, r), n.out(out).shape);
 }
@@ -87,8 +86,8 @@ LowerFn prod_over(bool full) {
     DType out = n.out().dtype;
     DType acc = math_dtype(out);
     Value in = n.b.convert(x, acc);
-    if (acc == DType::Pred) return V{reduce_as(n, in, dims, Reducer::And, n.b.constant(1, acc))};
-    return V{reduce_as(n, in, dims, Reducer::Mul, n.b.constant(1, acc))};
+    if (acc == DType::Pred) return V{reduce_as(n, in, dims, Binary::And, n.b.constant(1, acc))};
+    return V{reduce_as(n, in, dims, Binary::Multiply, n.b.constant(1, acc))};
   };
 }
 
@@ -107,11 +106,11 @@ std::pair<Value, Value> arg_extreme(hlo::Builder& b, const Value& x, int64_t dim
   std::vector<int64_t> rows = other_dims(x.type.rank(), dim);
   Value vb = b.broadcast_in_dim(value, x.type.shape, rows);
   Value hit = b.compare(Compare::EQ, x, vb);
-  if (hlo::is_float(x.type.dtype)) hit = b.binary("or", hit, b.binary("and", is_nan(b, x), is_nan(b, vb)));
+  if (hlo::is_float(x.type.dtype)) hit = b.binary(Binary::Or, hit, b.binary(Binary::And, is_nan(b, x), is_nan(b, vb)));
   TensorType idx_type{DType::S64, x.type.shape};
   Value none = b.full(static_cast<double>(x.type.shape[dim]), idx_type);
   Value index = b.reduce(b.select(hit, b.iota(idx_type, dim), none), highest(b, DType::S64), {dim},
-                         Reducer::Min);
+                         Binary::Minimum);
   return {value, index};
 }
 
@@ -173,7 +172,7 @@ LowerFn any_all(bool any, bool full) {
     Value x = b.convert(n.in(0), DType::Pred);
     int64_t rank = x.type.rank();
     std::vector<int64_t> dims = full ? all_dims(rank) : dims_arg(n, 1, rank, false);
-    return V{reduce_as(n, x, dims, any ? Reducer::Or : Reducer::And, b.constant(any ? 0 : 1, DType::Pred))};
+    return V{reduce_as(n, x, dims, any ? Binary::Or : Binary::And, b.constant(any ? 0 : 1, DType::Pred))};
   };
 }
 
@@ -191,15 +190,15 @@ V variance(Node& n, bool take_sqrt, bool with_mean) {
   for (int64_t d : dims) count *= x.type.shape[d];
   std::vector<int64_t> kept = x.type.shape;
   for (int64_t d : dims) kept[d] = 1;
-  Value total = b.reshape(b.reduce(x, b.constant(0, acc), dims, Reducer::Add), kept);
-  Value mean = b.binary("divide", total, b.full(static_cast<double>(count), total.type));
-  Value centered = b.binary("subtract", x, b.broadcast_in_dim(mean, x.type.shape, all_dims(x.type.rank())));
-  Value sq = b.reduce(b.binary("multiply", centered, centered), b.constant(0, acc), dims, Reducer::Add);
+  Value total = b.reshape(b.reduce(x, b.constant(0, acc), dims, Binary::Add), kept);
+  Value mean = b.binary(Binary::Divide, total, b.full(static_cast<double>(count), total.type));
+  Value centered = b.binary(Binary::Subtract, x, b.broadcast_in_dim(mean, x.type.shape, all_dims(x.type.rank())));
+  Value sq = b.reduce(b.binary(Binary::Multiply, centered, centered), b.constant(0, acc), dims, Binary::Add);
   Value correction = n.has(2) ? b.convert(n.in(2), acc) : b.constant(1, acc);
-  Value dof = b.binary("subtract", b.constant(static_cast<double>(count), acc), correction);
-  dof = b.binary("maximum", dof, b.constant(0, acc));
-  Value var = b.binary("divide", sq, b.broadcast_in_dim(dof, sq.type.shape, {}));
-  if (take_sqrt) var = b.unary("sqrt", var);
+  Value dof = b.binary(Binary::Subtract, b.constant(static_cast<double>(count), acc), correction);
+  dof = b.binary(Binary::Maximum, dof, b.constant(0, acc));
+  Value var = b.binary(Binary::Divide, sq, b.broadcast_in_dim(dof, sq.type.shape, {}));
+  if (take_sqrt) var = b.unary(Unary::Sqrt, var);
   V out{b.reshape(var, n.out(0).shape)};
   if (with_mean) out.push_back(b.reshape(mean, n.out(1).shape));
   return out;
@@ -216,13 +215,13 @@ V lower_logsumexp(Node& n) {
   std::vector<int64_t> dims = dims_arg(n, 1, x.type.rank());
   std::vector<int64_t> kept = x.type.shape;
   for (int64_t d : dims) kept[d] = 1;
-  Value m = b.reshape(b.reduce(x, lowest(b, acc), dims, Reducer::Max), kept);
-  Value inf = b.compare(Compare::EQ, b.unary("abs", m), b.full(INFINITY, m.type));
+  Value m = b.reshape(b.reduce(x, lowest(b, acc), dims, Binary::Maximum), kept);
+  Value inf = b.compare(Compare::EQ, b.unary(Unary::Abs, m), b.full(INFINITY, m.type));
   m = b.select(inf, b.full(0, m.type), m);
   Value mb = b.broadcast_in_dim(m, x.type.shape, all_dims(x.type.rank()));
-  Value s = b.reduce(b.unary("exponential", b.binary("subtract", x, mb)), b.constant(0, acc), dims,
-                     Reducer::Add);
-  Value r = b.binary("add", b.unary("log", s), b.reshape(m, s.type.shape));
+  Value s = b.reduce(b.unary(Unary::Exponential, b.binary(Binary::Subtract, x, mb)), b.constant(0, acc), dims,
+                     Binary::Add);
+  Value r = b.binary(Binary::Add, b.unary(Unary::Log, s), b.reshape(m, s.type.shape));
   return V{b.reshape(r, n.out().shape)};
 }
 
@@ -236,8 +235,8 @@ Value vector_norm(Node& n, const Value& self, const Value* p_in, const std::vect
   hlo::Builder& b = n.b;
   DType acc = math_dtype(n.out().dtype);
   // The modulus of complex values is taken before they become real.
-  Value a = hlo::is_complex(self.type.dtype) ? b.convert(b.unary("abs", self), acc)
-                                             : b.unary("abs", b.convert(self, acc));
+  Value a = hlo::is_complex(self.type.dtype) ? b.convert(b.unary(Unary::Abs, self), acc)
+                                             : b.unary(Unary::Abs, b.convert(self, acc));
   Value p = p_in ? b.convert(*p_in, acc) : b.constant(2, acc);
   std::vector<int64_t> shape;
   for (int64_t d = 0; d < a.type.rank(); ++d)
@@ -247,10 +246,10 @@ Value vector_norm(Node& n, const Value& self, const Value* p_in, const std::vect
     return b.region({}, [&](hlo::Builder& r, const V&) { return V{body(r)}; });
   };
   auto sum = [&](hlo::Builder& r, const Value& v) {
-    return r.reduce(v, r.constant(0, acc), dims, Reducer::Add);
+    return r.reduce(v, r.constant(0, acc), dims, Binary::Add);
   };
   std::vector<std::string> branches{
-      branch([&](hlo::Builder& r) { return r.unary("sqrt", sum(r, r.binary("multiply", a, a))); }),
+      branch([&](hlo::Builder& r) { return r.unary(Unary::Sqrt, sum(r, r.binary(Binary::Multiply, a, a))); }),
       branch([&](hlo::Builder& r) { return sum(r, a); }),
       branch([&](hlo::Builder& r) {
         return sum(r, r.convert(r.compare(Compare::NE, a, r.full(0, a.type)), acc));
@@ -258,9 +257,9 @@ Value vector_norm(Node& n, const Value& self, const Value* p_in, const std::vect
       branch([&](hlo::Builder& r) { return reduce_extreme(r, a, dims, true); }),
       branch([&](hlo::Builder& r) { return reduce_extreme(r, a, dims, false); }),
       branch([&](hlo::Builder& r) {
-        Value powered = sum(r, r.binary("power", a, r.broadcast_in_dim(p, a.type.shape, {})));
-        Value inv = r.binary("divide", r.constant(1, acc), p);
-        return r.binary("power", powered, r.broadcast_in_dim(inv, rt.shape, {}));
+        Value powered = sum(r, r.binary(Binary::Power, a, r.broadcast_in_dim(p, a.type.shape, {})));
+        Value inv = r.binary(Binary::Divide, r.constant(1, acc), p);
+        return r.binary(Binary::Power, powered, r.broadcast_in_dim(inv, rt.shape, {}));
       }),
   };
   const double special[] = {2, 1, 0, INFINITY, -INFINITY};
@@ -314,13 +313,14 @@ Value scan(hlo::Builder& b, const Value& x, int64_t dim, const std::string& comb
 std::string log_add_exp_region(hlo::Builder& b, DType t) {
   TensorType s{t, {}};
   return b.region({s, s}, [](hlo::Builder& r, const V& a) {
-    Value hi = r.binary("maximum", a[0], a[1]), lo = r.binary("minimum", a[0], a[1]);
-    Value sum = r.binary("add", hi, r.unary("log_plus_one", r.unary("exponential", r.binary("subtract", lo, hi))));
+    Value hi = r.binary(Binary::Maximum, a[0], a[1]), lo = r.binary(Binary::Minimum, a[0], a[1]);
+    Value sum = r.binary(Binary::Add, hi,
+                         r.unary(Unary::LogPlusOne, r.unary(Unary::Exponential, r.binary(Binary::Subtract, lo, hi))));
     Value finite = r.emit("stablehlo.is_finite", {lo}, "", TensorType{DType::Pred, {}});
-    Value use_sum = r.binary("or", r.compare(Compare::NE, lo, hi), finite);
+    Value use_sum = r.binary(Binary::Or, r.compare(Compare::NE, lo, hi), finite);
     // maximum / minimum may drop a NaN; a + b keeps it.
-    Value nan = r.binary("or", is_nan(r, a[0]), is_nan(r, a[1]));
-    return V{r.select(nan, r.binary("add", a[0], a[1]), r.select(use_sum, sum, a[0]))};
+    Value nan = r.binary(Binary::Or, is_nan(r, a[0]), is_nan(r, a[1]));
+    return V{r.select(nan, r.binary(Binary::Add, a[0], a[1]), r.select(use_sum, sum, a[0]))};
   });
 }
 
@@ -336,7 +336,7 @@ LowerFn cumulative(std::function<std::string(hlo::Builder&, DType)> region, doub
   };
 }
 
-LowerFn cumulative(const char* op, double init) {
+LowerFn cumulative(Binary op, double init) {
   return cumulative([op](hlo::Builder& b, DType t) { return b.binary_region(op, t); }, init);
 }
 
@@ -357,13 +357,13 @@ LowerFn cumulative_extreme(bool max, size_t dim_arg) {
     const int64_t dim = wrap_dim(n.i64(dim_arg), x.type.rank());
     const TensorType s{x.type.dtype, {}};
     std::string extreme = b.region({s, s}, [max](hlo::Builder& r, const V& a) {
-      Value pick = r.binary(max ? "maximum" : "minimum", a[0], a[1]);
+      Value pick = r.binary(max ? Binary::Maximum : Binary::Minimum, a[0], a[1]);
       return V{r.select(is_nan(r, a[0]), a[0], r.select(is_nan(r, a[1]), a[1], pick))};
     });
     Value running = scan(b, x, dim, extreme, max ? lowest(b, x.type.dtype) : highest(b, x.type.dtype));
-    Value reached = b.binary("or", b.compare(Compare::EQ, x, running), is_nan(b, x));
+    Value reached = b.binary(Binary::Or, b.compare(Compare::EQ, x, running), is_nan(b, x));
     Value position = b.select(reached, b.iota(index_type, dim), b.full(-1, index_type));
-    Value index = scan(b, position, dim, b.binary_region("stablehlo.maximum", DType::S64), -1);
+    Value index = scan(b, position, dim, b.binary_region(Binary::Maximum, DType::S64), -1);
     return V{b.convert(running, out), index};
   };
 }
@@ -383,7 +383,7 @@ V lower_count_nonzero(Node& n) {
   const Value& x = n.in(0);
   Value nonzero = b.convert(b.convert(x, DType::Pred), DType::S64);
   std::vector<int64_t> dims = dims_arg(n, 1, x.type.rank());
-  return V{reduce_as(n, nonzero, dims, Reducer::Add, b.constant_int(0, DType::S64))};
+  return V{reduce_as(n, nonzero, dims, Binary::Add, b.constant_int(0, DType::S64))};
 }
 
 // hash_tensor(self, dim, keepdim, mode=0): the xor of the elements' 64-bit patterns over
@@ -400,7 +400,7 @@ V lower_hash_tensor(Node& n) {
     if (std::find(dims.begin(), dims.end(), d) == dims.end()) shape.push_back(x.type.shape[d]);
   Value r = b.emit("stablehlo.reduce", {bits, b.constant_int(0, DType::U64)},
                    "dimensions = " + hlo::i64_array(dims), TensorType{DType::U64, shape},
-                   {b.binary_region("stablehlo.xor", DType::U64)});
+                   {b.binary_region(Binary::Xor, DType::U64)});
   return {b.reshape(r, n.out().shape)};
 }
 
@@ -438,14 +438,14 @@ Value is_nan(hlo::Builder& b, const Value& x) { return b.compare(Compare::NE, x,
 Value reduce_extreme(hlo::Builder& b, const Value& x, const std::vector<int64_t>& dims, bool max) {
   const DType t = x.type.dtype;
   if (t == DType::Pred)
-    return b.reduce(x, b.constant(max ? 0 : 1, t), dims, max ? Reducer::Or : Reducer::And);
+    return b.reduce(x, b.constant(max ? 0 : 1, t), dims, max ? Binary::Or : Binary::And);
   Value init = max ? lowest(b, t) : highest(b, t);
-  Value r = b.reduce(x, init, dims, max ? Reducer::Max : Reducer::Min);
+  Value r = b.reduce(x, init, dims, max ? Binary::Maximum : Binary::Minimum);
   if (!hlo::is_float(t)) return r;
   // stablehlo.maximum / minimum need not propagate NaN (XLA:CPU's do not), PyTorch's do.
   // A second plain reduction finds the NaNs: both stay on XLA's fast reduction path,
   // which a combiner with selects would leave.
-  Value any_nan = b.reduce(is_nan(b, x), b.constant(0, DType::Pred), dims, Reducer::Or);
+  Value any_nan = b.reduce(is_nan(b, x), b.constant(0, DType::Pred), dims, Binary::Or);
   return b.select(any_nan, b.full(NAN, r.type), r);
 }
 
@@ -454,7 +454,7 @@ Value lower_sum(hlo::Builder& b, const Value& x, const std::vector<int64_t>& dim
   std::vector<int64_t> rdims = all_dims_if_empty(x, dims);
   DType acc = math_dtype(dtype);
   Value in = b.convert(x, acc);
-  Value sum = b.reduce(in, b.constant(0, acc), rdims, acc == DType::Pred ? Reducer::Or : Reducer::Add);
+  Value sum = b.reduce(in, b.constant(0, acc), rdims, acc == DType::Pred ? Binary::Or : Binary::Add);
   return keep_dims(b, b.convert(sum, dtype), x, rdims, keepdim);
 }
 
@@ -464,9 +464,9 @@ Value lower_mean(hlo::Builder& b, const Value& x, const std::vector<int64_t>& di
   DType acc = math_dtype(dtype);
   int64_t count = 1;
   for (int64_t d : rdims) count *= x.type.shape[d];
-  Value sum = b.reduce(b.convert(x, acc), b.constant(0, acc), rdims, Reducer::Add);
+  Value sum = b.reduce(b.convert(x, acc), b.constant(0, acc), rdims, Binary::Add);
   // 0/0 gives NaN for an empty reduction, as in PyTorch.
-  Value mean = b.binary("divide", sum, b.full(static_cast<double>(count), sum.type));
+  Value mean = b.binary(Binary::Divide, sum, b.full(static_cast<double>(count), sum.type));
   return keep_dims(b, b.convert(mean, dtype), x, rdims, keepdim);
 }
 
@@ -510,9 +510,9 @@ TORCH_TPU_LOWERING(norm, {"norm.Scalar", "norm.Scalar_out", "norm.ScalarOpt_dtyp
                           "norm.ScalarOpt_dtype_out"},
                    lower_norm_all);
 
-TORCH_TPU_LOWERING(cumsum, {"cumsum", "cumsum_", "cumsum.out"}, cumulative("stablehlo.add", 0));
+TORCH_TPU_LOWERING(cumsum, {"cumsum", "cumsum_", "cumsum.out"}, cumulative(Binary::Add, 0));
 TORCH_TPU_LOWERING(cumprod, {"cumprod", "cumprod_", "cumprod.out"},
-                   cumulative("stablehlo.multiply", 1));
+                   cumulative(Binary::Multiply, 1));
 TORCH_TPU_LOWERING(logcumsumexp, {"logcumsumexp", "logcumsumexp.out"},
                    cumulative(log_add_exp_region, -INFINITY));
 TORCH_TPU_LOWERING(cummax_helper, {"_cummax_helper"}, cumulative_extreme(true, 3));

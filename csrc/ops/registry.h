@@ -10,7 +10,7 @@
 // checks and error messages are PyTorch's own.
 //
 //   std::vector<hlo::Value> lower_exp(Node& n) {
-//     return {n.b.unary("exponential", float_input(n, 0))};
+//     return {n.b.unary(hlo::Unary::Exponential, arg_math(n, 0))};  // ops/common.h
 //   }
 //   TORCH_TPU_LOWERING(exp, {"exp", "exp_", "exp.out"}, lower_exp);
 #pragma once

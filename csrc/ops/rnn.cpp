@@ -24,15 +24,15 @@ Value chunk(hlo::Builder& b, const Value& x, int64_t k, int64_t h) {
 Value gate_sum(Node& n, hlo::DType t) {
   hlo::Builder& b = n.b;
   const std::vector<int64_t>& shape = n.in(0).type.shape;
-  Value sum = b.binary("add", cast_to(b, n.in(0), t, shape), cast_to(b, n.in(1), t, shape));
+  Value sum = b.binary(Binary::Add, cast_to(b, n.in(0), t, shape), cast_to(b, n.in(1), t, shape));
   for (size_t i : {3, 4})
-    if (n.has(i)) sum = b.binary("add", sum, cast_to(b, n.in(i), t, shape));
+    if (n.has(i)) sum = b.binary(Binary::Add, sum, cast_to(b, n.in(i), t, shape));
   return sum;
 }
 
 // The sum over the batch of a [batch, k] gradient: a bias's gradient.
 Value batch_sum(hlo::Builder& b, const Value& x) {
-  return b.reduce(x, b.constant(0, x.type.dtype), {0}, hlo::Reducer::Add);
+  return b.reduce(x, b.constant(0, x.type.dtype), {0}, hlo::Binary::Add);
 }
 
 V lstm_cell(Node& n) {

@@ -34,7 +34,7 @@ Value prefix_sum(hlo::Builder& b, const Value& x) {
   TensorType it{DType::S64, shape};
   Value keep = m.le(b.iota(it, rank), b.iota(it, rank - 1));
   Value picked = m.sel(keep, spread, b.full(0, spread.type));
-  return b.reduce(picked, b.constant_int(0, DType::S64), {rank}, hlo::Reducer::Add);
+  return b.reduce(picked, b.constant_int(0, DType::S64), {rank}, hlo::Binary::Add);
 }
 
 Value last_slice(hlo::Builder& b, const Value& x, int64_t begin, int64_t end) {
@@ -100,7 +100,7 @@ std::vector<Value> lower_segment_reduce(Node& n) {
     const bool prod = reduce == "prod";
     Value picked = m.sel(member, x, b.full(prod ? 1 : 0, x.type));
     result = b.reduce(picked, b.constant(prod ? 1 : 0, t), {axis + 1},
-                      prod ? hlo::Reducer::Mul : hlo::Reducer::Add);
+                      prod ? hlo::Binary::Multiply : hlo::Binary::Add);
     if (has_initial) result = prod ? m.mul(init_full(), result) : m.add(init_full(), result);
     if (reduce == "mean") {
       Ints len_dims;

@@ -72,7 +72,7 @@ LowerFn triangle(bool lower) {
     Value x = b.convert(n.in(0), n.out().dtype);
     const int64_t rank = x.type.rank();
     TensorType it{DType::S64, x.type.shape};
-    Value diff = b.binary("subtract", b.iota(it, rank - 1), b.iota(it, rank - 2));
+    Value diff = b.binary(Binary::Subtract, b.iota(it, rank - 1), b.iota(it, rank - 2));
     Value k = b.full(static_cast<double>(n.i64(1)), it);
     Value keep = b.compare(lower ? Compare::LE : Compare::GE, diff, k);
     return V{b.select(keep, x, b.full(0, x.type))};
@@ -117,11 +117,11 @@ V lower_constant_pad(Node& n) {
 Value pad_source(hlo::Builder& b, int64_t size, int64_t low, int64_t high, bool reflect) {
   const int64_t m = size + low + high;
   TensorType t{DType::S64, {m}};
-  Value j = b.binary("subtract", b.iota(t, 0), b.full(static_cast<double>(low), t));
+  Value j = b.binary(Binary::Subtract, b.iota(t, 0), b.full(static_cast<double>(low), t));
   Value zero = b.full(0, t), last = b.full(static_cast<double>(size - 1), t);
-  if (!reflect) return b.binary("minimum", b.binary("maximum", j, zero), last);
-  j = b.select(b.compare(Compare::LT, j, zero), b.unary("negate", j), j);
-  Value over = b.binary("subtract", b.binary("add", last, last), j);
+  if (!reflect) return b.binary(Binary::Minimum, b.binary(Binary::Maximum, j, zero), last);
+  j = b.select(b.compare(Compare::LT, j, zero), b.unary(Unary::Negate, j), j);
+  Value over = b.binary(Binary::Subtract, b.binary(Binary::Add, last, last), j);
   return b.select(b.compare(Compare::GT, j, last), over, j);
 }
 
@@ -185,7 +185,7 @@ V lower_unfold_backward(Node& n) {
   merged[dim] = windows * size;
   g = b.reshape(g, merged);
   TensorType it{DType::S64, {windows, size}};
-  Value src = b.binary("add", b.binary("multiply", b.iota(it, 0),
+  Value src = b.binary(Binary::Add, b.binary(Binary::Multiply, b.iota(it, 0),
                                        b.full(static_cast<double>(step), it)),
                        b.iota(it, 1));
   return {b.convert(add_along(b, b.full(0, {acc, out.shape}), dim, src, g), out.dtype)};

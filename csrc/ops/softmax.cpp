@@ -9,12 +9,11 @@ namespace torch_tpu::ops {
 namespace {
 
 using hlo::DType;
-using hlo::Reducer;
 using hlo::Value;
 using V = std::vector<Value>;
 
 // The reduction of `x` over `dim`, broadcast back to x's shape.
-Value reduce_back(hlo::Builder& b, const Value& x, int64_t dim, Reducer r, const Value& init) {
+Value reduce_back(hlo::Builder& b, const Value& x, int64_t dim, Binary r, const Value& init) {
   Value red = b.reduce(x, init, {dim}, r);
   return b.broadcast_in_dim(red, x.type.shape, other_dims(x.type.rank(), dim));
 }
@@ -26,7 +25,7 @@ Value as_vector(hlo::Builder& b, const Value& x) {
 
 // x - max(x) over dim: the shifted logits both forms exponentiate.
 Value shifted(hlo::Builder& b, const Value& x, int64_t dim) {
-  return b.binary("subtract", x, reduce_back(b, x, dim, Reducer::Max, lowest(b, x.type.dtype)));
+  return b.binary(Binary::Subtract, x, reduce_back(b, x, dim, Binary::Maximum, lowest(b, x.type.dtype)));
 }
 
 LowerFn softmax(bool log) {
@@ -37,9 +36,9 @@ LowerFn softmax(bool log) {
     Value x = as_vector(b, b.convert(self, acc));
     int64_t dim = wrap_dim(n.i64(1), self.type.rank());
     Value z = shifted(b, x, dim);
-    Value e = b.unary("exponential", z);
-    Value s = reduce_back(b, e, dim, Reducer::Add, b.constant(0, acc));
-    Value r = log ? b.binary("subtract", z, b.unary("log", s)) : b.binary("divide", e, s);
+    Value e = b.unary(Unary::Exponential, z);
+    Value s = reduce_back(b, e, dim, Binary::Add, b.constant(0, acc));
+    Value r = log ? b.binary(Binary::Subtract, z, b.unary(Unary::Log, s)) : b.binary(Binary::Divide, e, s);
     return V{b.reshape(r, n.out().shape)};
   };
 }
@@ -57,11 +56,11 @@ LowerFn softmax_backward(bool log) {
     Value zero = b.constant(0, acc);
     Value r;
     if (log) {
-      Value s = reduce_back(b, g, dim, Reducer::Add, zero);
-      r = b.binary("subtract", g, b.binary("multiply", b.unary("exponential", y), s));
+      Value s = reduce_back(b, g, dim, Binary::Add, zero);
+      r = b.binary(Binary::Subtract, g, b.binary(Binary::Multiply, b.unary(Unary::Exponential, y), s));
     } else {
-      Value s = reduce_back(b, b.binary("multiply", g, y), dim, Reducer::Add, zero);
-      r = b.binary("multiply", y, b.binary("subtract", g, s));
+      Value s = reduce_back(b, b.binary(Binary::Multiply, g, y), dim, Binary::Add, zero);
+      r = b.binary(Binary::Multiply, y, b.binary(Binary::Subtract, g, s));
     }
     return V{b.reshape(r, n.out().shape)};
   };

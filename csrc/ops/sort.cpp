@@ -4,6 +4,7 @@
 #include <cmath>
 #include <optional>
 
+#include "ops/common.h"
 #include "ops/reduction.h"
 #include "ops/registry.h"
 
@@ -13,7 +14,6 @@ namespace {
 
 using hlo::Compare;
 using hlo::DType;
-using hlo::Reducer;
 using hlo::TensorType;
 using hlo::Value;
 using V = std::vector<Value>;
@@ -29,9 +29,9 @@ std::pair<Value, Value> sort_along(hlo::Builder& b, const Value& x, int64_t dim,
     if (hlo::is_float(t)) {
       Value ln = is_nan(r, lhs), rn = is_nan(r, rhs);
       // NaN is the largest value: first when descending, last when ascending.
-      Value nan_first = descending ? r.binary("and", ln, r.emit("stablehlo.not", {rn}, "", rn.type))
-                                   : r.binary("and", r.emit("stablehlo.not", {ln}, "", ln.type), rn);
-      ordered = r.binary("or", ordered, nan_first);
+      Value nan_first = descending ? r.binary(Binary::And, ln, r.unary(Unary::Not, rn))
+                                   : r.binary(Binary::And, r.unary(Unary::Not, ln), rn);
+      ordered = r.binary(Binary::Or, ordered, nan_first);
     }
     return V{ordered};
   });
@@ -87,7 +87,7 @@ V lower_topk(Node& n) {
   Value key = b.transpose(x, perm);
   const bool floating = hlo::is_float(key.type.dtype);
   if (floating) key = b.select(is_nan(b, key), b.full(NAN, key.type), key);
-  auto reverse = [&](const Value& v) { return b.unary(floating ? "negate" : "not", v); };
+  auto reverse = [&](const Value& v) { return b.unary(floating ? Unary::Negate : Unary::Not, v); };
   if (!largest) key = reverse(key);
   std::vector<int64_t> shape = key.type.shape;
   shape.back() = k;
@@ -117,13 +117,13 @@ std::pair<Value, Value> median_along(hlo::Builder& b, const Value& x, int64_t di
   const int64_t len = x.type.shape[dim];
   std::vector<int64_t> rows = other_dims(x.type.rank(), dim);
   Value nans = b.reduce(b.convert(is_nan(b, x), DType::S64), b.constant_int(0, DType::S64), {dim},
-                        Reducer::Add);
+                        Binary::Add);
   Value n = b.full(static_cast<double>(len), nans.type);
   Value one = b.full(1, nans.type), two = b.full(2, nans.type);
-  Value numbers = b.binary("subtract", n, nans);
+  Value numbers = b.binary(Binary::Subtract, n, nans);
   // A row of NaNs has its (NaN) median where a row of numbers would, as in PyTorch.
   Value counted = b.select(b.compare(Compare::EQ, numbers, b.full(0, nans.type)), n, numbers);
-  Value pos = b.binary("divide", b.binary("subtract", skip_nan ? counted : n, one), two);
+  Value pos = b.binary(Binary::Divide, b.binary(Binary::Subtract, skip_nan ? counted : n, one), two);
   if (!skip_nan) {
     Value any_nan = b.compare(Compare::GT, nans, b.full(0, nans.type));
     pos = b.select(any_nan, numbers, pos);
@@ -132,7 +132,7 @@ std::pair<Value, Value> median_along(hlo::Builder& b, const Value& x, int64_t di
   Value others = b.broadcast_in_dim(lowest(b, v.type.dtype), v.type.shape, {});
   Value value = reduce_extreme(b, b.select(at, v, others), {dim}, true);
   Value index = b.reduce(b.select(at, i, b.full(-1, i.type)), b.constant_int(-1, DType::S64), {dim},
-                         Reducer::Max);
+                         Binary::Maximum);
   return {value, index};
 }
 
@@ -171,7 +171,7 @@ Value search(hlo::Builder& b, const Value& seq_in, const Value& values_in, bool 
   if (seq.type.rank() > 1) {
     const int64_t rows = seq.type.numel() / len, width = values.type.numel() / rows;
     row = b.reshape(b.iota({DType::S64, {rows, width}}, 0), values.type.shape);
-    row = b.binary("multiply", row, k(len));
+    row = b.binary(Binary::Multiply, row, k(len));
   }
   Value flat = b.reshape(seq, {seq.type.numel()});
   Value order = sorter ? b.reshape(b.convert(*sorter, DType::S64), {seq.type.numel()}) : Value{};
@@ -180,14 +180,15 @@ Value search(hlo::Builder& b, const Value& seq_in, const Value& values_in, bool 
   while ((int64_t{1} << (steps - 1)) <= len) ++steps;
   for (int s = 0; s < steps; ++s) {
     Value active = b.compare(Compare::LT, lo, hi);
-    Value mid = b.binary("add", lo, b.binary("shift_right_logical", b.binary("subtract", hi, lo), k(1)));
+    Value mid =
+        b.binary(Binary::Add, lo, b.binary(Binary::ShiftRightLogical, b.binary(Binary::Subtract, hi, lo), k(1)));
     Value at = b.select(active, mid, k(0));
-    if (sorter) at = b.gather_flat(order, b.binary("add", row, at));
-    Value entry = b.gather_flat(flat, b.binary("add", row, at));
+    if (sorter) at = b.gather_flat(order, b.binary(Binary::Add, row, at));
+    Value entry = b.gather_flat(flat, b.binary(Binary::Add, row, at));
     Value past = b.compare(right ? Compare::GT : Compare::GE, entry, values);
-    Value up = b.binary("and", active, b.unary("not", past));
-    Value down = b.binary("and", active, past);
-    lo = b.select(up, b.binary("add", mid, k(1)), lo);
+    Value up = b.binary(Binary::And, active, b.unary(Unary::Not, past));
+    Value down = b.binary(Binary::And, active, past);
+    lo = b.select(up, b.binary(Binary::Add, mid, k(1)), lo);
     hi = b.select(down, mid, hi);
   }
   return b.reshape(b.convert(lo, out.dtype), out.shape);
@@ -230,15 +231,15 @@ V lower_mode(Node& n) {
   dj.push_back(rank);
   Value xi = b.broadcast_in_dim(t, pair, di), xj = b.broadcast_in_dim(t, pair, dj);
   Value same = b.compare(Compare::EQ, xi, xj);
-  Value count = b.reduce(b.convert(same, DType::S64), b.constant_int(0, DType::S64), {rank}, Reducer::Add);
-  Value most = b.reduce(count, b.constant_int(0, DType::S64), {rank - 1}, Reducer::Max);
+  Value count = b.reduce(b.convert(same, DType::S64), b.constant_int(0, DType::S64), {rank}, Binary::Add);
+  Value most = b.reduce(count, b.constant_int(0, DType::S64), {rank - 1}, Binary::Maximum);
   Value top = b.compare(Compare::EQ, count, b.broadcast_in_dim(most, count.type.shape, lead));
   Value value = reduce_extreme(b, b.select(top, t, b.broadcast_in_dim(highest(b, t.type.dtype), t.type.shape, {})),
                                {rank - 1}, false);
   Value at = b.compare(Compare::EQ, t, b.broadcast_in_dim(value, t.type.shape, lead));
   TensorType it{DType::S64, t.type.shape};
   Value index = b.reduce(b.select(at, b.iota(it, rank - 1), b.full(-1, it)), b.constant_int(-1, DType::S64),
-                         {rank - 1}, Reducer::Max);
+                         {rank - 1}, Binary::Maximum);
   return {b.reshape(value, n.out(0).shape), b.reshape(index, n.out(1).shape)};
 }
 

@@ -24,7 +24,6 @@ namespace {
 
 using hlo::Compare;
 using hlo::DType;
-using hlo::Reducer;
 using hlo::TensorType;
 using hlo::Value;
 using V = std::vector<Value>;
@@ -50,7 +49,7 @@ Value recurrence(hlo::Builder& b, const Value& x, const Value& n, const Value& l
     Value jf = r.broadcast_in_dim(r.convert(j, x.type.dtype), x.type.shape, {});
     Value next = step(m, jf, x, p, q);
     Value active = r.compare(Compare::LE, r.broadcast_in_dim(j, n.type.shape, {}), n);
-    Value j1 = r.binary("add", j, r.constant_int(1, DType::S64));
+    Value j1 = r.binary(Binary::Add, j, r.constant_int(1, DType::S64));
     return V{j1, a[1], x, n, m.sel(active, q, p), m.sel(active, next, q)};
   });
   V out = b.emit_multi("stablehlo.while", {b.constant_int(2, DType::S64), limit, x, n, p0, q1}, "",
@@ -67,7 +66,7 @@ Value degree(const Math& m, const Value& nf) {
 }
 
 Value even(const Math& m, const Value& n) {
-  return m.eq(m.b.binary("remainder", n, m.k(2, n)), m.k(0, n));
+  return m.eq(m.b.binary(Binary::Remainder, n, m.k(2, n)), m.k(0, n));
 }
 
 // A polynomial family: its special cases (applied last, in order, over the recurrence)
@@ -94,7 +93,7 @@ LowerFn polynomial(Family f) {
     std::vector<int64_t> all;
     for (int64_t d = 0; d < ni.type.rank(); ++d) all.push_back(d);
     Value needed = m.sel(covered, m.k(0, ni), ni);
-    Value limit = all.empty() ? needed : b.reduce(needed, b.constant_int(0, DType::S64), all, Reducer::Max);
+    Value limit = all.empty() ? needed : b.reduce(needed, b.constant_int(0, DType::S64), all, Binary::Maximum);
     Value r = recurrence(b, x, ni, limit, m.k(1, x), f.first(m, x), f.step);
     r = m.sel(m.eq(ni, m.k(0, ni)), m.k(1, x), r);
     r = m.sel(m.lt(ni, m.k(0, ni)), m.k(0, x), r);
@@ -106,9 +105,9 @@ LowerFn polynomial(Family f) {
 }
 
 Value shifted(const Math& m, const Value& x) { return m.sub(m.add(x, x), m.k(1, x)); }
-Value acos(const Math& m, const Value& x) { return m.b.emit("chlo.acos", {x}, "", x.type); }
-Value sin(const Math& m, const Value& x) { return m.b.unary("sine", x); }
-Value cos(const Math& m, const Value& x) { return m.b.unary("cosine", x); }
+Value acos(const Math& m, const Value& x) { return m.b.unary(Unary::Acos, x); }
+Value sin(const Math& m, const Value& x) { return m.b.unary(Unary::Sine, x); }
+Value cos(const Math& m, const Value& x) { return m.b.unary(Unary::Cosine, x); }
 // +v or -v by the parity of n.
 Value by_parity(const Math& m, const Value& n, const Value& v) { return m.sel(even(m, n), v, m.neg(v)); }
 
@@ -245,7 +244,7 @@ LowerFn full_float(const char* name, LowerFn f) {
 // normal f64 and y^2 rounds with a relative error below 1e-13), the asymptotic series
 // 1/(y sqrt(pi)) sum (-1)^k (2k-1)!! / (2y^2)^k beyond, whose ninth term is below 1e-18.
 Value erfcx_nonneg(const Math& m, const Value& y) {
-  Value small = m.mul(m.exp(m.mul(y, y)), m.b.emit("chlo.erfc", {y}, "", y.type));
+  Value small = m.mul(m.exp(m.mul(y, y)), m.b.unary(Unary::Erfc, y));
   Value inv = m.div(m.k(1, y), m.mul(m.k(2, y), m.mul(y, y)));  // 1 / (2 y^2)
   Value sum = m.k(0, y);
   for (int k = 8; k >= 1; --k) sum = m.mul(m.mul(m.k(-(2.0 * k - 1), y), inv), m.add(m.k(1, y), sum));
@@ -277,7 +276,7 @@ LowerFn in_f64(const char* name, F f) {
 Value log_ndtr(const Math& m, const Value& x) {
   Value t = m.div(x, m.k(std::sqrt(2.0), x));
   Value low = m.sub(m.log(m.div(erfcx64(m, m.neg(t)), m.k(2, x))), m.mul(t, t));
-  Value high = m.log1p(m.neg(m.div(m.b.emit("chlo.erfc", {t}, "", t.type), m.k(2, x))));
+  Value high = m.log1p(m.neg(m.div(m.b.unary(Unary::Erfc, t), m.k(2, x))));
   return m.sel(m.lt(x, m.k(-1, x)), low, high);
 }
 
@@ -323,7 +322,7 @@ Value airy_series(hlo::Builder& b, const Value& x, const Value& active) {
   std::string cond = b.region(types, [&](hlo::Builder& r, const V& a) {
     Math rm{r};
     Value go = rm.gt(a[5], r.full(1.11022302462515654042e-16, xt));
-    return V{r.reduce(go, r.constant(0, DType::Pred), all, Reducer::Or)};
+    return V{r.reduce(go, r.constant(0, DType::Pred), all, Binary::Or)};
   });
   std::string body = b.region(types, [&](hlo::Builder& r, const V& a) {
     Math rm{r};
@@ -555,8 +554,8 @@ Value zeta64(hlo::Builder& b, const Value& x, const Value& q) {
     std::vector<int64_t> all;
     for (int64_t d = 0; d < base.type.rank(); ++d) all.push_back(d);
     Value low = rm.le(base, rm.k(9, base));
-    Value any_low = all.empty() ? low : r.reduce(low, r.constant(0, DType::Pred), all, Reducer::Or);
-    return V{r.binary("or", more, any_low)};
+    Value any_low = all.empty() ? low : r.reduce(low, r.constant(0, DType::Pred), all, Binary::Or);
+    return V{r.binary(Binary::Or, more, any_low)};
   });
   std::string body = b.region({s, xt, xt, xt, xt, xt}, [](hlo::Builder& r, const V& a) {
     Math rm{r};
@@ -567,7 +566,7 @@ Value zeta64(hlo::Builder& b, const Value& x, const Value& q) {
                       rm.le(base, rm.k(9, base)));
     Value next = rm.add(base, rm.k(1, base));
     Value t = rm.pow(next, rm.neg(x));
-    return V{r.binary("add", i, r.constant_int(1, DType::S64)), x, q, rm.sel(go, next, base),
+    return V{r.binary(Binary::Add, i, r.constant_int(1, DType::S64)), x, q, rm.sel(go, next, base),
              rm.sel(go, t, term), rm.sel(go, rm.add(sum, t), sum)};
   });
   Value first = m.pow(q, m.neg(x));
@@ -623,7 +622,7 @@ std::pair<Value, Value> incomplete_gamma(hlo::Builder& b, const Value& a, const 
   std::vector<int64_t> all;
   for (int64_t d = 0; d < t.rank(); ++d) all.push_back(d);
   auto any = [all](hlo::Builder& r, const Value& p) {
-    return all.empty() ? p : r.reduce(p, r.constant(0, DType::Pred), all, Reducer::Or);
+    return all.empty() ? p : r.reduce(p, r.constant(0, DType::Pred), all, Binary::Or);
   };
   const TensorType pt{DType::Pred, t.shape};
   Value use_series = m.lt(x, m.add(a, m.k(1, a)));
@@ -631,13 +630,13 @@ std::pair<Value, Value> incomplete_gamma(hlo::Builder& b, const Value& a, const 
   std::string scond = b.region({s, t, t, t, t, pt}, [any](hlo::Builder& r, const V& v) {
     Math rm{r};
     Value open = rm.and_(v[5], rm.gt(rm.abs(v[3]), rm.mul(rm.abs(v[4]), rm.k(1e-17, v[4]))));
-    return V{r.binary("and", r.compare(Compare::LT, v[0], r.constant_int(2000, DType::S64)), any(r, open))};
+    return V{r.binary(Binary::And, r.compare(Compare::LT, v[0], r.constant_int(2000, DType::S64)), any(r, open))};
   });
   std::string sbody = b.region({s, t, t, t, t, pt}, [](hlo::Builder& r, const V& v) {
     Math rm{r};
     Value nf = r.broadcast_in_dim(r.convert(v[0], DType::F64), v[1].type.shape, {});
     Value term = rm.mul(v[3], rm.div(v[2], rm.add(v[1], nf)));
-    return V{r.binary("add", v[0], r.constant_int(1, DType::S64)), v[1], v[2], term, rm.add(v[4], term), v[5]};
+    return V{r.binary(Binary::Add, v[0], r.constant_int(1, DType::S64)), v[1], v[2], term, rm.add(v[4], term), v[5]};
   });
   Value inv_a = m.div(m.k(1, a), a);
   V sr = b.emit_multi("stablehlo.while", {b.constant_int(1, DType::S64), a, x, inv_a, inv_a, use_series}, "",
@@ -647,7 +646,7 @@ std::pair<Value, Value> incomplete_gamma(hlo::Builder& b, const Value& a, const 
   std::string ccond = b.region({s, t, t, t, t, t, t, t, pt}, [any](hlo::Builder& r, const V& v) {
     Math rm{r};
     Value open = rm.and_(v[8], rm.gt(rm.abs(rm.sub(v[7], rm.k(1, v[7]))), rm.k(1e-16, v[7])));
-    return V{r.binary("and", r.compare(Compare::LT, v[0], r.constant_int(2000, DType::S64)), any(r, open))};
+    return V{r.binary(Binary::And, r.compare(Compare::LT, v[0], r.constant_int(2000, DType::S64)), any(r, open))};
   });
   std::string cbody = b.region({s, t, t, t, t, t, t, t, pt}, [tiny](hlo::Builder& r, const V& v) {
     Math rm{r};
@@ -659,14 +658,14 @@ std::pair<Value, Value> incomplete_gamma(hlo::Builder& b, const Value& a, const 
     Value d = rm.div(rm.k(1, av), floor_tiny(rm.add(rm.mul(an, v[5]), bn)));
     Value c = floor_tiny(rm.add(bn, rm.div(an, v[4])));
     Value delta = rm.mul(d, c);
-    return V{r.binary("add", v[0], r.constant_int(1, DType::S64)), av, v[2], bn, c, d, rm.mul(v[6], delta), delta, v[8]};
+    return V{r.binary(Binary::Add, v[0], r.constant_int(1, DType::S64)), av, v[2], bn, c, d, rm.mul(v[6], delta), delta, v[8]};
   });
   Value b0 = m.add(m.sub(x, a), m.k(1, a));
   Value d0 = m.div(m.k(1, a), b0);
   V cr = b.emit_multi("stablehlo.while",
                       {b.constant_int(1, DType::S64), a, x, b0, m.k(1 / tiny, a), d0, d0, m.k(0, a), m.not_(use_series)},
                       "", {s, t, t, t, t, t, t, t, pt}, {ccond, cbody});
-  Value lgam = b.emit("chlo.lgamma", {a}, "", a.type);
+  Value lgam = b.unary(Unary::Lgamma, a);
   Value front = m.exp(m.sub(m.sub(m.mul(a, m.log(x)), x), lgam));
   Value p_series = m.mul(front, sr[4]), q_cf = m.mul(front, cr[6]);
   Value p = m.sel(use_series, p_series, m.sub(m.k(1, a), q_cf));

@@ -58,9 +58,9 @@ hlo::Value flat_indices(hlo::Builder& b, const hlo::Value& offset,
   hlo::Value index = b.broadcast_in_dim(offset, sizes, {});
   for (size_t d = 0; d < sizes.size(); ++d) {
     if (sizes[d] <= 1 || strides[d] == 0) continue;
-    hlo::Value step = b.binary("multiply", b.iota(type, static_cast<int64_t>(d)),
+    hlo::Value step = b.binary(hlo::Binary::Multiply, b.iota(type, static_cast<int64_t>(d)),
                                b.full(static_cast<double>(strides[d]), type));
-    index = b.binary("add", index, step);
+    index = b.binary(hlo::Binary::Add, index, step);
   }
   return index;
 }

@@ -13,7 +13,7 @@ namespace torch_tpu::ops {
 hlo::Value digamma(const Math& m, const hlo::Value& x) {
   // PyTorch gives -inf at +0 and +inf at -0 (the pole's one-sided limits).
   hlo::Value pole = m.sel(sign_bit(m.b, x), m.k(INFINITY, x), m.k(-INFINITY, x));
-  return m.sel(m.eq(x, m.k(0, x)), pole, m.b.emit("chlo.digamma", {x}, "", x.type));
+  return m.sel(m.eq(x, m.k(0, x)), pole, m.b.unary(Unary::Digamma, x));
 }
 
 namespace {
@@ -28,9 +28,9 @@ LowerFn float_fn(F f) {
   return [f](Node& n) { return V{f(Math{n.b}, arg_math(n, 0))}; };
 }
 
-// op(x) on floats; `op` is any StableHLO or CHLO elementwise op name.
-LowerFn float_unary(const char* op) {
-  return float_fn([op](const Math& m, const Value& x) { return m.b.emit(op, {x}, "", x.type); });
+// op(x) on floats.
+LowerFn float_unary(Unary op) {
+  return float_fn([op](const Math& m, const Value& x) { return m.b.unary(op, x); });
 }
 
 // f(x) in the promoted dtype; integers and bool pass through unchanged when `ints` is
@@ -53,7 +53,7 @@ LowerFn exact_fn(const char* name, Ints ints, F f) {
   };
 }
 
-LowerFn exact_unary(const char* name, Ints ints, const char* op) {
+LowerFn exact_unary(const char* name, Ints ints, Unary op) {
   return exact_fn(name, ints, [op](const Math& m, const Value& x) { return m.b.unary(op, x); });
 }
 
@@ -64,7 +64,7 @@ Value sign(const Math& m, const Value& x) {
   if (x.type.dtype == DType::Pred) return x;
   if (hlo::is_complex(x.type.dtype)) {
     // sgn of a complex number: z / |z|, 0 at 0.
-    Value r = m.b.unary("abs", x);
+    Value r = m.b.unary(Unary::Abs, x);
     Value zero = m.b.full(0, r.type);
     Value unit = m.div(x, m.b.complex(r, zero));
     return m.sel(m.eq(r, zero), m.k(0, x), unit);
@@ -81,7 +81,7 @@ V lower_round_decimals(Node& n) {
   x = n.b.convert(x, math_dtype(n.compute));
   int64_t decimals = n.i64(1);
   Value scale = m.k(std::pow(10.0, static_cast<double>(std::abs(decimals))), x);
-  auto round = [&](const Value& v) { return n.b.unary("round_nearest_even", v); };
+  auto round = [&](const Value& v) { return n.b.unary(Unary::RoundNearestEven, v); };
   if (decimals < 0) return {m.mul(round(m.div(x, scale)), scale)};
   return {m.div(round(m.mul(x, scale)), scale)};
 }
@@ -151,10 +151,10 @@ V lower_logical_not(Node& n) {
 
 V lower_bitwise_not(Node& n) {
   if (hlo::is_float(n.compute)) not_implemented("bitwise_not_cpu", n.compute);
-  return {n.b.unary("not", arg_as(n, 0, n.compute))};
+  return {n.b.unary(Unary::Not, arg_as(n, 0, n.compute))};
 }
 
-Value bessel_i1e(const Math& m, const Value& x) { return m.b.emit("chlo.bessel_i1e", {x}, "", x.type); }
+Value bessel_i1e(const Math& m, const Value& x) { return m.b.unary(Unary::BesselI1e, x); }
 Value bessel_i1(const Math& m, const Value& x) { return m.mul(bessel_i1e(m, x), m.exp(m.abs(x))); }
 
 // `f`, rejecting bf16/f16 as PyTorch's CPU kernel `name` does.
@@ -185,7 +185,7 @@ Value bessel_i0e(const Math& m, const Value& x_in) {
   Value inv = m.div(m.k(1, x), ax);
   Value poly = m.k(a.back(), x);
   for (int k = static_cast<int>(a.size()) - 2; k >= 0; --k) poly = m.add(m.mul(poly, inv), m.k(a[k], x));
-  Value large = m.div(poly, m.b.unary("sqrt", m.mul(m.k(2 * 3.14159265358979323846, x), ax)));
+  Value large = m.div(poly, m.b.unary(Unary::Sqrt, m.mul(m.k(2 * 3.14159265358979323846, x), ax)));
   return b.convert(m.sel(m.le(ax, m.k(20, x)), small, large), x_in.type.dtype);
 }
 
@@ -205,7 +205,7 @@ V lower_ndtri(Node& n) {
   Math m{n.b};
   Value p = arg_math(n, 0);
   Value t = m.sub(m.mul(m.k(2, p), p), m.k(1, p));
-  return {m.mul(m.k(std::sqrt(2.0), p), n.b.emit("chlo.erf_inv", {t}, "", p.type))};
+  return {m.mul(m.k(std::sqrt(2.0), p), n.b.unary(Unary::ErfInv, t))};
 }
 
 // frexp(self) -> (mantissa, exponent): x = mantissa * 2^exponent, |mantissa| in [0.5, 1),
@@ -227,26 +227,27 @@ V lower_frexp(Node& n) {
   Value bits;
   if (dtype == DType::BF16) {
     Value half = b.convert(b.bitcast_convert(in, {DType::S16, in.type.shape}), DType::S32);
-    bits = b.binary("shift_left", half, k(16));
+    bits = b.binary(Binary::ShiftLeft, half, k(16));
   } else {
     bits = b.bitcast_convert(b.convert(in, float_t), it);
   }
   const int64_t int_max = wide ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int32_t>::max();
   const int64_t frac_mask = (int64_t{1} << mbits) - 1, half_field = (bias - 1) << mbits;
-  Value magnitude = b.binary("and", bits, k(int_max));
-  Value sign = b.binary("xor", bits, magnitude);
-  Value field = b.binary("shift_right_logical", magnitude, k(mbits));
-  Value frac = b.binary("and", magnitude, k(frac_mask));
+  Value magnitude = b.binary(Binary::And, bits, k(int_max));
+  Value sign = b.binary(Binary::Xor, bits, magnitude);
+  Value field = b.binary(Binary::ShiftRightLogical, magnitude, k(mbits));
+  Value frac = b.binary(Binary::And, magnitude, k(frac_mask));
   // Normal numbers: replace the exponent field by bias - 1, putting the magnitude in [0.5, 1).
-  Value exponent = b.binary("subtract", field, k(bias - 1));
-  Value mantissa = b.binary("or", b.binary("or", sign, frac), k(half_field));
+  Value exponent = b.binary(Binary::Subtract, field, k(bias - 1));
+  Value mantissa = b.binary(Binary::Or, b.binary(Binary::Or, sign, frac), k(half_field));
   // Subnormals: the leading one of the fraction at bit p becomes the implicit bit.
-  Value p = b.binary("subtract", k(width - 1), b.unary("count_leading_zeros", frac));
-  Value shifted = b.binary("and", b.binary("shift_left", frac, b.binary("subtract", k(mbits), p)), k(frac_mask));
+  Value p = b.binary(Binary::Subtract, k(width - 1), b.unary(Unary::CountLeadingZeros, frac));
+  Value shifted = b.binary(Binary::And, b.binary(Binary::ShiftLeft, frac, b.binary(Binary::Subtract, k(mbits), p)),
+                           k(frac_mask));
   Value subnormal = b.compare(hlo::Compare::EQ, field, k(0));
-  exponent = b.select(subnormal, b.binary("add", p, k(2 - bias - mbits)), exponent);
-  mantissa = b.select(subnormal, b.binary("or", b.binary("or", sign, shifted), k(half_field)), mantissa);
-  Value special = b.binary("or", b.compare(hlo::Compare::EQ, magnitude, k(0)),
+  exponent = b.select(subnormal, b.binary(Binary::Add, p, k(2 - bias - mbits)), exponent);
+  mantissa = b.select(subnormal, b.binary(Binary::Or, b.binary(Binary::Or, sign, shifted), k(half_field)), mantissa);
+  Value special = b.binary(Binary::Or, b.compare(hlo::Compare::EQ, magnitude, k(0)),
                            b.compare(hlo::Compare::EQ, field, k(wide ? 0x7FF : 0xFF)));
   Value m = b.select(special, b.convert(in, float_t), b.bitcast_convert(mantissa, {float_t, in.type.shape}));
   exponent = b.select(special, k(0), exponent);
@@ -259,43 +260,43 @@ const double kPi = 3.14159265358979323846;
 
 }  // namespace
 
-TORCH_TPU_LOWERING(exp, {"exp", "exp_", "exp.out"}, float_unary("stablehlo.exponential"));
+TORCH_TPU_LOWERING(exp, {"exp", "exp_", "exp.out"}, float_unary(Unary::Exponential));
 TORCH_TPU_LOWERING(exp2, {"exp2", "exp2_", "exp2.out"},
                    float_fn([](const Math& m, const Value& x) { return m.pow(m.k(2, x), x); }));
 TORCH_TPU_LOWERING(expm1, {"expm1", "expm1_", "expm1.out"},
-                   float_unary("stablehlo.exponential_minus_one"));
-TORCH_TPU_LOWERING(log, {"log", "log_", "log.out"}, float_unary("stablehlo.log"));
+                   float_unary(Unary::ExponentialMinusOne));
+TORCH_TPU_LOWERING(log, {"log", "log_", "log.out"}, float_unary(Unary::Log));
 TORCH_TPU_LOWERING(log2, {"log2", "log2_", "log2.out"},
                    float_fn([](const Math& m, const Value& x) { return m.div(m.log(x), m.k(kLn2, x)); }));
 TORCH_TPU_LOWERING(log10, {"log10", "log10_", "log10.out"},
                    float_fn([](const Math& m, const Value& x) { return m.div(m.log(x), m.k(kLn10, x)); }));
-TORCH_TPU_LOWERING(log1p, {"log1p", "log1p_", "log1p.out"}, float_unary("stablehlo.log_plus_one"));
-TORCH_TPU_LOWERING(sqrt, {"sqrt", "sqrt_", "sqrt.out"}, float_unary("stablehlo.sqrt"));
-TORCH_TPU_LOWERING(rsqrt, {"rsqrt", "rsqrt_", "rsqrt.out"}, float_unary("stablehlo.rsqrt"));
+TORCH_TPU_LOWERING(log1p, {"log1p", "log1p_", "log1p.out"}, float_unary(Unary::LogPlusOne));
+TORCH_TPU_LOWERING(sqrt, {"sqrt", "sqrt_", "sqrt.out"}, float_unary(Unary::Sqrt));
+TORCH_TPU_LOWERING(rsqrt, {"rsqrt", "rsqrt_", "rsqrt.out"}, float_unary(Unary::Rsqrt));
 TORCH_TPU_LOWERING(reciprocal, {"reciprocal", "reciprocal_", "reciprocal.out"},
                    float_fn([](const Math& m, const Value& x) { return m.div(m.k(1, x), x); }));
-TORCH_TPU_LOWERING(sin, {"sin", "sin_", "sin.out"}, float_unary("stablehlo.sine"));
-TORCH_TPU_LOWERING(cos, {"cos", "cos_", "cos.out"}, float_unary("stablehlo.cosine"));
-TORCH_TPU_LOWERING(tan, {"tan", "tan_", "tan.out"}, float_unary("chlo.tan"));
-TORCH_TPU_LOWERING(tanh, {"tanh", "tanh_", "tanh.out"}, float_unary("stablehlo.tanh"));
-TORCH_TPU_LOWERING(asin, {"asin", "asin_", "asin.out"}, float_unary("chlo.asin"));
-TORCH_TPU_LOWERING(acos, {"acos", "acos_", "acos.out"}, float_unary("chlo.acos"));
-TORCH_TPU_LOWERING(atan, {"atan", "atan_", "atan.out"}, float_unary("chlo.atan"));
-TORCH_TPU_LOWERING(sinh, {"sinh", "sinh_", "sinh.out"}, float_unary("chlo.sinh"));
-TORCH_TPU_LOWERING(cosh, {"cosh", "cosh_", "cosh.out"}, float_unary("chlo.cosh"));
-TORCH_TPU_LOWERING(asinh, {"asinh", "asinh_", "asinh.out"}, float_unary("chlo.asinh"));
-TORCH_TPU_LOWERING(acosh, {"acosh", "acosh_", "acosh.out"}, float_unary("chlo.acosh"));
-TORCH_TPU_LOWERING(atanh, {"atanh", "atanh_", "atanh.out"}, float_unary("chlo.atanh"));
+TORCH_TPU_LOWERING(sin, {"sin", "sin_", "sin.out"}, float_unary(Unary::Sine));
+TORCH_TPU_LOWERING(cos, {"cos", "cos_", "cos.out"}, float_unary(Unary::Cosine));
+TORCH_TPU_LOWERING(tan, {"tan", "tan_", "tan.out"}, float_unary(Unary::Tan));
+TORCH_TPU_LOWERING(tanh, {"tanh", "tanh_", "tanh.out"}, float_unary(Unary::Tanh));
+TORCH_TPU_LOWERING(asin, {"asin", "asin_", "asin.out"}, float_unary(Unary::Asin));
+TORCH_TPU_LOWERING(acos, {"acos", "acos_", "acos.out"}, float_unary(Unary::Acos));
+TORCH_TPU_LOWERING(atan, {"atan", "atan_", "atan.out"}, float_unary(Unary::Atan));
+TORCH_TPU_LOWERING(sinh, {"sinh", "sinh_", "sinh.out"}, float_unary(Unary::Sinh));
+TORCH_TPU_LOWERING(cosh, {"cosh", "cosh_", "cosh.out"}, float_unary(Unary::Cosh));
+TORCH_TPU_LOWERING(asinh, {"asinh", "asinh_", "asinh.out"}, float_unary(Unary::Asinh));
+TORCH_TPU_LOWERING(acosh, {"acosh", "acosh_", "acosh.out"}, float_unary(Unary::Acosh));
+TORCH_TPU_LOWERING(atanh, {"atanh", "atanh_", "atanh.out"}, float_unary(Unary::Atanh));
 TORCH_TPU_LOWERING(sigmoid, {"sigmoid", "sigmoid_", "sigmoid.out"},
-                   float_unary("stablehlo.logistic"));
-TORCH_TPU_LOWERING(erf, {"erf", "erf_", "erf.out"}, float_unary("chlo.erf"));
-TORCH_TPU_LOWERING(erfc, {"erfc", "erfc_", "erfc.out"}, float_unary("chlo.erfc"));
-TORCH_TPU_LOWERING(erfinv, {"erfinv", "erfinv_", "erfinv.out"}, float_unary("chlo.erf_inv"));
-TORCH_TPU_LOWERING(lgamma, {"lgamma", "lgamma_", "lgamma.out"}, float_unary("chlo.lgamma"));
+                   float_unary(Unary::Logistic));
+TORCH_TPU_LOWERING(erf, {"erf", "erf_", "erf.out"}, float_unary(Unary::Erf));
+TORCH_TPU_LOWERING(erfc, {"erfc", "erfc_", "erfc.out"}, float_unary(Unary::Erfc));
+TORCH_TPU_LOWERING(erfinv, {"erfinv", "erfinv_", "erfinv.out"}, float_unary(Unary::ErfInv));
+TORCH_TPU_LOWERING(lgamma, {"lgamma", "lgamma_", "lgamma.out"}, float_unary(Unary::Lgamma));
 TORCH_TPU_LOWERING(digamma, {"digamma", "digamma_", "digamma.out"}, float_fn(digamma));
 TORCH_TPU_LOWERING(sinc, {"sinc", "sinc_", "sinc.out"}, float_fn([](const Math& m, const Value& x) {
                      Value px = m.mul(x, m.k(kPi, x));
-                     return m.sel(m.eq(x, m.k(0, x)), m.k(1, x), m.div(m.b.unary("sine", px), px));
+                     return m.sel(m.eq(x, m.k(0, x)), m.k(1, x), m.div(m.b.unary(Unary::Sine, px), px));
                    }));
 TORCH_TPU_LOWERING(i0, {"i0", "i0_", "i0.out"}, float_fn(bessel_i0));
 TORCH_TPU_LOWERING(modified_bessel_i0, {"special_modified_bessel_i0", "special_modified_bessel_i0.out"},
@@ -312,7 +313,7 @@ TORCH_TPU_LOWERING(special_entr, {"special_entr", "special_entr.out"}, float_fn(
 // for NaN, else 0.
 TORCH_TPU_LOWERING(angle, {"angle", "angle.out"}, float_fn([](const Math& m, const Value& x) {
                      if (hlo::is_complex(x.type.dtype))
-                       return m.b.binary("atan2", m.b.imag(x), m.b.real(x));
+                       return m.b.binary(Binary::Atan2, m.b.imag(x), m.b.real(x));
                      Value r = m.sel(m.lt(x, m.k(0, x)), m.k(kPi, x), m.k(0, x));
                      return m.sel(m.is_nan(x), x, r);
                    }));
@@ -320,16 +321,16 @@ TORCH_TPU_LOWERING(logit, {"logit", "logit_", "logit.out"}, lower_logit);
 TORCH_TPU_LOWERING(logit_backward, {"logit_backward", "logit_backward.grad_input"},
                    lower_logit_backward);
 
-TORCH_TPU_LOWERING(neg, {"neg", "neg_", "neg.out"}, exact_unary("neg", Ints::Compute, "negate"));
-TORCH_TPU_LOWERING(abs, {"abs", "abs_", "abs.out"}, exact_unary("abs_cpu", Ints::RejectBool, "abs"));
+TORCH_TPU_LOWERING(neg, {"neg", "neg_", "neg.out"}, exact_unary("neg", Ints::Compute, Unary::Negate));
+TORCH_TPU_LOWERING(abs, {"abs", "abs_", "abs.out"}, exact_unary("abs_cpu", Ints::RejectBool, Unary::Abs));
 TORCH_TPU_LOWERING(sign, {"sign", "sign_", "sign.out", "sgn", "sgn_", "sgn.out"},
                    exact_fn("sign", Ints::Compute, sign));
 TORCH_TPU_LOWERING(floor, {"floor", "floor_", "floor.out"},
-                   exact_unary("floor_vml_cpu", Ints::Identity, "floor"));
+                   exact_unary("floor_vml_cpu", Ints::Identity, Unary::Floor));
 TORCH_TPU_LOWERING(ceil, {"ceil", "ceil_", "ceil.out"},
-                   exact_unary("ceil_vml_cpu", Ints::Identity, "ceil"));
+                   exact_unary("ceil_vml_cpu", Ints::Identity, Unary::Ceil));
 TORCH_TPU_LOWERING(round, {"round", "round_", "round.out"},
-                   exact_unary("round_vml_cpu", Ints::Identity, "round_nearest_even"));
+                   exact_unary("round_vml_cpu", Ints::Identity, Unary::RoundNearestEven));
 TORCH_TPU_LOWERING(round_decimals, {"round.decimals", "round_.decimals", "round.decimals_out"},
                    lower_round_decimals);
 TORCH_TPU_LOWERING(trunc, {"trunc", "trunc_", "trunc.out"},

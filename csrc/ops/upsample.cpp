@@ -235,7 +235,7 @@ Value weights(hlo::Builder& b, const std::vector<double>& w, hlo::DType dtype) {
 
 // x scaled along `dim` by the per-position weights `w`.
 Value scale_along(hlo::Builder& b, const Value& x, int64_t dim, const std::vector<double>& w) {
-  return b.binary("multiply", x, b.broadcast_in_dim(weights(b, w, x.type.dtype), x.type.shape, {dim}));
+  return b.binary(Binary::Multiply, x, b.broadcast_in_dim(weights(b, w, x.type.dtype), x.type.shape, {dim}));
 }
 
 // Separable interpolation: one dim at a time, each a weighted sum of gathered taps.
@@ -250,7 +250,7 @@ LowerFn interpolate(size_t spatial, Mode mode) {
       std::optional<Value> sum;
       for (size_t k = 0; k < t.index.size(); ++k) {
         Value term = scale_along(b, take_along(b, x, dim, t.index[k]), dim, t.weight[k]);
-        sum = sum ? b.binary("add", *sum, term) : term;
+        sum = sum ? b.binary(Binary::Add, *sum, term) : term;
       }
       x = *sum;
     }
@@ -270,7 +270,7 @@ LowerFn interpolate_backward(size_t spatial, Mode mode) {
       std::optional<Value> sum;
       for (size_t k = 0; k < t.index.size(); ++k) {
         Value term = scatter_add_along(b, scale_along(b, g, dim, t.weight[k]), dim, t.index[k], s.in[j]);
-        sum = sum ? b.binary("add", *sum, term) : term;
+        sum = sum ? b.binary(Binary::Add, *sum, term) : term;
       }
       g = *sum;
     }

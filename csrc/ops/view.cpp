@@ -115,14 +115,14 @@ Value scatter_slice(hlo::Builder& b, const Value& self, const Value& src, int64_
   // Positions along dim that the slice covers.
   TensorType index_type{DType::S64, self.type.shape};
   Value i = b.iota(index_type, dim);
-  Value from = b.binary("subtract", i, b.full(static_cast<double>(start), index_type));
+  Value from = b.binary(Binary::Subtract, i, b.full(static_cast<double>(start), index_type));
   Value in_range = b.binary(
-      "and", b.compare(Compare::GE, from, b.full(0, index_type)),
+      Binary::And, b.compare(Compare::GE, from, b.full(0, index_type)),
       b.compare(Compare::LE, from, b.full(static_cast<double>((len - 1) * step), index_type)));
   Value on_step = b.compare(
-      Compare::EQ, b.binary("remainder", from, b.full(static_cast<double>(step), index_type)),
+      Compare::EQ, b.binary(Binary::Remainder, from, b.full(static_cast<double>(step), index_type)),
       b.full(0, index_type));
-  return b.select(b.binary("and", in_range, on_step), spread, self);
+  return b.select(b.binary(Binary::And, in_range, on_step), spread, self);
 }
 
 V lower_slice_scatter(Node& n) {

@@ -50,9 +50,9 @@ TEST(Builder, ComplexConversionsGoThroughTheParts) {
   Value x = b.parameter({DType::F32, {2}});
   Value z = b.convert(x, DType::C128);
   EXPECT_EQ(z.type.dtype, DType::C128);
-  Value w = b.binary("multiply", z, z);  // (x + 0i)^2
+  Value w = b.binary(hlo::Binary::Multiply, z, z);  // (x + 0i)^2
   Value re = b.convert(w, DType::S32);
-  Value mod = b.unary("abs", b.complex(x, x));
+  Value mod = b.unary(hlo::Unary::Abs, b.complex(x, x));
   EXPECT_EQ(mod.type.dtype, DType::F32);
   auto bx = upload<float>({3.0f, -2.0f}, {2});
   auto out = test::run(b, {re, b.imag(w), mod}, {bx.get()});
@@ -67,7 +67,7 @@ TEST(Builder, ModuleTextNamesItsOps) {
   Builder b;
   Value x = b.parameter({DType::F32, {2, 3}});
   Value y = b.parameter({DType::F32, {2, 3}});
-  Value s = b.reduce(b.binary("add", x, y), b.constant(0, DType::F32), {1}, hlo::Reducer::Add);
+  Value s = b.reduce(b.binary(hlo::Binary::Add, x, y), b.constant(0, DType::F32), {1}, hlo::Binary::Add);
   std::string text = b.module({s});
   EXPECT_TRUE(contains(text, "func.func public @main(%v0: tensor<2x3xf32>, %v1: tensor<2x3xf32>)"))
       << text;
@@ -77,6 +77,27 @@ TEST(Builder, ModuleTextNamesItsOps) {
   EXPECT_TRUE(contains(text, "\"stablehlo.reduce\"")) << text;
   EXPECT_TRUE(contains(text, "dimensions = array<i64: 1>")) << text;
   EXPECT_TRUE(contains(text, "\"func.return\"")) << text;
+}
+
+// Opcodes carry their dialect: StableHLO ops and CHLO ops (which XLA expands) alike.
+TEST(Builder, OpcodesNameTheirDialect) {
+  EXPECT_STREQ(hlo::op_name(hlo::Binary::ShiftRightLogical), "stablehlo.shift_right_logical");
+  EXPECT_STREQ(hlo::op_name(hlo::Unary::ExponentialMinusOne), "stablehlo.exponential_minus_one");
+  EXPECT_STREQ(hlo::op_name(hlo::Unary::ErfInv), "chlo.erf_inv");
+  Builder b;
+  Value x = b.parameter({DType::F32, {2}});
+  std::string text = b.module({b.unary(hlo::Unary::Erf, b.unary(hlo::Unary::Negate, x)),
+                               b.reduce(x, b.constant(1, DType::F32), {0}, hlo::Binary::Multiply)});
+  EXPECT_TRUE(contains(text, "\"chlo.erf\"(")) << text;
+  EXPECT_TRUE(contains(text, "\"stablehlo.negate\"(")) << text;
+  EXPECT_TRUE(contains(text, "\"stablehlo.multiply\"(")) << text;
+  Value y = b.parameter({DType::F32, {3}});
+  try {
+    b.binary(hlo::Binary::Subtract, x, y);
+    FAIL() << "mismatched operands";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_TRUE(contains(e.what(), "subtract operands differ")) << e.what();
+  }
 }
 
 TEST(Builder, IdentityShapeOpsEmitNothing) {
@@ -94,8 +115,8 @@ TEST(Builder, MismatchedOperandsThrow) {
   Value x = b.parameter({DType::F32, {2}});
   Value y = b.parameter({DType::F32, {3}});
   Value z = b.parameter({DType::S32, {2}});
-  EXPECT_THROW(b.binary("add", x, y), std::invalid_argument);
-  EXPECT_THROW(b.binary("add", x, z), std::invalid_argument);
+  EXPECT_THROW(b.binary(hlo::Binary::Add, x, y), std::invalid_argument);
+  EXPECT_THROW(b.binary(hlo::Binary::Add, x, z), std::invalid_argument);
   EXPECT_THROW(b.compare(hlo::Compare::EQ, x, z), std::invalid_argument);
   EXPECT_THROW(b.reshape(x, {4}), std::invalid_argument);
   EXPECT_THROW(b.gather_flat(b.parameter({DType::F32, {2, 2}}), z), std::invalid_argument);
@@ -183,9 +204,9 @@ TEST(Builder, DotGeneralBatched) {
 TEST(Builder, ReduceAddAndMax) {
   Builder b;
   Value x = b.parameter({DType::F32, {2, 3}});
-  Value sum = b.reduce(x, b.constant(0, DType::F32), {1}, hlo::Reducer::Add);
-  Value max = b.reduce(x, b.constant(-INFINITY, DType::F32), {0}, hlo::Reducer::Max);
-  Value all = b.reduce(x, b.constant(1, DType::F32), {0, 1}, hlo::Reducer::Mul);
+  Value sum = b.reduce(x, b.constant(0, DType::F32), {1}, hlo::Binary::Add);
+  Value max = b.reduce(x, b.constant(-INFINITY, DType::F32), {0}, hlo::Binary::Maximum);
+  Value all = b.reduce(x, b.constant(1, DType::F32), {0, 1}, hlo::Binary::Multiply);
   auto bx = upload<float>({1, -5, 3, -4, 2, 6}, {2, 3});
   auto out = test::run(b, {sum, max, all}, {bx.get()});
   EXPECT_EQ(test::download<float>(*out[0]), (std::vector<float>{-1, 4}));
@@ -374,7 +395,7 @@ TEST(Builder, InfiniteIntegerConstantsSaturate) {
 TEST(Builder, UnaryAndBitcast) {
   Builder b;
   Value x = b.parameter({DType::F32, {2}});
-  Value neg = b.unary("negate", x);
+  Value neg = b.unary(hlo::Unary::Negate, x);
   Value bits = b.bitcast_convert(x, {DType::U32, {2}});
   auto bx = upload<float>({1.0f, -2.0f}, {2});
   auto out = test::run(b, {neg, bits}, {bx.get()});

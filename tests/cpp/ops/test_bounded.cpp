@@ -96,7 +96,7 @@ TEST(PaddedRead, ConcatenationAndReductionAtTheBoundAreExact) {
   Value y = b.parameter({DType::F32, {2, 1, 3}});
   Value x = ops::lower_padded_read(b, flat, {n}, *plan);
   Value cat = b.concatenate({x, y}, 1);  // [2, 9, 3] at the bound, 6 rows real
-  Value sum = b.reduce(cat, b.constant(0, DType::F32), {1}, hlo::Reducer::Add);
+  Value sum = b.reduce(cat, b.constant(0, DType::F32), {1}, hlo::Binary::Add);
   Value plain = ops::static_along(b, cat, 1, 8);
   auto out = test::run(b, {sum, plain},
                        {test::upload(storage, {48}).get(), test::upload<int32_t>({5}, {}).get(),

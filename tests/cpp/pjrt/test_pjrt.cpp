@@ -19,7 +19,7 @@ using test::upload;
 std::string add_one_module() {
   hlo::Builder b;
   hlo::Value x = b.parameter({DType::F32, {3}});
-  return b.module({b.binary("add", x, b.full(1, x.type))});
+  return b.module({b.binary(hlo::Binary::Add, x, b.full(1, x.type))});
 }
 
 TEST(Plugin, LoadReportsApiZeroDotX) {
@@ -195,7 +195,7 @@ TEST(Executable, TwoOutputs) {
   hlo::Builder b;
   hlo::Value x = b.parameter({DType::F32, {2}});
   hlo::Value y = b.parameter({DType::F32, {2}});
-  auto exe = client().compile(b.module({b.binary("add", x, y), b.binary("multiply", x, y)}),
+  auto exe = client().compile(b.module({b.binary(hlo::Binary::Add, x, y), b.binary(hlo::Binary::Multiply, x, y)}),
                               test::compile_options());
   EXPECT_EQ(exe->num_outputs(), 2u);
   auto bx = upload<float>({2, 3}, {2});
@@ -317,8 +317,8 @@ module @bounded {
   // The gathered outputs are plain buffers a static program takes.
   hlo::Builder b;
   hlo::Value p = b.parameter({DType::F32, {8, 4}});
-  auto soft = download<float>(*test::run(b, {b.binary("add", p, b.full(0, p.type))}, {out[3].get()})[0]);
-  auto sorted = download<float>(*test::run(b, {b.binary("add", p, b.full(0, p.type))}, {out[4].get()})[0]);
+  auto soft = download<float>(*test::run(b, {b.binary(hlo::Binary::Add, p, b.full(0, p.type))}, {out[3].get()})[0]);
+  auto sorted = download<float>(*test::run(b, {b.binary(hlo::Binary::Add, p, b.full(0, p.type))}, {out[4].get()})[0]);
   for (int r = 0; r < 3; ++r) {
     EXPECT_NEAR(soft[r * 4], std::exp(static_cast<double>(r)) / total, 1e-6) << r;
     EXPECT_EQ(sorted[r * 4], static_cast<float>(2 - r)) << r;

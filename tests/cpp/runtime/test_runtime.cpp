@@ -31,7 +31,7 @@ ProgramKey key_of(std::initializer_list<int64_t> words) {
 Program scale_program(float k) {
   Builder b;
   Value x = b.parameter({DType::F32, {2}});
-  Value y = b.binary("multiply", x, b.full(k, x.type));
+  Value y = b.binary(hlo::Binary::Multiply, x, b.full(k, x.type));
   return {b.module({y}), {y.type}};
 }
 
@@ -252,7 +252,7 @@ TEST(Runtime, ExecuteAndSynchronize) {
     Builder b;
     Value x = b.parameter({DType::F32, {3}});
     Value s = b.parameter({DType::F32, {}});
-    Value y = b.binary("add", x, b.broadcast_in_dim(s, {3}, {}));
+    Value y = b.binary(hlo::Binary::Add, x, b.broadcast_in_dim(s, {3}, {}));
     return Program{b.module({y}), {y.type}};
   });
   int64_t executions = runtime::metrics().executions;
