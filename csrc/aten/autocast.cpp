@@ -13,9 +13,7 @@ using at::Scalar;
 using at::ScalarType;
 using at::Tensor;
 
-TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFallthrough());
-}
+TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) { m.fallback(torch::CppFunction::makeFallthrough()); }
 
 #define TPU_LOWER_PRECISION_FP(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, lower_precision_fp)
 #define TPU_FP32(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32)

@@ -29,7 +29,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm(
   // Autograd saved the running statistics at their current versions, and CPU's kernel
   // updates them without a version bump: so must this one.
   int64_t mean_version = mean._version(), var_version = var._version();
-  auto result = at::_native_batch_norm_legit(input, weight, bias, mean, var, training, momentum, eps);
+  auto result =
+      at::_native_batch_norm_legit(input, weight, bias, mean, var, training, momentum, eps);
   c10::VariableVersion(mean.unsafeGetTensorImpl()->version_counter()).set_version(mean_version);
   c10::VariableVersion(var.unsafeGetTensorImpl()->version_counter()).set_version(var_version);
   return result;
@@ -41,8 +42,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> batch_norm_with_updat
     const at::Tensor& input, const std::optional<at::Tensor>& weight,
     const std::optional<at::Tensor>& bias, at::Tensor& running_mean, at::Tensor& running_var,
     double momentum, double eps) {
-  auto [out, mean, invstd] = at::_native_batch_norm_legit(input, weight, bias, running_mean, running_var,
-                                                          true, momentum, eps);
+  auto [out, mean, invstd] = at::_native_batch_norm_legit(input, weight, bias, running_mean,
+                                                          running_var, true, momentum, eps);
   return {out, mean, invstd, at::empty({0}, input.options().dtype(at::kByte))};
 }
 

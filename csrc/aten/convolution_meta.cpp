@@ -13,10 +13,10 @@ at::Tensor convolution_meta(const at::Tensor& input, const at::Tensor& weight,
                             c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
                             c10::IntArrayRef output_padding, int64_t groups) {
   std::vector<int64_t> shape =
-      transposed ? at::native::conv_input_size(input.sizes(), weight.sizes(), padding,
-                                               output_padding, stride, dilation, groups)
-                 : at::native::conv_output_size(input.sizes(), weight.sizes(), padding, stride,
-                                                dilation);
+      transposed
+          ? at::native::conv_input_size(input.sizes(), weight.sizes(), padding, output_padding,
+                                        stride, dilation, groups)
+          : at::native::conv_output_size(input.sizes(), weight.sizes(), padding, stride, dilation);
   return at::empty(shape, input.options());
 }
 

@@ -72,9 +72,7 @@ struct TpuGuardImpl final : c10::impl::DeviceGuardImplInterface {
   c10::Stream getStreamFromGlobalPool(c10::Device device, bool high_priority) const override {
     return new_stream(device.index() < 0 ? current : device.index());
   }
-  c10::Stream exchangeStream(c10::Stream stream) const override {
-    return exchange_stream(stream);
-  }
+  c10::Stream exchangeStream(c10::Stream stream) const override { return exchange_stream(stream); }
   c10::DeviceIndex deviceCount() const noexcept override { return device_count(); }
   void record(void** event, const c10::Stream& stream, const c10::DeviceIndex device,
               const c10::EventFlag flag) const override {

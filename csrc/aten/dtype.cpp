@@ -24,10 +24,8 @@ bool is_supported(c10::ScalarType dtype) {
     case c10::kUInt32:
     case c10::kUInt64:
     case c10::kComplexFloat:
-    case c10::kComplexDouble:
-      return true;
-    default:
-      return false;
+    case c10::kComplexDouble: return true;
+    default: return false;
   }
 }
 

@@ -12,8 +12,8 @@ namespace torch_tpu::aten {
 
 namespace {
 
-using BinaryLowering = std::function<hlo::Value(hlo::Builder&, const std::vector<hlo::Value>&,
-                                                hlo::DType)>;
+using BinaryLowering =
+    std::function<hlo::Value(hlo::Builder&, const std::vector<hlo::Value>&, hlo::DType)>;
 
 // One program serves the functional form (out == nullptr) and in-place/out= forms.
 at::Tensor binary(const char* name, const BinaryLowering& lower, const at::Tensor& a,
@@ -136,7 +136,8 @@ ops::DivMode div_mode(std::optional<c10::string_view> mode) {
   if (!mode) return ops::DivMode::True;
   if (*mode == "trunc") return ops::DivMode::Trunc;
   if (*mode == "floor") return ops::DivMode::Floor;
-  TORCH_CHECK(false, "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '",
+  TORCH_CHECK(false,
+              "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '",
               *mode, "'");
 }
 

@@ -26,8 +26,7 @@ struct Completion {
   std::atomic<int64_t> at_ns{0};
   void finish_one() {
     if (remaining.fetch_sub(1) == 1)
-      at_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                  Clock::now().time_since_epoch())
+      at_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
                   .count();
   }
 };

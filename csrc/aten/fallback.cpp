@@ -24,8 +24,8 @@ void tpu_fallback_because(const c10::OperatorHandle& op, torch::jit::Stack* stac
   const std::string name = c10::toString(op.schema().operator_name());
   TORCH_CHECK_NOT_IMPLEMENTED(
       fallback_enabled.load(), "The operator '", name,
-      "' is not currently implemented for the tpu device: torch_tpu has no lowering for ",
-      missing, ". "
+      "' is not currently implemented for the tpu device: torch_tpu has no lowering for ", missing,
+      ". "
       "As a temporary fix, you can enable the CPU fallback with "
       "torch_tpu.set_cpu_fallback(True) or the environment variable TORCH_TPU_CPU_FALLBACK=1 "
       "to run this op on the CPU (copying its inputs and outputs), which is slow.");

@@ -21,17 +21,15 @@ namespace {
 // Traced graphs (fake tensors: Dynamo, AOTAutograd) keep the math decomposition, whose
 // ops the graph lowering has; eager tpu tensors, DTensors included, take the fused op.
 int64_t choose_backend(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
-                       const std::optional<at::Tensor>& attn_mask, double dropout_p,
-                       bool is_causal, std::optional<double> scale, bool enable_gqa) {
+                       const std::optional<at::Tensor>& attn_mask, double dropout_p, bool is_causal,
+                       std::optional<double> scale, bool enable_gqa) {
   const auto math = static_cast<int64_t>(at::SDPBackend::math);
-  if (c10::impl::TorchDispatchModeTLS::get_mode(c10::impl::TorchDispatchModeKey::FAKE))
-    return math;
+  if (c10::impl::TorchDispatchModeTLS::get_mode(c10::impl::TorchDispatchModeKey::FAKE)) return math;
   if (!at::globalContext().userEnabledOverrideableSDP() || dropout_p > 0.0) return math;
   if (query.dim() != 4 || key.dim() != 4 || value.dim() != 4 || query.is_nested()) return math;
   const int64_t hq = query.size(1), hkv = key.size(1);
   // Unequal heads without enable_gqa: the math path raises PyTorch's own error.
-  if (hq != hkv && (!enable_gqa || hkv == 0 || hq % hkv != 0 || value.size(1) != hkv))
-    return math;
+  if (hq != hkv && (!enable_gqa || hkv == 0 || hq % hkv != 0 || value.size(1) != hkv)) return math;
   return static_cast<int64_t>(at::SDPBackend::overrideable);
 }
 
@@ -95,17 +93,24 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::Sym
 fused_attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
                 const std::optional<at::Tensor>& attn_bias, double dropout_p, bool is_causal,
                 bool return_debug_mask, std::optional<double> scale) {
-  TORCH_CHECK(dropout_p == 0.0, "tpu fused attention: dropout is not supported (dropout_p=",
-              dropout_p, ")");
+  TORCH_CHECK(dropout_p == 0.0,
+              "tpu fused attention: dropout is not supported (dropout_p=", dropout_p, ")");
   const int64_t heads = query.size(1);
   at::Tensor k = expand_heads(key, heads), v = expand_heads(value, heads);
-  at::Tensor s = scores(query, k, attn_bias.value_or(at::Tensor()), is_causal,
-                        softmax_scale(query, scale));
+  at::Tensor s =
+      scores(query, k, attn_bias.value_or(at::Tensor()), is_causal, softmax_scale(query, scale));
   at::Tensor lse = s.logsumexp(-1);
   at::Tensor out = laid_out_as(at::matmul(weights(s, lse), v.to(compute_type(query))), query);
   at::Tensor seed = at::zeros({}, query.options().dtype(at::kLong));
-  return {out, lse, at::Tensor(), at::Tensor(), c10::SymInt(query.size(2)),
-          c10::SymInt(key.size(2)), seed, seed.clone(), at::Tensor()};
+  return {out,
+          lse,
+          at::Tensor(),
+          at::Tensor(),
+          c10::SymInt(query.size(2)),
+          c10::SymInt(key.size(2)),
+          seed,
+          seed.clone(),
+          at::Tensor()};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_attention_backward(
@@ -127,8 +132,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_attention_backw
   at::Tensor grad_q, grad_k, grad_v, grad_bias;
   if (grad_input_mask[0]) grad_q = laid_out_as(at::matmul(ds, k) * sm_scale, query);
   if (grad_input_mask[1]) {
-    grad_k = laid_out_as(
-        reduce_heads(at::matmul(ds.transpose(-2, -1), q) * sm_scale, key.size(1)), key);
+    grad_k =
+        laid_out_as(reduce_heads(at::matmul(ds.transpose(-2, -1), q) * sm_scale, key.size(1)), key);
   }
   if (grad_input_mask[2])
     grad_v = laid_out_as(reduce_heads(at::matmul(p.transpose(-2, -1), g), value.size(1)), value);

@@ -35,8 +35,8 @@ c10::intrusive_ptr<c10::TensorImpl> TpuGenerator::get_state() const {
 }
 
 void TpuGenerator::set_state(const c10::TensorImpl& state) {
-  TORCH_CHECK_TYPE(state.dtype() == caffe2::TypeMeta::Make<uint8_t>() &&
-                       state.device().is_cpu() && state.numel() == 16,
+  TORCH_CHECK_TYPE(state.dtype() == caffe2::TypeMeta::Make<uint8_t>() && state.device().is_cpu() &&
+                       state.numel() == 16,
                    "RNG state must be a torch.ByteTensor of 16 bytes on the CPU");
   const auto* bytes = static_cast<const uint8_t*>(state.data());
   std::memcpy(&seed_, bytes, 8);

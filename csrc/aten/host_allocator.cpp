@@ -44,15 +44,15 @@ struct TpuHostAllocator final : public at::HostAllocator {
   }
   void reset_accumulated_stats() override {
     std::lock_guard<std::mutex> lock(mutex);
-    for (auto* s : {&stats.active_requests, &stats.active_bytes, &stats.allocations,
-                    &stats.allocated_bytes})
+    for (auto* s :
+         {&stats.active_requests, &stats.active_bytes, &stats.allocations, &stats.allocated_bytes})
       s->reset_accumulated();
     stats.num_host_alloc = stats.num_host_free = 0;
   }
   void reset_peak_stats() override {
     std::lock_guard<std::mutex> lock(mutex);
-    for (auto* s : {&stats.active_requests, &stats.active_bytes, &stats.allocations,
-                    &stats.allocated_bytes})
+    for (auto* s :
+         {&stats.active_requests, &stats.active_bytes, &stats.allocations, &stats.allocated_bytes})
       s->reset_peak();
   }
 

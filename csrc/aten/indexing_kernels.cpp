@@ -34,13 +34,11 @@ int64_t read_count(const at::Tensor& count) { return to_host(count).item<int64_t
 // (padded to the input's size); the result is the first `count` rows of those.
 at::Tensor nonzero_kernel(const at::Tensor& self) {
   const int64_t rank = self.dim();
-  if (self.numel() == 0)
-    return at::empty({0, rank}, self.options().dtype(at::kLong));
-  auto results = OpCall("nonzero").input(self).run(
-      [](hlo::Builder& b, const V& in) {
-        V r = ops::lower_nonzero_flat(b, in[0]);
-        return V{r[0], ops::unravel(b, r[1], in[0].type.shape)};
-      });
+  if (self.numel() == 0) return at::empty({0, rank}, self.options().dtype(at::kLong));
+  auto results = OpCall("nonzero").input(self).run([](hlo::Builder& b, const V& in) {
+    V r = ops::lower_nonzero_flat(b, in[0]);
+    return V{r[0], ops::unravel(b, r[1], in[0].type.shape)};
+  });
   return results[1].narrow(0, 0, read_count(results[0]));
 }
 
@@ -58,13 +56,16 @@ at::Tensor masked_select_kernel(const at::Tensor& self, const at::Tensor& mask) 
   std::vector<int64_t> shape = at::infer_size(self.sizes(), mask.sizes());
   int64_t numel = c10::multiply_integers(shape);
   if (numel == 0) return at::empty({0}, self.options());
-  auto results = OpCall("masked_select").input(self).input(mask).key(shape).run(
-      [shape, numel](hlo::Builder& b, const V& in) {
-        hlo::Value m = ops::broadcast_to(b, in[1], shape);
-        V r = ops::lower_nonzero_flat(b, m);
-        hlo::Value x = b.reshape(ops::broadcast_to(b, in[0], shape), {numel});
-        return V{r[0], b.gather_flat(x, r[1])};
-      });
+  auto results = OpCall("masked_select")
+                     .input(self)
+                     .input(mask)
+                     .key(shape)
+                     .run([shape, numel](hlo::Builder& b, const V& in) {
+                       hlo::Value m = ops::broadcast_to(b, in[1], shape);
+                       V r = ops::lower_nonzero_flat(b, m);
+                       hlo::Value x = b.reshape(ops::broadcast_to(b, in[0], shape), {numel});
+                       return V{r[0], b.gather_flat(x, r[1])};
+                     });
   return results[1].narrow(0, 0, read_count(results[0]));
 }
 
@@ -82,8 +83,8 @@ void check_host_indices(const at::Tensor& self,
                         const c10::List<std::optional<at::Tensor>>& indices) {
   int64_t dim = 0;
   for (const std::optional<at::Tensor>& opt : indices) {
-    if (opt && opt->defined() && (opt->scalar_type() == at::kBool ||
-                                  opt->scalar_type() == at::kByte)) {
+    if (opt && opt->defined() &&
+        (opt->scalar_type() == at::kBool || opt->scalar_type() == at::kByte)) {
       dim += opt->dim();
       continue;
     }
@@ -122,8 +123,10 @@ std::vector<int64_t> index_shape(const at::Tensor& self, const std::vector<at::T
 void add_indices(OpCall& call, const std::vector<at::Tensor>& indices) {
   call.key(static_cast<int64_t>(indices.size()));
   for (const at::Tensor& t : indices) {
-    if (t.defined()) call.input(t);
-    else call.key(-1);
+    if (t.defined())
+      call.input(t);
+    else
+      call.key(-1);
   }
 }
 
@@ -134,13 +137,15 @@ std::vector<bool> defined_mask(const std::vector<at::Tensor>& indices) {
   return mask;
 }
 
-std::vector<std::optional<hlo::Value>> index_values(const std::vector<bool>& defined,
-                                                    const V& in, size_t first) {
+std::vector<std::optional<hlo::Value>> index_values(const std::vector<bool>& defined, const V& in,
+                                                    size_t first) {
   std::vector<std::optional<hlo::Value>> out;
   size_t next = first;
   for (bool d : defined) {
-    if (d) out.emplace_back(in[next++]);
-    else out.emplace_back(std::nullopt);
+    if (d)
+      out.emplace_back(in[next++]);
+    else
+      out.emplace_back(std::nullopt);
   }
   return out;
 }
@@ -183,9 +188,12 @@ at::Tensor& index_put_impl(at::Tensor& self, const c10::List<std::optional<at::T
   call.input(self);
   add_indices(call, idx);
   call.input(v).key(accumulate);
-  call.write([defined = defined_mask(idx), accumulate](hlo::Builder& b, const V& in) {
-    return V{ops::lower_index_put(b, in[0], index_values(defined, in, 1), in.back(), accumulate)};
-  }, {self});
+  call.write(
+      [defined = defined_mask(idx), accumulate](hlo::Builder& b, const V& in) {
+        return V{
+            ops::lower_index_put(b, in[0], index_values(defined, in, 1), in.back(), accumulate)};
+      },
+      {self});
   return self;
 }
 
@@ -198,8 +206,8 @@ at::Tensor repeat_interleave_kernel(const at::Tensor& repeats,
   if (output_size) {
     total = output_size->expect_int();
   } else {
-    auto sum = OpCall("repeat_interleave_total").input(repeats).run(
-        [](hlo::Builder& b, const V& in) {
+    auto sum =
+        OpCall("repeat_interleave_total").input(repeats).run([](hlo::Builder& b, const V& in) {
           hlo::Value r = b.convert(in[0], hlo::DType::S64);
           return V{b.reduce(r, b.constant(0, hlo::DType::S64), {0}, hlo::Binary::Add)};
         });
@@ -207,8 +215,10 @@ at::Tensor repeat_interleave_kernel(const at::Tensor& repeats,
   }
   if (total == 0 || repeats.numel() == 0) return at::empty({total}, repeats.options());
   hlo::DType dtype = to_hlo(repeats.scalar_type());
-  return OpCall("repeat_interleave").input(repeats).key(total).run(
-      [total, dtype](hlo::Builder& b, const V& in) {
+  return OpCall("repeat_interleave")
+      .input(repeats)
+      .key(total)
+      .run([total, dtype](hlo::Builder& b, const V& in) {
         return V{b.convert(ops::lower_repeat_interleave(b, in[0], total), dtype)};
       })[0];
 }
@@ -226,15 +236,18 @@ at::Tensor bincount_kernel(const at::Tensor& self, const std::optional<at::Tenso
   // CPU's dtype: counts are int64, weighted sums f32 for f32 weights, else f64; an empty
   // input gives int64 zeros whatever the weights.
   if (self.numel() == 0) return at::zeros({minlength}, self.options().dtype(at::kLong));
-  const c10::ScalarType dtype = !weights.defined() ? at::kLong
-                                : weights.scalar_type() == at::kFloat ? at::kFloat : at::kDouble;
+  const c10::ScalarType dtype = !weights.defined()                    ? at::kLong
+                                : weights.scalar_type() == at::kFloat ? at::kFloat
+                                                                      : at::kDouble;
   auto range = OpCall("bincount_range").input(self).run([](hlo::Builder& b, const V& in) {
     hlo::Value x = b.convert(in[0], hlo::DType::S64);
     return V{b.concatenate({b.reshape(ops::reduce_extreme(b, x, {0}, false), {1}),
-                            b.reshape(ops::reduce_extreme(b, x, {0}, true), {1})}, 0)};
+                            b.reshape(ops::reduce_extreme(b, x, {0}, true), {1})},
+                           0)};
   });
   at::Tensor host = to_host(range[0]);
-  TORCH_CHECK(host[0].item<int64_t>() >= 0, "bincount only supports 1-d non-negative integral inputs.");
+  TORCH_CHECK(host[0].item<int64_t>() >= 0,
+              "bincount only supports 1-d non-negative integral inputs.");
   const int64_t length = std::max(minlength, host[1].item<int64_t>() + 1);
   OpCall call("bincount");
   call.input(self).key(length).key(static_cast<int64_t>(dtype));
@@ -257,9 +270,9 @@ at::Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c
   c10::ScalarType math = to_torch(ops::arange_math(dtype));
   OpCall call("arange");
   call.scalar(start, math).scalar(step, math).key(n).key(static_cast<int64_t>(dtype));
-  call.write([n, dtype](hlo::Builder& b, const V& in) {
-    return V{ops::lower_arange(b, in[0], in[1], n, dtype)};
-  }, {out});
+  call.write([n, dtype](hlo::Builder& b,
+                        const V& in) { return V{ops::lower_arange(b, in[0], in[1], n, dtype)}; },
+             {out});
   return out;
 }
 
@@ -273,9 +286,11 @@ at::Tensor& space_out(const char* name, const c10::Scalar& start, const c10::Sca
   call.scalar(start, at::kDouble).scalar(end, at::kDouble);
   call.key(steps).key(static_cast<int64_t>(dtype));
   if (base) call.scalar(*base, at::kDouble);
-  call.write([steps, dtype, has_base = base.has_value()](hlo::Builder& b, const V& in) {
-    return V{ops::lower_linspace(b, in[0], in[1], steps, dtype, has_base ? &in[2] : nullptr)};
-  }, {out});
+  call.write(
+      [steps, dtype, has_base = base.has_value()](hlo::Builder& b, const V& in) {
+        return V{ops::lower_linspace(b, in[0], in[1], steps, dtype, has_base ? &in[2] : nullptr)};
+      },
+      {out});
   return out;
 }
 
@@ -297,8 +312,8 @@ at::Tensor& logspace_out(const c10::Scalar& start, const c10::Scalar& end, int64
 // run number of each slice and the run lengths padded to the slice count; the run count
 // is read back to trim them.
 std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_runs(const at::Tensor& self, bool sort,
-                                                            bool return_inverse, bool return_counts,
-                                                            std::optional<int64_t> dim) {
+                                                           bool return_inverse, bool return_counts,
+                                                           std::optional<int64_t> dim) {
   at::Tensor x = dim ? self.movedim(*dim, 0) : self.reshape({-1});
   const int64_t n = x.dim() == 0 ? 1 : x.size(0);
   const int64_t width = n == 0 ? 0 : x.numel() / n;
@@ -312,53 +327,62 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_runs(const at::Tensor& sel
     return {dim ? values.movedim(0, *dim) : values, inverse_empty,
             at::empty({0}, self.options().dtype(at::kLong))};
   }
-  auto results = OpCall(sort ? "unique" : "unique_consecutive").input(x.contiguous()).key(sort ? 1 : 0).run(
-      [n, width, sort](hlo::Builder& b, const V& in) {
-        const hlo::DType t = in[0].type.dtype;
-        // Bools sort as bytes.
-        const hlo::DType key_t = t == hlo::DType::Pred ? hlo::DType::U8 : t;
-        hlo::Value rows = b.convert(b.reshape(in[0], {n, width}), key_t);
-        hlo::TensorType it{hlo::DType::S64, {n}};
-        hlo::Value pos = b.iota(it, 0);
-        if (sort) {
-          // Slices in lexicographic order: stable sorts by each column, the last first.
-          hlo::TensorType sv{key_t, {}}, si{hlo::DType::S64, {}};
-          std::string less = b.region({sv, sv, si, si}, [key_t](hlo::Builder& r, const V& a) {
-            hlo::Value lt = r.compare(hlo::Compare::LT, a[0], a[1]);
-            if (hlo::is_float(key_t)) {
-              hlo::Value ln = ops::is_nan(r, a[0]), rn = ops::is_nan(r, a[1]);
-              lt = r.binary(hlo::Binary::Or, lt, r.binary(hlo::Binary::And, r.unary(hlo::Unary::Not, ln), rn));
+  auto results =
+      OpCall(sort ? "unique" : "unique_consecutive")
+          .input(x.contiguous())
+          .key(sort ? 1 : 0)
+          .run([n, width, sort](hlo::Builder& b, const V& in) {
+            const hlo::DType t = in[0].type.dtype;
+            // Bools sort as bytes.
+            const hlo::DType key_t = t == hlo::DType::Pred ? hlo::DType::U8 : t;
+            hlo::Value rows = b.convert(b.reshape(in[0], {n, width}), key_t);
+            hlo::TensorType it{hlo::DType::S64, {n}};
+            hlo::Value pos = b.iota(it, 0);
+            if (sort) {
+              // Slices in lexicographic order: stable sorts by each column, the last first.
+              hlo::TensorType sv{key_t, {}}, si{hlo::DType::S64, {}};
+              std::string less = b.region({sv, sv, si, si}, [key_t](hlo::Builder& r, const V& a) {
+                hlo::Value lt = r.compare(hlo::Compare::LT, a[0], a[1]);
+                if (hlo::is_float(key_t)) {
+                  hlo::Value ln = ops::is_nan(r, a[0]), rn = ops::is_nan(r, a[1]);
+                  lt = r.binary(hlo::Binary::Or, lt,
+                                r.binary(hlo::Binary::And, r.unary(hlo::Unary::Not, ln), rn));
+                }
+                return V{lt};
+              });
+              for (int64_t c = width - 1; c >= 0; --c) {
+                hlo::Value column = b.reshape(b.slice(rows, {0, c}, {n, c + 1}, {1, 1}), {n});
+                hlo::Value key = b.gather_flat(column, pos);
+                V out =
+                    b.emit_multi("stablehlo.sort", {key, pos},
+                                 "dimension = 0 : i64, is_stable = true", {key.type, it}, {less});
+                pos = out[1];
+              }
+              if (width > 0) rows = ops::select_along(b, rows, 0, pos);
             }
-            return V{lt};
+            hlo::Value prev = n == 1
+                                  ? rows
+                                  : b.concatenate({b.slice(rows, {0, 0}, {1, width}, {1, 1}),
+                                                   b.slice(rows, {0, 0}, {n - 1, width}, {1, 1})},
+                                                  0);
+            hlo::Value differs = b.reduce(b.compare(hlo::Compare::NE, rows, prev),
+                                          b.constant(0, hlo::DType::Pred), {1}, hlo::Binary::Or);
+            hlo::Value first = b.compare(hlo::Compare::EQ, b.iota(it, 0), b.full(0, it));
+            hlo::Value starts = b.binary(hlo::Binary::Or, first, differs);
+            hlo::Value starts_n = b.convert(starts, hlo::DType::S64);
+            hlo::Value run =
+                b.binary(hlo::Binary::Subtract, ops::cumsum_1d(b, starts_n), b.full(1, it));
+            hlo::Value count =
+                b.reduce(starts_n, b.constant(0, hlo::DType::S64), {0}, hlo::Binary::Add);
+            // The first slice of run g: slot g gets its position (the other slices aim past
+            // the end, which the scatter drops).
+            hlo::Value target = b.select(starts, run, b.full(static_cast<double>(n), it));
+            hlo::Value first_of = b.scatter_flat(b.full(0, it), target, b.iota(it, 0));
+            hlo::Value values = ops::select_along(b, rows, 0, first_of);
+            hlo::Value inverse = b.scatter_flat(b.full(0, it), pos, run);
+            hlo::Value lengths = ops::add_along(b, b.full(0, it), 0, run, b.full(1, it));
+            return V{count, b.convert(values, t), inverse, lengths};
           });
-          for (int64_t c = width - 1; c >= 0; --c) {
-            hlo::Value column = b.reshape(b.slice(rows, {0, c}, {n, c + 1}, {1, 1}), {n});
-            hlo::Value key = b.gather_flat(column, pos);
-            V out = b.emit_multi("stablehlo.sort", {key, pos}, "dimension = 0 : i64, is_stable = true",
-                                 {key.type, it}, {less});
-            pos = out[1];
-          }
-          if (width > 0) rows = ops::select_along(b, rows, 0, pos);
-        }
-        hlo::Value prev = n == 1 ? rows
-                                 : b.concatenate({b.slice(rows, {0, 0}, {1, width}, {1, 1}),
-                                                  b.slice(rows, {0, 0}, {n - 1, width}, {1, 1})}, 0);
-        hlo::Value differs = b.reduce(b.compare(hlo::Compare::NE, rows, prev), b.constant(0, hlo::DType::Pred),
-                                      {1}, hlo::Binary::Or);
-        hlo::Value first = b.compare(hlo::Compare::EQ, b.iota(it, 0), b.full(0, it));
-        hlo::Value starts = b.binary(hlo::Binary::Or, first, differs);
-        hlo::Value starts_n = b.convert(starts, hlo::DType::S64);
-        hlo::Value run = b.binary(hlo::Binary::Subtract, ops::cumsum_1d(b, starts_n), b.full(1, it));
-        hlo::Value count = b.reduce(starts_n, b.constant(0, hlo::DType::S64), {0}, hlo::Binary::Add);
-        // The first slice of run g: slot g gets its position (the other slices aim past
-        // the end, which the scatter drops).
-        hlo::Value target = b.select(starts, run, b.full(static_cast<double>(n), it));
-        hlo::Value first_of = b.scatter_flat(b.full(0, it), target, b.iota(it, 0));
-        hlo::Value values = ops::select_along(b, rows, 0, first_of);
-        hlo::Value inverse = b.scatter_flat(b.full(0, it), pos, run);
-        hlo::Value lengths = ops::add_along(b, b.full(0, it), 0, run, b.full(1, it));
-        return V{count, b.convert(values, t), inverse, lengths};
-      });
   const int64_t count = read_count(results[0]);
   std::vector<int64_t> shape = x.sizes().vec();
   if (shape.empty()) shape.push_back(1);
@@ -366,18 +390,22 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_runs(const at::Tensor& sel
   at::Tensor values = results[1].narrow(0, 0, count).reshape(shape);
   if (dim) values = values.movedim(0, *dim).contiguous();
   at::Tensor inverse = return_inverse ? results[2].reshape(inverse_shape) : inverse_empty;
-  at::Tensor counts = return_counts ? results[3].narrow(0, 0, count) : at::empty({0}, results[3].options());
+  at::Tensor counts =
+      return_counts ? results[3].narrow(0, 0, count) : at::empty({0}, results[3].options());
   return {values, inverse, counts};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> unique2_kernel(const at::Tensor& self, bool sorted,
-                                                               bool return_inverse, bool return_counts) {
+                                                              bool return_inverse,
+                                                              bool return_counts) {
   return unique_runs(self, true, return_inverse, return_counts, std::nullopt);
 }
 
 // unique_dim always returns the inverse and the counts, as CPU's kernel does.
-std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_dim_kernel(const at::Tensor& self, int64_t dim, bool sorted,
-                                                                 bool return_inverse, bool return_counts) {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_dim_kernel(const at::Tensor& self,
+                                                                 int64_t dim, bool sorted,
+                                                                 bool return_inverse,
+                                                                 bool return_counts) {
   TORCH_CHECK(self.dim() > 0 || dim == 0 || dim == -1, "unique_dim: dim out of range");
   if (self.dim() == 0) return unique_runs(self, true, true, true, std::nullopt);
   return unique_runs(self, true, true, true, c10::maybe_wrap_dim(dim, self.dim()));
@@ -387,8 +415,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_consecutive_kernel(
     const at::Tensor& self, bool return_inverse, bool return_counts, std::optional<int64_t> dim) {
   if (dim) {
     TORCH_CHECK(self.dim() > 0 || *dim == 0 || *dim == -1, "unique_consecutive: dim out of range");
-    if (self.dim() == 0) dim.reset();
-    else dim = c10::maybe_wrap_dim(*dim, self.dim());
+    if (self.dim() == 0)
+      dim.reset();
+    else
+      dim = c10::maybe_wrap_dim(*dim, self.dim());
   }
   return unique_runs(self, false, return_inverse, return_counts, dim);
 }

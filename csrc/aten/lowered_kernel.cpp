@@ -113,8 +113,10 @@ c10::IValue meta_value(const c10::IValue& v, const OpCall* bound, bool probe) {
 
 std::vector<at::Tensor> tensors_of(const c10::IValue& v) {
   std::vector<at::Tensor> out;
-  if (v.isTensor()) out.push_back(v.toTensor());
-  else if (v.isTensorList()) for (const at::Tensor& t : v.toTensorList()) out.push_back(t);
+  if (v.isTensor())
+    out.push_back(v.toTensor());
+  else if (v.isTensorList())
+    for (const at::Tensor& t : v.toTensorList()) out.push_back(t);
   else if (v.isOptionalTensorList())
     for (const std::optional<at::Tensor>& t : v.toOptionalTensorList())
       out.push_back(t ? *t : at::Tensor());
@@ -122,9 +124,9 @@ std::vector<at::Tensor> tensors_of(const c10::IValue& v) {
 }
 
 struct MetaResult {
-  std::vector<hlo::TensorType> outputs;      // fresh results, then mutated arguments
-  std::vector<std::vector<int64_t>> sizes;   // of each output, for out= resizing
-  std::vector<int64_t> fresh_list_lengths;   // per fresh return: -1 for a plain tensor
+  std::vector<hlo::TensorType> outputs;     // fresh results, then mutated arguments
+  std::vector<std::vector<int64_t>> sizes;  // of each output, for out= resizing
+  std::vector<int64_t> fresh_list_lengths;  // per fresh return: -1 for a plain tensor
   // Results the meta kernel leaves undefined (a backward's output_mask entry that is
   // false): the lowering sees an empty f32 type for them and its value is dropped.
   std::vector<bool> undefined;
@@ -277,9 +279,9 @@ class LoweredKernel final : public c10::OperatorKernel {
   struct Operands {
     std::vector<std::vector<int>> slots;  // per argument, its lowering input indices (-1: None)
     std::vector<ops::Attr> attrs;
-    std::vector<at::Tensor> targets;      // tensors the op writes, in argument order
-    std::vector<bool> target_out;         // ... and whether each is an out= argument
-    std::vector<size_t> generators;       // Generator? arguments
+    std::vector<at::Tensor> targets;  // tensors the op writes, in argument order
+    std::vector<bool> target_out;     // ... and whether each is an out= argument
+    std::vector<size_t> generators;   // Generator? arguments
   };
 
   Promotion promote(const std::vector<c10::IValue>& args) const {
@@ -346,9 +348,7 @@ class LoweredKernel final : public c10::OperatorKernel {
             o.slots[i].push_back(next++);
           }
           break;
-        case ArgKind::Generator:
-          o.generators.push_back(i);
-          break;
+        case ArgKind::Generator: o.generators.push_back(i); break;
         case ArgKind::Static:
           o.attrs[i] = to_attr(v);
           add_attr_key(call, o.attrs[i]);
@@ -388,8 +388,10 @@ class LoweredKernel final : public c10::OperatorKernel {
       for (int slot : o.slots[i]) {
         std::optional<hlo::Value> v;
         if (slot >= 0) v = in[slot];
-        if (single) operand.value = v;
-        else operand.values.push_back(v);
+        if (single)
+          operand.value = v;
+        else
+          operand.values.push_back(v);
       }
     }
     return node;
@@ -440,8 +442,7 @@ class LoweredKernel final : public c10::OperatorKernel {
   std::shared_ptr<const MetaResult> infer(const c10::OperatorHandle& op,
                                           const std::vector<c10::IValue>& args,
                                           const runtime::ProgramKey& key,
-                                          const OpCall* bound = nullptr,
-                                          bool probe = false) {
+                                          const OpCall* bound = nullptr, bool probe = false) {
     bool has_out = false;
     for (const ArgInfo& info : infos_) has_out |= info.out;
     if (!has_out) {

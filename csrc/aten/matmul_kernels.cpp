@@ -11,13 +11,15 @@ namespace torch_tpu::aten {
 namespace {
 
 void check_mm(const at::Tensor& a, const at::Tensor& b, int64_t rank, const char* what) {
-  TORCH_CHECK(a.dim() == rank, what, ": Expected ", rank, "-D tensor for self, got ", a.dim(), "-D");
-  TORCH_CHECK(b.dim() == rank, what, ": Expected ", rank, "-D tensor for mat2, got ", b.dim(), "-D");
+  TORCH_CHECK(a.dim() == rank, what, ": Expected ", rank, "-D tensor for self, got ", a.dim(),
+              "-D");
+  TORCH_CHECK(b.dim() == rank, what, ": Expected ", rank, "-D tensor for mat2, got ", b.dim(),
+              "-D");
   TORCH_CHECK(a.scalar_type() == b.scalar_type(),
-              "expected m1 and m2 to have the same dtype, but got: ", a.scalar_type(), " != ",
-              b.scalar_type());
-  TORCH_CHECK(a.size(-1) == b.size(-2), "mat1 and mat2 shapes cannot be multiplied (",
-              a.size(-2), "x", a.size(-1), " and ", b.size(-2), "x", b.size(-1), ")");
+              "expected m1 and m2 to have the same dtype, but got: ", a.scalar_type(),
+              " != ", b.scalar_type());
+  TORCH_CHECK(a.size(-1) == b.size(-2), "mat1 and mat2 shapes cannot be multiplied (", a.size(-2),
+              "x", a.size(-1), " and ", b.size(-2), "x", b.size(-1), ")");
   if (rank == 3) {
     TORCH_CHECK(a.size(0) == b.size(0), "batch1 and batch2 must have same number of batches, got ",
                 a.size(0), " and ", b.size(0));
@@ -42,8 +44,7 @@ at::Tensor product(const char* name, const at::Tensor& a, const at::Tensor& b, b
     if (ba.back() != bb[bb.size() - 2] || (batched && ba[0] != bb[0]))
       return product(name, a, b, batched, out, /*buckets=*/false);
     std::vector<int64_t> bound = product_shape(ba, bb, batched);
-    std::vector<int64_t> probe =
-        product_shape(call.probe_sizes(a), call.probe_sizes(b), batched);
+    std::vector<int64_t> probe = product_shape(call.probe_sizes(a), call.probe_sizes(b), batched);
     call.pad_outputs({product_shape(a.sizes().vec(), b.sizes().vec(), batched)}, {bound},
                      OpCall::differ({bound}, {probe}));
   }
@@ -57,12 +58,16 @@ at::Tensor product(const char* name, const at::Tensor& a, const at::Tensor& b, b
   return *out;
 }
 
-at::Tensor mm(const at::Tensor& a, const at::Tensor& b) { return product("mm", a, b, false, nullptr); }
+at::Tensor mm(const at::Tensor& a, const at::Tensor& b) {
+  return product("mm", a, b, false, nullptr);
+}
 at::Tensor& mm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
   product("mm", a, b, false, &out);
   return out;
 }
-at::Tensor bmm(const at::Tensor& a, const at::Tensor& b) { return product("bmm", a, b, true, nullptr); }
+at::Tensor bmm(const at::Tensor& a, const at::Tensor& b) {
+  return product("bmm", a, b, true, nullptr);
+}
 at::Tensor& bmm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
   product("bmm", a, b, true, &out);
   return out;

@@ -56,15 +56,14 @@ std::vector<std::optional<hlo::Value>> lower_node(const ops::OpDef& def, ops::No
   }
   std::vector<hlo::Value> results = def.lower(node);
   TORCH_CHECK(results.size() == node.outputs.size(), "torch_tpu: aten::", name,
-              ": the lowering gave ", results.size(), " results, the op has ",
-              node.outputs.size());
+              ": the lowering gave ", results.size(), " results, the op has ", node.outputs.size());
   std::vector<std::optional<hlo::Value>> out(results.size());
   for (size_t i = 0; i < results.size(); ++i) {
     if (skip.at(i)) continue;
     const hlo::TensorType& want = node.outputs[i];
     TORCH_CHECK(results[i].type.shape == want.shape, "torch_tpu: aten::", name,
-                ": the lowering's result ", i, " has type ", results[i].type.str(),
-                ", expected ", want.str());
+                ": the lowering's result ", i, " has type ", results[i].type.str(), ", expected ",
+                want.str());
     out[i] = node.b.convert(results[i], want.dtype);
   }
   return out;

@@ -23,7 +23,14 @@ namespace torch_tpu::aten {
 
 namespace {
 
-enum KeyTag : int64_t { kView = 1, kScalar = 2, kTarget = 3, kPadded = 4, kPaddedBase = 5, kPads = 6 };
+enum KeyTag : int64_t {
+  kView = 1,
+  kScalar = 2,
+  kTarget = 3,
+  kPadded = 4,
+  kPaddedBase = 5,
+  kPads = 6
+};
 
 std::vector<int64_t> vec(c10::IntArrayRef a) { return std::vector<int64_t>(a.begin(), a.end()); }
 
@@ -67,7 +74,8 @@ hlo::Value broadcast_to_target(hlo::Builder& b, const hlo::Value& v,
 std::shared_ptr<const std::vector<hlo::TensorType>> cached_signature(
     const runtime::ProgramKey& key, const std::function<runtime::Program()>& build) {
   static std::mutex mutex;
-  static std::unordered_map<runtime::ProgramKey, std::shared_ptr<const std::vector<hlo::TensorType>>,
+  static std::unordered_map<runtime::ProgramKey,
+                            std::shared_ptr<const std::vector<hlo::TensorType>>,
                             runtime::ProgramKeyHash>
       signatures;
   {
@@ -108,7 +116,8 @@ void OpCall::use_device(const at::Tensor& tensor) {
   }
   TORCH_CHECK(device_ == device,
               "Expected all tensors to be on the same device, but found at least two devices, "
-              "tpu:", device_, " and tpu:", device, "!");
+              "tpu:",
+              device_, " and tpu:", device, "!");
 }
 
 int OpCall::add_param(hlo::DType dtype, std::vector<int64_t> shape,
@@ -140,7 +149,8 @@ OpCall& OpCall::input(const at::Tensor& tensor) {
   if (!tensor.device().is_privateuseone()) {
     TORCH_CHECK(tensor.device().is_cpu() && tensor.dim() == 0,
                 "Expected all tensors to be on the same device, but found at least two devices, "
-                "tpu:", std::max(device_, 0), " and ", tensor.device(), "!");
+                "tpu:",
+                std::max(device_, 0), " and ", tensor.device(), "!");
     return scalar(tensor.item(), tensor.scalar_type());
   }
   use_device(tensor);
@@ -186,8 +196,8 @@ OpCall::Operand OpCall::view_operand(const at::Tensor& tensor, bool needs_base) 
   // A value stored padded, read at its bound: the program does not depend on its sizes.
   if (needs_base && allow_buckets_ && !empty && db.padding && db.dtype == op.dtype) {
     const runtime::Padding& pad = *db.padding;
-    auto plan = ops::plan_padded_read(pad.logical, pad.physical, pad.dynamic, op.sizes,
-                                      op.strides, tensor.storage_offset());
+    auto plan = ops::plan_padded_read(pad.logical, pad.physical, pad.dynamic, op.sizes, op.strides,
+                                      tensor.storage_offset());
     if (plan && !plan->dynamic.empty()) {
       if (db.pending >= 0 && !group.recording()) group.flush();
       op.kind = Operand::Kind::Padded;
@@ -212,8 +222,8 @@ OpCall::Operand OpCall::view_operand(const at::Tensor& tensor, bool needs_base) 
   // is read in place from the padded buffer: its program does not depend on real sizes.
   int64_t offset = tensor.storage_offset();
   if (needs_base && !empty && db.padding && db.dtype == op.dtype) {
-    if (auto v = ops::physical_view(db.padding->logical, db.padding->physical, op.sizes,
-                                    op.strides, offset)) {
+    if (auto v = ops::physical_view(db.padding->logical, db.padding->physical, op.sizes, op.strides,
+                                    offset)) {
       op.strides = std::move(v->strides);
       offset = v->offset;
       op.physical = true;
@@ -361,8 +371,8 @@ std::vector<at::Tensor> OpCall::execute(const Lowering& lower, size_t fresh,
   size_t n_fresh = results.size() - assignments.size();
   std::vector<at::Tensor> out = wrap_fresh(program->outputs, n_fresh, results);
   for (size_t i = 0; i < assignments.size(); ++i)
-    assignments[i].buffer->assign(results[n_fresh + i], assignments[i].dtype,
-                                  assignments[i].numel, assignments[i].padding);
+    assignments[i].buffer->assign(results[n_fresh + i], assignments[i].dtype, assignments[i].numel,
+                                  assignments[i].padding);
   for (const at::Tensor& t : targets) t.unsafeGetTensorImpl()->bump_version();
   return out;
 }
@@ -405,8 +415,8 @@ OpCall::WritePlan OpCall::plan_writes(const std::vector<Operand>& outs,
   return plan;
 }
 
-runtime::Program OpCall::build(const Lowering& lower, size_t fresh, const std::vector<Operand>& outs,
-                               const WritePlan& plan) const {
+runtime::Program OpCall::build(const Lowering& lower, size_t fresh,
+                               const std::vector<Operand>& outs, const WritePlan& plan) const {
   hlo::Builder b;
   std::vector<hlo::Value> params;
   for (const hlo::TensorType& t : params_) params.push_back(b.parameter(t));
@@ -431,9 +441,8 @@ std::vector<hlo::Value> OpCall::emit(hlo::Builder& b, const std::vector<hlo::Val
   std::vector<hlo::Value> current;
   for (const Base& base : bases_) {
     const hlo::Value& p = params[base.param];
-    current.push_back(base.unpad ? ops::unpad_flat(b, p, base.padding->logical,
-                                                   base.padding->physical)
-                                 : p);
+    current.push_back(
+        base.unpad ? ops::unpad_flat(b, p, base.padding->logical, base.padding->physical) : p);
   }
   auto read = [&](const Operand& op) -> hlo::Value {
     if (op.kind == Operand::Kind::Scalar)
@@ -458,8 +467,8 @@ std::vector<hlo::Value> OpCall::emit(hlo::Builder& b, const std::vector<hlo::Val
   std::vector<hlo::Value> results = lower(b, values);
   b.set_matmul_precision(outer);
   if (fresh == static_cast<size_t>(-1)) fresh = results.size() - outs.size();
-  TORCH_CHECK(results.size() == fresh + outs.size(), name_, ": lowering gave ",
-              results.size(), " results for ", fresh + outs.size(), " outputs");
+  TORCH_CHECK(results.size() == fresh + outs.size(), name_, ": lowering gave ", results.size(),
+              " results for ", fresh + outs.size(), " outputs");
 
   std::vector<hlo::Value> outputs;
   for (size_t i = 0; i < fresh; ++i) {
@@ -481,8 +490,8 @@ std::vector<hlo::Value> OpCall::emit(hlo::Builder& b, const std::vector<hlo::Val
     }
     hlo::Value offset = op.param >= 0 ? params[op.param] : hlo::Value{};
     hlo::Value flat = ops::reinterpret_flat(b, current[op.base], op.dtype);
-    current[op.base] = ops::lower_strided_write(b, flat, offset, op.sizes, op.strides,
-                                                op.layout, v);
+    current[op.base] =
+        ops::lower_strided_write(b, flat, offset, op.sizes, op.strides, op.layout, v);
   }
   for (size_t base = 0; base < bases_.size(); ++base)
     if (base_writer[base] >= 0) outputs.push_back(current[base]);
@@ -522,9 +531,8 @@ std::vector<at::Tensor> OpCall::record(const Lowering& lower, size_t fresh,
     // The recorded body keeps what emit() reads; no tensor, so temporaries can die.
     auto self = std::make_shared<const OpCall>(std::move(*this));
     call = self.get();
-    made->emit = [self, lower, fresh, outs = std::move(outs),
-                  base_writer = plan.base_writer](hlo::Builder& b,
-                                                  const std::vector<hlo::Value>& in) {
+    made->emit = [self, lower, fresh, outs = std::move(outs), base_writer = plan.base_writer](
+                     hlo::Builder& b, const std::vector<hlo::Value>& in) {
       std::vector<hlo::TensorType> unused;
       return self->emit(b, in, lower, fresh, outs, base_writer, &unused);
     };

@@ -92,16 +92,16 @@ class OpCall {
   };
   struct Operand {
     enum class Kind { View, Scalar, Padded } kind;
-    int param = -1;          // scalar param, or the view's offset param
-    int imag_param = -1;     // a complex scalar's imaginary part
-    int base = -1;           // index into bases_
+    int param = -1;       // scalar param, or the view's offset param
+    int imag_param = -1;  // a complex scalar's imaginary part
+    int base = -1;        // index into bases_
     hlo::DType dtype;
     std::vector<int64_t> sizes, strides;
     ops::StridedLayout layout;
     bool physical = false;  // a View located in its padded storage (ops::physical_view)
-    std::shared_ptr<const ops::PaddedRead> padded;  // Padded: read at the bound
+    std::shared_ptr<const ops::PaddedRead> padded;           // Padded: read at the bound
     std::shared_ptr<const runtime::Padding> target_padding;  // a whole target kept padded
-    std::vector<int> size_params;                   // ... with these real sizes
+    std::vector<int> size_params;                            // ... with these real sizes
   };
   struct Arg {
     std::shared_ptr<pjrt::Buffer> buffer;  // null for scalars until the device is known
@@ -131,8 +131,9 @@ class OpCall {
   int base_of(runtime::DeviceBuffer& db);
   // The fresh results as tensors (padded where pad_outputs said), backed by `buffers`
   // (null in fused mode: bound to group values by the caller).
-  std::vector<at::Tensor> wrap_fresh(const std::vector<hlo::TensorType>& types, size_t n,
-                                     const std::vector<std::shared_ptr<pjrt::Buffer>>& buffers) const;
+  std::vector<at::Tensor> wrap_fresh(
+      const std::vector<hlo::TensorType>& types, size_t n,
+      const std::vector<std::shared_ptr<pjrt::Buffer>>& buffers) const;
   int add_param(hlo::DType dtype, std::vector<int64_t> shape, std::shared_ptr<pjrt::Buffer> buffer,
                 uint64_t bits = 0, int64_t pending = -1);
   void use_device(const at::Tensor& tensor);
@@ -145,14 +146,15 @@ class OpCall {
   // program's outputs, and their types (fresh results in their own shapes) in `types`.
   std::vector<hlo::Value> emit(hlo::Builder& b, const std::vector<hlo::Value>& params,
                                const Lowering& lower, size_t fresh,
-                               const std::vector<Operand>& outs, const std::vector<int>& base_writer,
+                               const std::vector<Operand>& outs,
+                               const std::vector<int>& base_writer,
                                std::vector<hlo::TensorType>* types) const;
   std::vector<at::Tensor> execute(const Lowering& lower, size_t fresh,
                                   const std::vector<at::Tensor>& targets);
   // Fused mode: records the call into the pending group; results are bound to its values.
   std::vector<at::Tensor> record(const Lowering& lower, size_t fresh,
-                                 const std::vector<at::Tensor>& targets,
-                                 std::vector<Operand> outs, const WritePlan& plan);
+                                 const std::vector<at::Tensor>& targets, std::vector<Operand> outs,
+                                 const WritePlan& plan);
 
   const char* name_;
   int device_ = -1;

@@ -13,12 +13,9 @@ thread_local std::vector<hlo::Precision> overrides;
 hlo::Precision matmul_precision() {
   if (!overrides.empty()) return overrides.back();
   switch (at::globalContext().float32MatmulPrecision()) {
-    case at::Float32MatmulPrecision::HIGHEST:
-      return hlo::Precision::Highest;
-    case at::Float32MatmulPrecision::HIGH:
-      return hlo::Precision::High;
-    case at::Float32MatmulPrecision::MEDIUM:
-      return hlo::Precision::Default;
+    case at::Float32MatmulPrecision::HIGHEST: return hlo::Precision::Highest;
+    case at::Float32MatmulPrecision::HIGH: return hlo::Precision::High;
+    case at::Float32MatmulPrecision::MEDIUM: return hlo::Precision::Default;
   }
   return hlo::Precision::Highest;
 }

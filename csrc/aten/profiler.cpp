@@ -73,12 +73,12 @@ class TpuProfilerSession final : public libkineto::IActivityProfilerSession {
   std::vector<std::string> errors() override { return {}; }
 
   void processTrace(libkineto::ActivityLogger& logger) override {
-    processTrace(logger, [](int32_t) { return nullptr; }, 0, 0);
+    processTrace(
+        logger, [](int32_t) { return nullptr; }, 0, 0);
   }
 
-  void processTrace(libkineto::ActivityLogger& logger,
-                    libkineto::getLinkedActivityCallback linked, int64_t start,
-                    int64_t end) override {
+  void processTrace(libkineto::ActivityLogger& logger, libkineto::getLinkedActivityCallback linked,
+                    int64_t start, int64_t end) override {
     if (!active_) return;
     span_ = std::make_unique<libkineto::TraceSpan>(start, end, "tpu");
     if (devices_wanted_) emit_runs(logger, linked);
@@ -88,14 +88,12 @@ class TpuProfilerSession final : public libkineto::IActivityProfilerSession {
 
   std::unique_ptr<libkineto::DeviceInfo> getDeviceInfo() override {
     if (!active_) return nullptr;
-    return std::make_unique<libkineto::DeviceInfo>(
-        libkineto::DeviceInfo{0, 0, "tpu:0", "tpu"});
+    return std::make_unique<libkineto::DeviceInfo>(libkineto::DeviceInfo{0, 0, "tpu:0", "tpu"});
   }
 
   std::vector<libkineto::ResourceInfo> getResourceInfos() override {
     std::vector<libkineto::ResourceInfo> infos;
-    for (int d : devices_)
-      infos.push_back({0, d, d, "tpu:" + std::to_string(d) + " programs"});
+    for (int d : devices_) infos.push_back({0, d, d, "tpu:" + std::to_string(d) + " programs"});
     return infos;
   }
 
@@ -117,9 +115,8 @@ class TpuProfilerSession final : public libkineto::IActivityProfilerSession {
     for (const auto& run : recording_.runs) per_device[run->device].push_back(run.get());
     for (auto& [device, runs] : per_device) {
       devices_.push_back(device);
-      std::sort(runs.begin(), runs.end(), [](const auto* a, const auto* b) {
-        return a->end_ns.load() < b->end_ns.load();
-      });
+      std::sort(runs.begin(), runs.end(),
+                [](const auto* a, const auto* b) { return a->end_ns.load() < b->end_ns.load(); });
       int64_t device_free = 0;
       for (const auto* run : runs) {
         int64_t begin = std::max(run->launch_ns, device_free);
@@ -179,9 +176,7 @@ class TpuActivityProfiler final : public libkineto::IActivityProfiler {
     static const std::string n = "torch_tpu";
     return n;
   }
-  const std::set<ActivityType>& availableActivities() const override {
-    return device_activities();
-  }
+  const std::set<ActivityType>& availableActivities() const override { return device_activities(); }
   // torch.tpu.profiler.TpuProfilerConfig's levels arrive in Kineto's custom config
   // ("host_tracer_level:2,device_tracer_level:1,..."): level 0 turns that side off.
   std::unique_ptr<libkineto::IActivityProfilerSession> configure(

@@ -27,8 +27,8 @@ void resize_storage_bytes(const c10::Storage& storage, size_t nbytes) {
     key.add(pad.physical);
     auto program = rt.cache().get(key, [&] {
       hlo::Builder b;
-      hlo::Value out = ops::unpad_flat(b, b.parameter({old.dtype, {old.numel}}), pad.logical,
-                                       pad.physical);
+      hlo::Value out =
+          ops::unpad_flat(b, b.parameter({old.dtype, {old.numel}}), pad.logical, pad.physical);
       return runtime::Program{b.module({out}), {out.type}, "unpad"};
     });
     int64_t n = 1;

@@ -31,8 +31,8 @@ c10::DeviceIndex device_index(std::optional<c10::Device> device) {
 }
 
 at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
-                               std::optional<c10::Layout> layout,
-                               std::optional<c10::Device> device, std::optional<bool> pin_memory,
+                               std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                               std::optional<bool> pin_memory,
                                std::optional<c10::MemoryFormat> memory_format) {
   c10::ScalarType st = c10::dtype_or_default(dtype);
   check_supported(st);
@@ -51,8 +51,7 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
 
 void ensure_storage(const at::Tensor& self) {
   size_t needed = at::detail::computeStorageNbytes(self.sizes(), self.strides(),
-                                                   self.dtype().itemsize(),
-                                                   self.storage_offset());
+                                                   self.dtype().itemsize(), self.storage_offset());
   if (self.numel() > 0 && needed > self.storage().nbytes()) {
     resize_storage_bytes(self.storage(), needed);
   }
@@ -96,8 +95,8 @@ at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& source) {
 }
 
 at::Tensor& set_empty(at::Tensor& self) {
-  c10::Storage storage(c10::Storage::use_byte_size_t(), 0,
-                       allocate_on(self.device().index(), 0), allocator(), true);
+  c10::Storage storage(c10::Storage::use_byte_size_t(), 0, allocate_on(self.device().index(), 0),
+                       allocator(), true);
   return set_storage(self, std::move(storage), 0, {0}, {});
 }
 
@@ -106,15 +105,18 @@ at::Tensor& set_empty(at::Tensor& self) {
 // tensors' bits differ the copy conjugates or negates.
 at::Tensor identity_copy(const at::Tensor& src, const at::Tensor& dst) {
   const bool conj = src.is_conj() != dst.is_conj(), neg = src.is_neg() != dst.is_neg();
-  OpCall("copy").key(int64_t{conj} | int64_t{neg} << 1).input(src).write(
-      [conj, neg](hlo::Builder& b, const std::vector<hlo::Value>& in) {
-        hlo::Value v = in.at(0);
-        if (conj && hlo::is_complex(v.type.dtype))
-          v = b.complex(b.real(v), b.unary(hlo::Unary::Negate, b.imag(v)));
-        if (neg) v = b.unary(hlo::Unary::Negate, v);
-        return std::vector<hlo::Value>{v};
-      },
-      {dst});
+  OpCall("copy")
+      .key(int64_t{conj} | int64_t{neg} << 1)
+      .input(src)
+      .write(
+          [conj, neg](hlo::Builder& b, const std::vector<hlo::Value>& in) {
+            hlo::Value v = in.at(0);
+            if (conj && hlo::is_complex(v.type.dtype))
+              v = b.complex(b.real(v), b.unary(hlo::Unary::Negate, b.imag(v)));
+            if (neg) v = b.unary(hlo::Unary::Negate, v);
+            return std::vector<hlo::Value>{v};
+          },
+          {dst});
   return dst;
 }
 
@@ -139,10 +141,9 @@ at::Tensor empty_like(const at::Tensor& self, std::optional<c10::ScalarType> dty
 // expansion over a growing cache). Anything else clones as PyTorch does.
 at::Tensor clone(const at::Tensor& self, std::optional<c10::MemoryFormat> format) {
   const c10::MemoryFormat f = format.value_or(c10::MemoryFormat::Preserve);
-  const bool contiguous_result =
-      f == c10::MemoryFormat::Contiguous ||
-      (f == c10::MemoryFormat::Preserve &&
-       (self.is_contiguous() || !self.is_non_overlapping_and_dense()));
+  const bool contiguous_result = f == c10::MemoryFormat::Contiguous ||
+                                 (f == c10::MemoryFormat::Preserve &&
+                                  (self.is_contiguous() || !self.is_non_overlapping_and_dense()));
   if (contiguous_result && !self.is_conj() && !self.is_neg() && self.numel() > 0 &&
       device_buffer(self).padding) {
     OpCall call("clone");
@@ -172,9 +173,8 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   if (src_tpu && dst_tpu) {
     if (self.device() == dst.device()) return identity_copy(self, dst);
     // Across devices: through the host.
-    return identity_copy(from_host(host_values(self).resolve_conj().resolve_neg(),
-                                   dst.device().index()),
-                         dst);
+    return identity_copy(
+        from_host(host_values(self).resolve_conj().resolve_neg(), dst.device().index()), dst);
   }
   if (dst_tpu) {
     TORCH_CHECK(self.device().is_cpu(), "torch_tpu: cannot copy from ", self.device(), " to ",
@@ -219,7 +219,9 @@ c10::Scalar local_scalar_dense(const at::Tensor& self) {
 }
 
 at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
-  OpCall("fill").buckets().scalar(value, self.scalar_type())
+  OpCall("fill")
+      .buckets()
+      .scalar(value, self.scalar_type())
       .write([](hlo::Builder&, const std::vector<hlo::Value>& in) { return in; }, {self});
   return self;
 }

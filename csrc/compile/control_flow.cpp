@@ -41,7 +41,8 @@ V range(const V& v, size_t begin, size_t end) { return V(v.begin() + begin, v.be
 // enclosing scope (case regions take no arguments).
 V lower_cond(Lowerer& lw, const py::list& args, const std::vector<TensorType>& outs) {
   hlo::Builder& b = lw.b;
-  TORCH_CHECK_NOT_IMPLEMENTED(py::isinstance<py::tuple>(args[0]), "torch_tpu: cond in a compiled "
+  TORCH_CHECK_NOT_IMPLEMENTED(py::isinstance<py::tuple>(args[0]),
+                              "torch_tpu: cond in a compiled "
                               "graph needs a tensor predicate");
   Value pred = operands(lw, py::make_tuple(args[0]), "cond")[0];
   TORCH_CHECK(pred.type.numel() == 1, "torch_tpu: cond's predicate has ", pred.type.numel(),
@@ -90,7 +91,8 @@ V lower_scan(Lowerer& lw, const py::list& args, const std::vector<TensorType>& o
   TORCH_CHECK_NOT_IMPLEMENTED(!xs.empty(), "torch_tpu: scan without xs in a compiled graph");
   const int64_t length = xs[0].type.shape.empty() ? -1 : xs[0].type.shape[0];
   for (const Value& x : xs)
-    TORCH_CHECK(!x.type.shape.empty() && x.type.shape[0] == length, "torch_tpu: scan's xs must "
+    TORCH_CHECK(!x.type.shape.empty() && x.type.shape[0] == length,
+                "torch_tpu: scan's xs must "
                 "all have the same size in the scanned dimension");
   const size_t nc = init.size(), ny = outs.size() - nc, nx = xs.size();
   V ys;
@@ -126,7 +128,8 @@ V lower_scan(Lowerer& lw, const py::list& args, const std::vector<TensorType>& o
       const Value& stacked = a[1 + nc + k];
       std::vector<int64_t> one = stacked.type.shape;
       one[0] = 1;
-      next.push_back(r.dynamic_update_slice(stacked, r.reshape(res[nc + k], one), at_step(stacked.type)));
+      next.push_back(
+          r.dynamic_update_slice(stacked, r.reshape(res[nc + k], one), at_step(stacked.type)));
     }
     return concat(next, range(a, 1 + nc + ny, a.size()));
   });
@@ -149,7 +152,8 @@ std::vector<Value> lower_structured(Lowerer& lw, const std::string& name, const 
     results = lower_scan(lw, args, outs);
   } else if (name == "@optimization_barrier") {
     V in = operands(lw, args[0], "optimization_barrier");
-    results = in.empty() ? in : lw.b.emit_multi("stablehlo.optimization_barrier", in, "", types_of(in));
+    results =
+        in.empty() ? in : lw.b.emit_multi("stablehlo.optimization_barrier", in, "", types_of(in));
   } else {
     TORCH_CHECK_NOT_IMPLEMENTED(false, "torch_tpu: no lowering for ", name.substr(1),
                                 " in a compiled graph");

@@ -26,14 +26,15 @@ namespace torch_tpu::compile {
 namespace {
 
 // A write-back that replaces the whole storage: the storage adopts the result buffer.
-bool whole_write(const at::Tensor& t, const runtime::DeviceBuffer& db, const hlo::TensorType& type) {
+bool whole_write(const at::Tensor& t, const runtime::DeviceBuffer& db,
+                 const hlo::TensorType& type) {
   return t.is_contiguous() && t.storage_offset() == 0 &&
          db.nbytes == static_cast<size_t>(type.numel() * hlo::byte_width(type.dtype));
 }
 
 bool is_dense(const at::Tensor& t, const runtime::DeviceBuffer& db, hlo::DType dtype) {
-  return db.buffer && !db.padding && db.dtype == dtype && t.is_contiguous() && t.storage_offset() == 0 &&
-         db.numel == t.numel();
+  return db.buffer && !db.padding && db.dtype == dtype && t.is_contiguous() &&
+         t.storage_offset() == 0 && db.numel == t.numel();
 }
 
 }  // namespace
@@ -47,8 +48,10 @@ Graph::Graph(const py::handle& spec_handle)
 
   std::vector<std::optional<hlo::TensorType>> types;
   for (py::handle v : values) {
-    if (v.is_none()) types.emplace_back();
-    else types.push_back(type_of(v));
+    if (v.is_none())
+      types.emplace_back();
+    else
+      types.push_back(type_of(v));
   }
 
   hlo::Builder b;
@@ -60,8 +63,10 @@ Graph::Graph(const py::handle& spec_handle)
     inputs_.push_back(type);
     bool param = type.numel() > 0;
     input_is_param_.push_back(param);
-    if (param) params.push_back(b.parameter({type.dtype, {type.numel()}}));
-    else params.emplace_back();
+    if (param)
+      params.push_back(b.parameter({type.dtype, {type.numel()}}));
+    else
+      params.emplace_back();
     lw.vals[inputs_.size() - 1] = param ? b.reshape(*params.back(), type.shape) : b.full(0, type);
   }
   // Bounded dynamic dimensions: a runtime s32 size each, right after the inputs.
@@ -96,8 +101,10 @@ Graph::Graph(const py::handle& spec_handle)
   if (spec.size() > 8)
     for (py::handle m : spec[8].cast<py::list>()) {
       auto [id, dim, k] = m.cast<std::tuple<int, int, int>>();
-      TORCH_CHECK(k >= 0 && static_cast<size_t>(k) < sizes.size(), "torch_tpu: the graph spec "
-                  "marks value ", id, " with dynamic size ", k, " of ", sizes.size());
+      TORCH_CHECK(k >= 0 && static_cast<size_t>(k) < sizes.size(),
+                  "torch_tpu: the graph spec "
+                  "marks value ",
+                  id, " with dynamic size ", k, " of ", sizes.size());
       marks[id].emplace_back(dim, k);
     }
   for (py::handle node : nodes) {
@@ -176,9 +183,9 @@ Graph::Graph(const py::handle& spec_handle)
     TORCH_CHECK(false, "torch_tpu: compiling a graph of ", num_nodes_, " ops failed: ", e.what());
   }
   runtime::metrics().graphs++;
-  runtime::metrics().graph_build_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                           std::chrono::steady_clock::now() - start)
-                                           .count();
+  runtime::metrics().graph_build_ns +=
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count();
 }
 
 namespace {
@@ -190,7 +197,8 @@ c10::DeviceIndex device_of(const std::vector<at::Tensor>& inputs) {
     if (t.defined() && t.device().is_privateuseone()) {
       TORCH_CHECK(device < 0 || device == t.device().index(),
                   "Expected all tensors to be on the same device, but found at least two "
-                  "devices, tpu:", static_cast<int>(device), " and ", t.device(), "!");
+                  "devices, tpu:",
+                  static_cast<int>(device), " and ", t.device(), "!");
       device = t.device().index();
     }
   return device < 0 ? aten::current_device() : device;
@@ -221,8 +229,10 @@ std::vector<std::shared_ptr<pjrt::Buffer>> Graph::arguments(const std::vector<at
     if (is_dense(t, db, want.dtype)) {
       args.push_back(db.buffer);
     } else {
-      at::Tensor dense = aten::OpCall("graph_input").input(t).run(
-          [](hlo::Builder&, const std::vector<hlo::Value>& in) { return in; })[0];
+      at::Tensor dense =
+          aten::OpCall("graph_input")
+              .input(t)
+              .run([](hlo::Builder&, const std::vector<hlo::Value>& in) { return in; })[0];
       args.push_back(runtime::FusedGroup::get().ready(aten::device_buffer(dense)));
     }
   }
@@ -326,9 +336,12 @@ std::vector<at::Tensor> Graph::run(const std::vector<at::Tensor>& inputs,
   std::vector<at::Tensor> out;
   out.reserve(outputs_.size());
   for (const Output& o : outputs_) {
-    if (o.input >= 0) out.push_back(inputs[o.input]);
-    else if (o.result >= 0) out.push_back(wrap(o.result));
-    else out.emplace_back();
+    if (o.input >= 0)
+      out.push_back(inputs[o.input]);
+    else if (o.result >= 0)
+      out.push_back(wrap(o.result));
+    else
+      out.emplace_back();
   }
   return out;
 }

@@ -57,8 +57,9 @@ class Graph {
   // The program's arguments for `inputs`: their buffers (dense copies of views, CPU
   // tensors moved to `device`), then the generator's seed and offset if the graph draws.
   // Argument indices whose donation this run must veto.
-  std::vector<int64_t> vetoed_donations(const std::vector<at::Tensor>& inputs,
-                                        const std::vector<std::shared_ptr<pjrt::Buffer>>& args) const;
+  std::vector<int64_t> vetoed_donations(
+      const std::vector<at::Tensor>& inputs,
+      const std::vector<std::shared_ptr<pjrt::Buffer>>& args) const;
   std::vector<std::shared_ptr<pjrt::Buffer>> arguments(const std::vector<at::Tensor>& inputs,
                                                        const std::vector<int64_t>& sizes,
                                                        c10::DeviceIndex device) const;

@@ -50,19 +50,20 @@ ops::Attr static_attr(const py::handle& h, const std::string& op, size_t i) {
     for (py::handle e : h) any_float |= py::isinstance<py::float_>(e);
     if (any_float) return h.cast<std::vector<double>>();
     std::vector<int64_t> ints;
-    for (py::handle e : h) ints.push_back(py::isinstance<py::bool_>(e) ? e.cast<bool>() : e.cast<int64_t>());
+    for (py::handle e : h)
+      ints.push_back(py::isinstance<py::bool_>(e) ? e.cast<bool>() : e.cast<int64_t>());
     return ints;
   }
-  TORCH_CHECK_NOT_IMPLEMENTED(false, "torch_tpu: ", op, ": argument ", i, " has an unsupported type ",
-              std::string(py::str(h.get_type())));
+  TORCH_CHECK_NOT_IMPLEMENTED(false, "torch_tpu: ", op, ": argument ", i,
+                              " has an unsupported type ", std::string(py::str(h.get_type())));
 }
 
 // One schema argument of a node, as the spec gives it.
 struct Arg {
   ArgKind kind = ArgKind::Static;
-  std::vector<int> ids;                      // tensors (-1: None)
-  std::vector<c10::Scalar> scalars;          // Python numbers, in scalar or tensor positions
-  bool wrapped = false;                      // a number where the schema wants a tensor
+  std::vector<int> ids;              // tensors (-1: None)
+  std::vector<c10::Scalar> scalars;  // Python numbers, in scalar or tensor positions
+  bool wrapped = false;              // a number where the schema wants a tensor
   ops::Attr attr;
 };
 
@@ -117,12 +118,11 @@ Arg parse_arg(const py::handle& h, ArgKind kind, const std::string& op, size_t i
       }
       break;
     case ArgKind::Generator:
-      TORCH_CHECK_NOT_IMPLEMENTED(h.is_none(), "torch_tpu: ", op, ": explicit generators are not supported in "
-                  "compiled graphs");
+      TORCH_CHECK_NOT_IMPLEMENTED(h.is_none(), "torch_tpu: ", op,
+                                  ": explicit generators are not supported in "
+                                  "compiled graphs");
       break;
-    case ArgKind::Static:
-      arg.attr = static_attr(h, op, i);
-      break;
+    case ArgKind::Static: arg.attr = static_attr(h, op, i); break;
   }
   return arg;
 }
@@ -146,12 +146,13 @@ hlo::Value scalar_constant(hlo::Builder& b, const c10::Scalar& value, c10::Scala
   std::snprintf(literal, sizeof literal, "0x%0*llX", 2 * hlo::byte_width(type),
                 static_cast<unsigned long long>(bits));
   hlo::TensorType t{type, {}};
-  return b.emit("stablehlo.constant", {}, std::string("value = dense<") + literal + "> : " + t.str(),
-                t);
+  return b.emit("stablehlo.constant", {},
+                std::string("value = dense<") + literal + "> : " + t.str(), t);
 }
 
 at::Tensor meta_of(const hlo::TensorType& type) {
-  return at::empty(type.shape, at::TensorOptions().dtype(aten::to_torch(type.dtype)).device(c10::kMeta));
+  return at::empty(type.shape,
+                   at::TensorOptions().dtype(aten::to_torch(type.dtype)).device(c10::kMeta));
 }
 
 }  // namespace
@@ -178,8 +179,8 @@ hlo::Value tensor_constant(hlo::Builder& b, const hlo::TensorType& type, const s
   }
   bool pred = type.dtype == hlo::DType::Pred;
   hlo::TensorType stored{pred ? hlo::DType::U8 : type.dtype, type.shape};
-  hlo::Value v = b.emit("stablehlo.constant", {}, "value = dense<\"" + hex + "\"> : " + stored.str(),
-                        stored);
+  hlo::Value v =
+      b.emit("stablehlo.constant", {}, "value = dense<\"" + hex + "\"> : " + stored.str(), stored);
   return pred ? b.compare(hlo::Compare::NE, v, b.full(0, stored)) : v;
 }
 
@@ -237,15 +238,19 @@ void Lowerer::lower(const py::handle& node_handle) {
     draws |= a.kind == ArgKind::Generator;
     bool single = a.kind == ArgKind::Tensor || a.kind == ArgKind::Scalar;
     std::vector<std::optional<hlo::Value>> vs;
-    for (int id : a.ids) vs.push_back(id >= 0 ? std::optional<hlo::Value>(value(id, name)) : std::nullopt);
+    for (int id : a.ids)
+      vs.push_back(id >= 0 ? std::optional<hlo::Value>(value(id, name)) : std::nullopt);
     for (const c10::Scalar& s : a.scalars) vs.push_back(scalar_constant(b, s, scalar_type));
     // A graph's numbers are known when it compiles: lowerings may read them as
     // attributes too (addmm skips a bias that beta == 0 multiplies).
     if (a.kind == ArgKind::Scalar && a.scalars.size() == 1) {
       const c10::Scalar& s = a.scalars[0];
-      if (s.isBoolean()) operand.attr = s.toBool();
-      else if (s.isIntegral(false)) operand.attr = s.toLong();
-      else operand.attr = s.toDouble();
+      if (s.isBoolean())
+        operand.attr = s.toBool();
+      else if (s.isIntegral(false))
+        operand.attr = s.toLong();
+      else
+        operand.attr = s.toDouble();
     }
     if (single) {
       if (!vs.empty()) operand.value = vs[0];
@@ -254,12 +259,14 @@ void Lowerer::lower(const py::handle& node_handle) {
     }
   }
   if (draws) {
-    TORCH_CHECK_NOT_IMPLEMENTED(seed.has_value(), "torch_tpu: aten::", name, " draws random "
+    TORCH_CHECK_NOT_IMPLEMENTED(seed.has_value(), "torch_tpu: aten::", name,
+                                " draws random "
                                 "numbers inside a control-flow body, which compiled graphs do not "
                                 "support yet");
     // The offsets eager mode would use for this draw: the same numbers for a seed.
-    hlo::Value at_offset = b.binary(
-        hlo::Binary::Add, *offset, b.constant_int(static_cast<int64_t>(rng_advance), hlo::DType::S64));
+    hlo::Value at_offset =
+        b.binary(hlo::Binary::Add, *offset,
+                 b.constant_int(static_cast<int64_t>(rng_advance), hlo::DType::S64));
     n.rng = aten::rng_state(b, *seed, at_offset);
     for (size_t i = 0; i < args.size(); ++i)
       if (args[i].kind == ArgKind::Generator) n.args[i].value = n.rng;
@@ -276,7 +283,6 @@ void Lowerer::lower(const py::handle& node_handle) {
     if (results[k]) vals[outs[k]] = std::move(results[k]);
 }
 
-
 bool draws(const std::string& name) {
   const ops::OpDef* def = ops::find_lowering(name);
   if (def == nullptr) return false;
@@ -292,15 +298,19 @@ std::vector<hlo::Value> lower_subgraph(hlo::Builder& b, const py::handle& spec_h
            constants = spec[5];
   std::vector<std::optional<hlo::TensorType>> types;
   for (py::handle v : values) {
-    if (v.is_none()) types.emplace_back();
-    else types.push_back(type_of(v));
+    if (v.is_none())
+      types.emplace_back();
+    else
+      types.push_back(type_of(v));
   }
   TORCH_CHECK(py::len(spec_inputs) == inputs.size(), "torch_tpu: a control-flow body takes ",
               py::len(spec_inputs), " inputs, it is given ", inputs.size());
   Lowerer lw{b, types, std::vector<std::optional<hlo::Value>>(types.size())};
   for (size_t i = 0; i < inputs.size(); ++i) {
-    TORCH_CHECK(types.at(i) == inputs[i].type, "torch_tpu: input ", i, " of a control-flow body "
-                "is ", types.at(i).value().str(), ", it is given ", inputs[i].type.str());
+    TORCH_CHECK(types.at(i) == inputs[i].type, "torch_tpu: input ", i,
+                " of a control-flow body "
+                "is ",
+                types.at(i).value().str(), ", it is given ", inputs[i].type.str());
     lw.vals[i] = inputs[i];
   }
   for (py::handle c : constants) {
@@ -309,7 +319,8 @@ std::vector<hlo::Value> lower_subgraph(hlo::Builder& b, const py::handle& spec_h
   }
   for (py::handle node : nodes) lw.lower(node);
   std::vector<hlo::Value> out;
-  for (py::handle o : outputs) out.push_back(lw.value(o.cast<int>(), "a control-flow body's output"));
+  for (py::handle o : outputs)
+    out.push_back(lw.value(o.cast<int>(), "a control-flow body's output"));
   return out;
 }
 

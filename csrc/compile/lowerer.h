@@ -22,7 +22,7 @@ hlo::Value tensor_constant(hlo::Builder& b, const hlo::TensorType& type, const s
 struct Lowerer {
   hlo::Builder& b;
   const std::vector<std::optional<hlo::TensorType>>& types;  // of each value id
-  std::vector<std::optional<hlo::Value>> vals;                // each value id's value
+  std::vector<std::optional<hlo::Value>> vals;               // each value id's value
   // The generator's (seed, offset) as runtime scalars, when some node draws, and how far
   // the nodes lowered so far have advanced the offset. A control-flow body has none:
   // random ops there are refused.

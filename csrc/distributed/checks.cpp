@@ -25,8 +25,8 @@ void check_tensors(const Tensors& ts, const char* op, int device) {
   for (const auto& t : ts) {
     check_tpu(t, op, device);
     TORCH_CHECK(t.scalar_type() == ts[0].scalar_type(), "tpu_dist: ", op,
-                " got tensors of different dtypes (", ts[0].scalar_type(), " and ",
-                t.scalar_type(), ")");
+                " got tensors of different dtypes (", ts[0].scalar_type(), " and ", t.scalar_type(),
+                ")");
   }
 }
 
@@ -40,7 +40,8 @@ void check_list(const Tensors& list, const at::Tensor& single, const char* op, i
   for (const auto& t : list)
     TORCH_CHECK(t.numel() == single.numel(), "tpu_dist: ", op,
                 ": every tensor in the list must have as many elements as the single "
-                "tensor (", single.numel(), "), got ", t.sizes());
+                "tensor (",
+                single.numel(), "), got ", t.sizes());
 }
 
 void check_whole(const Tensors& whole, const Tensors& part, const char* op, const char* whole_name,
@@ -49,9 +50,9 @@ void check_whole(const Tensors& whole, const Tensors& part, const char* op, cons
               part_name);
   for (size_t i = 0; i < whole.size(); ++i) {
     check_tensors({whole[i], part[i]}, op, device);
-    TORCH_CHECK(whole[i].numel() == part[i].numel() * world, "tpu_dist: ", op, ": the ",
-                whole_name, " must have world_size (", world, ") times the ", part_name,
-                "'s elements, got ", whole[i].sizes(), " for ", part_name, " ", part[i].sizes());
+    TORCH_CHECK(whole[i].numel() == part[i].numel() * world, "tpu_dist: ", op, ": the ", whole_name,
+                " must have world_size (", world, ") times the ", part_name, "'s elements, got ",
+                whole[i].sizes(), " for ", part_name, " ", part[i].sizes());
   }
 }
 

@@ -27,20 +27,13 @@ std::optional<hlo::Binary> combiner(Reduce op, hlo::DType dtype) {
   switch (op) {
     case Reduce::Sum:
     case Reduce::Avg:
-    case Reduce::PremulSum:
-      return pred ? Binary::Maximum : Binary::Add;
-    case Reduce::Product:
-      return pred ? Binary::Minimum : Binary::Multiply;
-    case Reduce::Min:
-      return Binary::Minimum;
-    case Reduce::Max:
-      return Binary::Maximum;
-    case Reduce::BitAnd:
-      return pred ? Binary::Minimum : Binary::And;
-    case Reduce::BitOr:
-      return pred ? Binary::Maximum : Binary::Or;
-    case Reduce::BitXor:
-      return Binary::Xor;
+    case Reduce::PremulSum: return pred ? Binary::Maximum : Binary::Add;
+    case Reduce::Product: return pred ? Binary::Minimum : Binary::Multiply;
+    case Reduce::Min: return Binary::Minimum;
+    case Reduce::Max: return Binary::Maximum;
+    case Reduce::BitAnd: return pred ? Binary::Minimum : Binary::And;
+    case Reduce::BitOr: return pred ? Binary::Maximum : Binary::Or;
+    case Reduce::BitXor: return Binary::Xor;
   }
   return std::nullopt;
 }
@@ -132,7 +125,8 @@ runtime::Program build_collective_program(const CollectiveSpec& s, int n) {
   const std::string groups = replica_groups(n);
   auto flat = [&](int64_t numel) { return TensorType{s.dtype, {numel}}; };
   auto pre = [&](Value x) {
-    if (s.reduce == Reduce::PremulSum) x = b.binary(hlo::Binary::Multiply, x, b.full(s.premul, x.type));
+    if (s.reduce == Reduce::PremulSum)
+      x = b.binary(hlo::Binary::Multiply, x, b.full(s.premul, x.type));
     return x;
   };
   auto post = [&](Value y) {
@@ -173,8 +167,8 @@ runtime::Program build_collective_program(const CollectiveSpec& s, int n) {
     case Collective::AllGather:
       for (const Value& x : params) {
         int64_t m = x.type.shape[0];
-        Value g = b.emit("stablehlo.all_gather", {x}, "all_gather_dim = 0 : i64, " + groups,
-                         flat(m * n));
+        Value g =
+            b.emit("stablehlo.all_gather", {x}, "all_gather_dim = 0 : i64, " + groups, flat(m * n));
         if (!s.split) {
           outs.push_back(g);
           continue;
@@ -210,8 +204,7 @@ runtime::Program build_collective_program(const CollectiveSpec& s, int n) {
         for (int r = 0; r < n; ++r) outs.push_back(b.slice(y, {r * m}, {(r + 1) * m}, {1}));
       }
       break;
-    case Collective::Barrier:
-      break;
+    case Collective::Barrier: break;
   }
   runtime::Program program;
   for (const Value& v : outs) program.outputs.push_back(v.type);

@@ -20,8 +20,7 @@ class TpuTimer : public c10d::Timer {
   void record(Event event) override {
     Timer::record(event);  // the host timestamp, which DDP also reads
     auto& e = events_[static_cast<size_t>(event)];
-    e = std::make_unique<c10::Event>(c10::DeviceType::PrivateUse1,
-                                     c10::EventFlag::BACKEND_DEFAULT);
+    e = std::make_unique<c10::Event>(c10::DeviceType::PrivateUse1, c10::EventFlag::BACKEND_DEFAULT);
     c10::impl::VirtualGuardImpl guard(c10::DeviceType::PrivateUse1);
     e->record(guard.getStream(device_));
   }

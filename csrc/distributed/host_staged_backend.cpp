@@ -144,7 +144,7 @@ class StagedWork : public FutureWork {
   WorkPtr host_;
   c10::Device device_;
   at::ThreadLocalState tls_;  // the caller's, taken when the collective starts
-  Finish finish_;  // set while the copy back waits for wait()
+  Finish finish_;             // set while the copy back waits for wait()
 };
 
 // A send: gloo's send work has no Future; wait() waits for the header and the payload,
@@ -200,8 +200,7 @@ class Incoming {
       set_posted();
       w->wait();
       TORCH_CHECK(match, "tpu_dist: recv on rank ", rank, " expects ", numel_, " elements of ",
-                  dtype_, " but rank ", from, " sent ", p[1], " elements of ",
-                  c10::toString(sent));
+                  dtype_, " but rank ", from, " sent ", p[1], " elements of ", c10::toString(sent));
       finish(payload[0], from, nullptr);
     } catch (...) {
       finish(at::Tensor(), -1, std::current_exception());
@@ -216,8 +215,8 @@ class Incoming {
     if (timeout == ::kNoTimeout)
       cv_.wait(lock, done);
     else if (!cv_.wait_for(lock, timeout, done))
-      C10_THROW_ERROR(DistBackendError, c10::str("tpu_dist: recv timed out after ",
-                                                 timeout.count(), " ms"));
+      C10_THROW_ERROR(DistBackendError,
+                      c10::str("tpu_dist: recv timed out after ", timeout.count(), " ms"));
     if (error_) std::rethrow_exception(error_);
     return payload_;
   }
@@ -578,8 +577,8 @@ class HostStagedBackend final : public c10d::Backend {
     return reduce_scatter_joined(outputs, pieces, opts, "reduce_scatter_tensor");
   }
 
-  WorkPtr alltoall_base(at::Tensor& output, at::Tensor& input,
-                        std::vector<int64_t>& output_splits, std::vector<int64_t>& input_splits,
+  WorkPtr alltoall_base(at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_splits,
+                        std::vector<int64_t>& input_splits,
                         const c10d::AllToAllOptions& opts) override {
     check_tensors({output, input}, "all_to_all_single");
     agree(Signature("all_to_all").add(static_cast<int64_t>(input.scalar_type())),
@@ -595,17 +594,15 @@ class HostStagedBackend final : public c10d::Backend {
                   });
   }
 
-  WorkPtr alltoall(Tensors& outputs, Tensors& inputs,
-                   const c10d::AllToAllOptions& opts) override {
+  WorkPtr alltoall(Tensors& outputs, Tensors& inputs, const c10d::AllToAllOptions& opts) override {
     TORCH_CHECK(outputs.size() == static_cast<size_t>(getSize()) &&
                     inputs.size() == static_cast<size_t>(getSize()),
-                "tpu_dist: all_to_all takes world_size (", getSize(),
-                ") input and output tensors");
+                "tpu_dist: all_to_all takes world_size (", getSize(), ") input and output tensors");
     Tensors all = outputs;
     all.insert(all.end(), inputs.begin(), inputs.end());
     check_tensors(all, "all_to_all");
-    agree(Signature("all_to_all").add(static_cast<int64_t>(inputs[0].scalar_type())),
-          "all_to_all", inputs);
+    agree(Signature("all_to_all").add(static_cast<int64_t>(inputs[0].scalar_type())), "all_to_all",
+          inputs);
     // One flat buffer each way; the splits are the tensors' element counts.
     at::Tensor host_in = to_host_flat(inputs);
     at::Tensor host_out = host_empty(total_numel(outputs), outputs[0]);
@@ -629,8 +626,8 @@ class HostStagedBackend final : public c10d::Backend {
     Tensors payload{to_host(tensors[0])};
     runtime::metrics().host_staged_collectives++;
     std::vector<WorkPtr> sends{host_->send(header, dst, tag), host_->send(payload, dst, tag)};
-    return coalescing_.record(c10::make_intrusive<StagedSendWork>(
-        Tensors{header[0], payload[0]}, std::move(sends)));
+    return coalescing_.record(
+        c10::make_intrusive<StagedSendWork>(Tensors{header[0], payload[0]}, std::move(sends)));
   }
 
   WorkPtr recv(Tensors& tensors, int src, int tag) override {
@@ -667,8 +664,8 @@ class HostStagedBackend final : public c10d::Backend {
   c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store,
                                           const std::vector<int>& ranks,
                                           const c10::intrusive_ptr<Options>& opts) override {
-    auto part = host_->split(c10::make_intrusive<c10d::PrefixStore>("tpu_dist", store), ranks,
-                             opts);
+    auto part =
+        host_->split(c10::make_intrusive<c10d::PrefixStore>("tpu_dist", store), ranks, opts);
     if (!part) return nullptr;  // this rank is not in `ranks`
     return c10::make_intrusive<HostStagedBackend>(std::move(part));
   }
@@ -744,21 +741,18 @@ class HostStagedBackend final : public c10d::Backend {
       parts.push_back(host_->allreduce(hv, o));
     }
     int size = getSize();
-    return staged(combine_works(std::move(parts)), OpType::ALLREDUCE, tensors,
-                  [=, pool = pool_] {
-                    if (average) divide(host, size);
-                    deliver_staged(host, tensors, pool);
-                    return tensors;
-                  });
+    return staged(combine_works(std::move(parts)), OpType::ALLREDUCE, tensors, [=, pool = pool_] {
+      if (average) divide(host, size);
+      deliver_staged(host, tensors, pool);
+      return tensors;
+    });
   }
 
   // AVG and PREMUL_SUM become a host SUM (gloo has neither): the factor is applied to
   // the host copy first, the average after; returns whether to divide afterwards.
   bool prepare_reduce(c10d::ReduceOp& op, at::Tensor& host) {
     switch (op.op_) {
-      case c10d::ReduceOp::AVG:
-        op = c10d::ReduceOp::SUM;
-        return true;
+      case c10d::ReduceOp::AVG: op = c10d::ReduceOp::SUM; return true;
       case c10d::ReduceOp::PREMUL_SUM: {
         const c10d::PreMulSumSupplement& factor = premul_factor(op);
         if (factor.tensor_factor.defined())
@@ -768,8 +762,7 @@ class HostStagedBackend final : public c10d::Backend {
         op = c10d::ReduceOp::SUM;
         return false;
       }
-      default:
-        return false;
+      default: return false;
     }
   }
 
@@ -782,9 +775,8 @@ class HostStagedBackend final : public c10d::Backend {
 
   // For the tensor forms: each `whole[i]` holds world_size times the elements of
   // `part[i]`; returns whole[i]'s flat pieces, one per rank.
-  std::vector<Tensors> per_rank_pieces(const Tensors& whole, const Tensors& part,
-                                       const char* op, const char* whole_name,
-                                       const char* part_name) {
+  std::vector<Tensors> per_rank_pieces(const Tensors& whole, const Tensors& part, const char* op,
+                                       const char* whole_name, const char* part_name) {
     check_whole(whole, part, op, whole_name, part_name, getSize());
     std::vector<Tensors> pieces;
     for (const auto& w : whole) pieces.push_back(w.reshape(-1).chunk(getSize()));
@@ -807,8 +799,8 @@ class HostStagedBackend final : public c10d::Backend {
     if (result.empty())
       for (const auto& l : lists) result.insert(result.end(), l.begin(), l.end());
     int size = getSize();
-    return staged(host_->_allgather_base(host_out, host_in, {}), OpType::_ALLGATHER_BASE,
-                  inputs, [=, pool = pool_] {
+    return staged(host_->_allgather_base(host_out, host_in, {}), OpType::_ALLGATHER_BASE, inputs,
+                  [=, pool = pool_] {
                     // Rank-major, as the host buffer holds them.
                     Tensors dsts;
                     for (int r = 0; r < size; ++r)
@@ -873,8 +865,7 @@ bool quiesce_host_staged(std::chrono::milliseconds timeout) {
   return Inflight::get().wait(timeout);
 }
 
-c10::intrusive_ptr<c10d::Backend> make_host_staged_backend(
-    c10::intrusive_ptr<c10d::Backend> host) {
+c10::intrusive_ptr<c10d::Backend> make_host_staged_backend(c10::intrusive_ptr<c10d::Backend> host) {
   return c10::make_intrusive<HostStagedBackend>(std::move(host));
 }
 

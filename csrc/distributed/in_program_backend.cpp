@@ -256,8 +256,8 @@ class InProgramBackend final : public c10d::Backend {
     return submit(OpType::_REDUCE_SCATTER_BASE, std::move(s), inputs, outputs, outputs);
   }
 
-  WorkPtr alltoall_base(at::Tensor& output, at::Tensor& input,
-                        std::vector<int64_t>& output_splits, std::vector<int64_t>& input_splits,
+  WorkPtr alltoall_base(at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_splits,
+                        std::vector<int64_t>& input_splits,
                         const c10d::AllToAllOptions& opts) override {
     const int n = getSize();
     auto even = [&](const std::vector<int64_t>& splits, const at::Tensor& t) {
@@ -268,9 +268,9 @@ class InProgramBackend final : public c10d::Backend {
     };
     if (!even(input_splits, input) || !even(output_splits, output) ||
         input.numel() != output.numel()) {
-      return coalescing_.record(fallback("all_to_all_single with uneven splits")
-                                    ->alltoall_base(output, input, output_splits,
-                                                    input_splits, opts));
+      return coalescing_.record(
+          fallback("all_to_all_single with uneven splits")
+              ->alltoall_base(output, input, output_splits, input_splits, opts));
     }
     Tensors ins{input}, outs{output};
     Spec s = spec(Kind::AllToAll, "all_to_all_single", ins);
@@ -281,8 +281,7 @@ class InProgramBackend final : public c10d::Backend {
   WorkPtr alltoall(Tensors& outputs, Tensors& inputs, const c10d::AllToAllOptions& opts) override {
     TORCH_CHECK(outputs.size() == static_cast<size_t>(getSize()) &&
                     inputs.size() == static_cast<size_t>(getSize()),
-                "tpu_dist: all_to_all takes world_size (", getSize(),
-                ") input and output tensors");
+                "tpu_dist: all_to_all takes world_size (", getSize(), ") input and output tensors");
     bool even = true;
     for (size_t i = 0; i < inputs.size(); ++i)
       even &= inputs[i].numel() == inputs[0].numel() && outputs[i].numel() == inputs[0].numel();
@@ -387,10 +386,14 @@ class InProgramBackend final : public c10d::Backend {
 
   void set_reduce(Spec& s, const ReduceOp& op) {
     static const std::map<ReduceOp::RedOpType, Reduce> reduces{
-        {ReduceOp::SUM, Reduce::Sum},        {ReduceOp::AVG, Reduce::Avg},
-        {ReduceOp::PRODUCT, Reduce::Product}, {ReduceOp::MIN, Reduce::Min},
-        {ReduceOp::MAX, Reduce::Max},        {ReduceOp::BAND, Reduce::BitAnd},
-        {ReduceOp::BOR, Reduce::BitOr},      {ReduceOp::BXOR, Reduce::BitXor},
+        {ReduceOp::SUM, Reduce::Sum},
+        {ReduceOp::AVG, Reduce::Avg},
+        {ReduceOp::PRODUCT, Reduce::Product},
+        {ReduceOp::MIN, Reduce::Min},
+        {ReduceOp::MAX, Reduce::Max},
+        {ReduceOp::BAND, Reduce::BitAnd},
+        {ReduceOp::BOR, Reduce::BitOr},
+        {ReduceOp::BXOR, Reduce::BitXor},
         {ReduceOp::PREMUL_SUM, Reduce::PremulSum}};
     auto it = reduces.find(op.op_);
     TORCH_CHECK_NOT_IMPLEMENTED(it != reduces.end(), "tpu_dist: ", s.name,
@@ -451,11 +454,12 @@ c10::intrusive_ptr<c10d::Backend> make_in_program_backend(
               "one device per rank (", size, "), got ", devices.size());
   int count = runtime::Runtime::get().device_count();
   for (size_t i = 0; i < devices.size(); ++i) {
-    TORCH_CHECK(devices[i] >= 0 && devices[i] < count, "tpu_dist: rank ", i, " would use tpu:",
-                devices[i], " but this process has ", count, " tpu device(s)");
+    TORCH_CHECK(devices[i] >= 0 && devices[i] < count, "tpu_dist: rank ", i,
+                " would use tpu:", devices[i], " but this process has ", count, " tpu device(s)");
     for (size_t j = 0; j < i; ++j)
       TORCH_CHECK(devices[i] != devices[j], "tpu_dist: ranks ", j, " and ", i,
-                  " would share tpu:", devices[i], "; the in-program transport needs one "
+                  " would share tpu:", devices[i],
+                  "; the in-program transport needs one "
                   "device per rank");
   }
   return c10::make_intrusive<InProgramBackend>(rank, size, std::move(devices), group_key, timeout,

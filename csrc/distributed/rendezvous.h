@@ -20,11 +20,11 @@ namespace torch_tpu::distributed {
 
 // What one rank brings to a collective.
 struct Arrival {
-  const char* op = "collective";  // the c10d op, for messages
-  std::string signature;          // must be equal on every rank
-  std::string shapes;             // what the rank passed, for messages
+  const char* op = "collective";                   // the c10d op, for messages
+  std::string signature;                           // must be equal on every rank
+  std::string shapes;                              // what the rank passed, for messages
   c10::intrusive_ptr<c10::ivalue::Future> future;  // the rank's Work
-  std::any payload;               // the transport's own (arguments, targets)
+  std::any payload;                                // the transport's own (arguments, targets)
 };
 
 class Rendezvous {

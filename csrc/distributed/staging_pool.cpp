@@ -98,8 +98,8 @@ void deliver_staged(const at::Tensor& src, const Tensors& dsts, const Pool& pool
     if (d.numel() == 0) continue;
     const hlo::DType dtype = aten::to_hlo(d.scalar_type());
     const c10::DeviceIndex device = d.device().index();
-    const bool covers = d.is_contiguous() && d.storage_offset() == 0 &&
-                        d.storage().nbytes() == d.nbytes();
+    const bool covers =
+        d.is_contiguous() && d.storage_offset() == 0 && d.storage().nbytes() == d.nbytes();
     // XLA:CPU's buffers are 64-byte aligned; a piece that is not is copied.
     if (covers && reinterpret_cast<uintptr_t>(piece.data_ptr()) % 64 == 0) {
       std::shared_ptr<pjrt::Buffer> view =
@@ -111,8 +111,7 @@ void deliver_staged(const at::Tensor& src, const Tensors& dsts, const Pool& pool
       continue;
     }
     at::Tensor on_host = aten::wrap_buffer(
-        rt.on_host_memory(piece.data_ptr(), dtype, {d.numel()}, device), dtype, d.sizes(),
-        device);
+        rt.on_host_memory(piece.data_ptr(), dtype, {d.numel()}, device), dtype, d.sizes(), device);
     at::Tensor keep_new = at::zeros({}, d.options().dtype(at::kBool));
     at::where_out(const_cast<at::Tensor&>(d), keep_new, d, on_host);
     runtime::FusedGroup::get().ready(aten::device_buffer(d))->on_ready([held] {});

@@ -44,7 +44,8 @@ std::string value_name(const Value& v) {
 
 std::string i64_array(const std::vector<int64_t>& values) {
   std::string s = "array<i64";
-  for (size_t i = 0; i < values.size(); ++i) s += (i == 0 ? ": " : ", ") + std::to_string(values[i]);
+  for (size_t i = 0; i < values.size(); ++i)
+    s += (i == 0 ? ": " : ", ") + std::to_string(values[i]);
   return s + ">";
 }
 
@@ -192,7 +193,8 @@ Value Builder::constant_int(int64_t value, DType dtype) {
     int64_t v = value;
     if (bits < 64) {
       uint64_t u = static_cast<uint64_t>(value) & ((1ULL << bits) - 1);
-      v = (u >> (bits - 1)) ? static_cast<int64_t>(u) - (int64_t{1} << bits) : static_cast<int64_t>(u);
+      v = (u >> (bits - 1)) ? static_cast<int64_t>(u) - (int64_t{1} << bits)
+                            : static_cast<int64_t>(u);
     }
     literal = std::to_string(v);
   }
@@ -213,8 +215,8 @@ Value Builder::unary(Unary op, const Value& x) {
 Value Builder::binary(Binary op, const Value& a, const Value& b) {
   // The message names the op without its dialect: "add operands differ: ...".
   const std::string_view name = std::string_view(op_name(op)).substr(sizeof("stablehlo.") - 1);
-  require(a.type == b.type, std::string(name) + " operands differ: " + a.type.str() + " vs " +
-                                b.type.str());
+  require(a.type == b.type,
+          std::string(name) + " operands differ: " + a.type.str() + " vs " + b.type.str());
   return emit(op_name(op), {a, b}, "", a.type);
 }
 
@@ -368,7 +370,8 @@ Value Builder::dot_general(const Value& lhs, const Value& rhs,
                            const std::vector<int64_t>& lhs_contract,
                            const std::vector<int64_t>& rhs_contract, DType result) {
   auto contains = [](const std::vector<int64_t>& v, int64_t d) {
-    for (int64_t x : v) if (x == d) return true;
+    for (int64_t x : v)
+      if (x == d) return true;
     return false;
   };
   std::vector<int64_t> shape;
@@ -377,10 +380,11 @@ Value Builder::dot_general(const Value& lhs, const Value& rhs,
     if (!contains(lhs_batch, d) && !contains(lhs_contract, d)) shape.push_back(lhs.type.shape[d]);
   for (int64_t d = 0; d < rhs.type.rank(); ++d)
     if (!contains(rhs_batch, d) && !contains(rhs_contract, d)) shape.push_back(rhs.type.shape[d]);
-  std::string attrs = "dot_dimension_numbers = #stablehlo.dot<lhs_batching_dimensions = " +
-                      i64_list(lhs_batch) + ", rhs_batching_dimensions = " + i64_list(rhs_batch) +
-                      ", lhs_contracting_dimensions = " + i64_list(lhs_contract) +
-                      ", rhs_contracting_dimensions = " + i64_list(rhs_contract) + ">";
+  std::string attrs =
+      "dot_dimension_numbers = #stablehlo.dot<lhs_batching_dimensions = " + i64_list(lhs_batch) +
+      ", rhs_batching_dimensions = " + i64_list(rhs_batch) +
+      ", lhs_contracting_dimensions = " + i64_list(lhs_contract) +
+      ", rhs_contracting_dimensions = " + i64_list(rhs_contract) + ">";
   return emit("stablehlo.dot_general", {lhs, rhs}, attrs + precision_config(lhs, rhs),
               TensorType{result, shape});
 }
@@ -413,9 +417,11 @@ Value Builder::gather_flat(const Value& flat, const Value& indices) {
   Value idx = reshape(indices, idx_shape);
   std::string attrs =
       "dimension_numbers = #stablehlo.gather<collapsed_slice_dims = [0], start_index_map = [0], "
-      "index_vector_dim = " + std::to_string(indices.type.rank()) +
-      ">, slice_sizes = " + i64_array({1}) + ", indices_are_sorted = false";
-  return emit("stablehlo.gather", {flat, idx}, attrs, TensorType{flat.type.dtype, indices.type.shape});
+      "index_vector_dim = " +
+      std::to_string(indices.type.rank()) + ">, slice_sizes = " + i64_array({1}) +
+      ", indices_are_sorted = false";
+  return emit("stablehlo.gather", {flat, idx}, attrs,
+              TensorType{flat.type.dtype, indices.type.shape});
 }
 
 Value Builder::scatter_flat(const Value& flat, const Value& indices, const Value& updates) {
@@ -424,10 +430,9 @@ Value Builder::scatter_flat(const Value& flat, const Value& indices, const Value
   idx_shape.push_back(1);
   Value idx = reshape(indices, idx_shape);
   // The update computation returns the new value: plain overwrite.
-  std::string overwrite = region({TensorType{flat.type.dtype, {}}, TensorType{flat.type.dtype, {}}},
-                                 [](Builder&, const std::vector<Value>& a) {
-                                   return std::vector<Value>{a[1]};
-                                 });
+  std::string overwrite =
+      region({TensorType{flat.type.dtype, {}}, TensorType{flat.type.dtype, {}}},
+             [](Builder&, const std::vector<Value>& a) { return std::vector<Value>{a[1]}; });
   std::string attrs =
       "scatter_dimension_numbers = #stablehlo.scatter<inserted_window_dims = [0], "
       "scatter_dims_to_operand_dims = [0], index_vector_dim = " +

@@ -53,20 +53,18 @@ class Builder {
                          const std::vector<int64_t>& dims);
   Value reshape(const Value& x, const std::vector<int64_t>& shape);
   Value transpose(const Value& x, const std::vector<int64_t>& permutation);
-  Value slice(const Value& x, const std::vector<int64_t>& start,
-              const std::vector<int64_t>& limit, const std::vector<int64_t>& strides);
+  Value slice(const Value& x, const std::vector<int64_t>& start, const std::vector<int64_t>& limit,
+              const std::vector<int64_t>& strides);
   Value dynamic_slice(const Value& x, const std::vector<Value>& starts,
                       const std::vector<int64_t>& sizes);
-  Value dynamic_update_slice(const Value& x, const Value& update,
-                             const std::vector<Value>& starts);
+  Value dynamic_update_slice(const Value& x, const Value& update, const std::vector<Value>& starts);
   Value pad(const Value& x, const Value& padding, const std::vector<int64_t>& low,
             const std::vector<int64_t>& high, const std::vector<int64_t>& interior);
   Value concatenate(const std::vector<Value>& values, int64_t dim);
   Value iota(const TensorType& type, int64_t dim);
 
   Value dot_general(const Value& lhs, const Value& rhs, const std::vector<int64_t>& lhs_batch,
-                    const std::vector<int64_t>& rhs_batch,
-                    const std::vector<int64_t>& lhs_contract,
+                    const std::vector<int64_t>& rhs_batch, const std::vector<int64_t>& lhs_contract,
                     const std::vector<int64_t>& rhs_contract, DType result);
   // `x` reduced over `dims` by combining with `op`, starting from the 0-d `init`.
   Value reduce(const Value& x, const Value& init, const std::vector<int64_t>& dims, Binary op);

@@ -45,8 +45,7 @@ int byte_width(DType dtype) {
 }
 
 bool is_float(DType dtype) {
-  return dtype == DType::F16 || dtype == DType::BF16 || dtype == DType::F32 ||
-         dtype == DType::F64;
+  return dtype == DType::F16 || dtype == DType::BF16 || dtype == DType::F32 || dtype == DType::F64;
 }
 
 bool is_complex(DType dtype) { return dtype == DType::C64 || dtype == DType::C128; }

@@ -10,7 +10,23 @@ namespace torch_tpu::hlo {
 // StableHLO's precision of matrix products: DEFAULT, HIGH, HIGHEST.
 enum class Precision : uint8_t { Default, High, Highest };
 
-enum class DType : uint8_t { Pred, S8, S16, S32, S64, U8, U16, U32, U64, F16, BF16, F32, F64, C64, C128 };
+enum class DType : uint8_t {
+  Pred,
+  S8,
+  S16,
+  S32,
+  S64,
+  U8,
+  U16,
+  U32,
+  U64,
+  F16,
+  BF16,
+  F32,
+  F64,
+  C64,
+  C128
+};
 
 const char* mlir_name(DType dtype);  // "f32", "i1", "ui8", ...
 int byte_width(DType dtype);

@@ -7,7 +7,6 @@
 
 #include "ops/common.h"
 
-
 namespace torch_tpu::ops {
 
 namespace {
@@ -26,7 +25,7 @@ void require_float(Node& n, const char* name) {
 }
 
 const double kSqrt1_2 = 0.70710678118654752440;
-const double kInvSqrt2Pi = 0.39894228040143267794;  // 1 / sqrt(2 pi)
+const double kInvSqrt2Pi = 0.39894228040143267794;   // 1 / sqrt(2 pi)
 const double kSqrt2OverPi = 0.79788456080286535588;  // sqrt(2 / pi)
 const double kKappa = 0.044715;
 
@@ -43,7 +42,8 @@ V lower_gelu(Node& n) {
   Value x = arg_math(n, 0);
   Value half_x = m.mul(m.k(0.5, x), x);
   if (tanh_gelu(n, 1)) {
-    Value inner = m.mul(m.k(kSqrt2OverPi, x), m.add(x, m.mul(m.k(kKappa, x), m.mul(x, m.mul(x, x)))));
+    Value inner =
+        m.mul(m.k(kSqrt2OverPi, x), m.add(x, m.mul(m.k(kKappa, x), m.mul(x, m.mul(x, x)))));
     return {m.mul(half_x, m.add(m.k(1, x), m.tanh(inner)))};
   }
   return {m.mul(half_x, m.add(m.k(1, x), m.erf(m.mul(x, m.k(kSqrt1_2, x)))))};
@@ -142,9 +142,9 @@ V lower_elu_backward(Node& n) {
   Value g = arg_math(n, 0), alpha = param(n, 1), scale = param(n, 2), input_scale = param(n, 3);
   Value y = arg_math(n, 5);
   Value neg_coef = m.mul(alpha, scale);
-  Value negative = n.flag(4)
-                       ? m.mul(m.mul(g, input_scale), m.add(y, neg_coef))
-                       : m.mul(m.mul(m.mul(g, input_scale), neg_coef), m.exp(m.mul(y, input_scale)));
+  Value negative =
+      n.flag(4) ? m.mul(m.mul(g, input_scale), m.add(y, neg_coef))
+                : m.mul(m.mul(m.mul(g, input_scale), neg_coef), m.exp(m.mul(y, input_scale)));
   return {m.sel(m.le(y, m.k(0, y)), negative, m.mul(g, scale))};
 }
 
@@ -272,7 +272,8 @@ V lower_softshrink(Node& n) {
   Math m{n.b};
   Value x = arg_math(n, 0), l = param(n, 1);
   // x * 0 keeps NaN inputs NaN.
-  return {m.sel(m.gt(x, l), m.sub(x, l), m.sel(m.lt(x, m.neg(l)), m.add(x, l), m.mul(x, m.k(0, x))))};
+  return {
+      m.sel(m.gt(x, l), m.sub(x, l), m.sel(m.lt(x, m.neg(l)), m.add(x, l), m.mul(x, m.k(0, x))))};
 }
 
 V lower_hardshrink(Node& n) {
@@ -309,7 +310,8 @@ V lower_prelu_backward(Node& n) {
 }  // namespace
 
 TORCH_TPU_LOWERING(gelu, {"gelu", "gelu_", "gelu.out"}, lower_gelu);
-TORCH_TPU_LOWERING(gelu_backward, {"gelu_backward", "gelu_backward.grad_input"}, lower_gelu_backward);
+TORCH_TPU_LOWERING(gelu_backward, {"gelu_backward", "gelu_backward.grad_input"},
+                   lower_gelu_backward);
 TORCH_TPU_LOWERING(silu, {"silu", "silu_", "silu.out"}, lower_silu);
 TORCH_TPU_LOWERING(silu_backward, {"silu_backward.grad_input"}, lower_silu_backward);
 TORCH_TPU_LOWERING(mish, {"mish", "mish_", "mish.out"}, lower_mish);
@@ -328,8 +330,10 @@ TORCH_TPU_LOWERING(hardtanh_backward, {"hardtanh_backward", "hardtanh_backward.g
 TORCH_TPU_LOWERING(threshold, {"threshold", "threshold_", "threshold.out"}, lower_threshold);
 TORCH_TPU_LOWERING(sigmoid_backward, {"sigmoid_backward", "sigmoid_backward.grad_input"},
                    lower_sigmoid_backward);
-TORCH_TPU_LOWERING(tanh_backward, {"tanh_backward", "tanh_backward.grad_input"}, lower_tanh_backward);
-TORCH_TPU_LOWERING(hardsigmoid, {"hardsigmoid", "hardsigmoid_", "hardsigmoid.out"}, lower_hardsigmoid);
+TORCH_TPU_LOWERING(tanh_backward, {"tanh_backward", "tanh_backward.grad_input"},
+                   lower_tanh_backward);
+TORCH_TPU_LOWERING(hardsigmoid, {"hardsigmoid", "hardsigmoid_", "hardsigmoid.out"},
+                   lower_hardsigmoid);
 TORCH_TPU_LOWERING(hardsigmoid_backward,
                    {"hardsigmoid_backward", "hardsigmoid_backward.grad_input"},
                    lower_hardsigmoid_backward);
@@ -344,8 +348,9 @@ TORCH_TPU_LOWERING(glu, {"glu", "glu.out"}, lower_glu);
 TORCH_TPU_LOWERING(glu_backward, {"glu_backward", "glu_backward.grad_input"}, lower_glu_backward);
 TORCH_TPU_LOWERING(softshrink, {"softshrink", "softshrink.out"}, lower_softshrink);
 TORCH_TPU_LOWERING(hardshrink, {"hardshrink", "hardshrink.out"}, lower_hardshrink);
-TORCH_TPU_LOWERING(shrink_backward, {"softshrink_backward", "softshrink_backward.grad_input",
-                                     "hardshrink_backward", "hardshrink_backward.grad_input"},
+TORCH_TPU_LOWERING(shrink_backward,
+                   {"softshrink_backward", "softshrink_backward.grad_input", "hardshrink_backward",
+                    "hardshrink_backward.grad_input"},
                    lower_shrink_backward);
 TORCH_TPU_LOWERING(prelu, {"_prelu_kernel"}, lower_prelu);
 TORCH_TPU_LOWERING(prelu_backward, {"_prelu_kernel_backward"}, lower_prelu_backward);

@@ -23,14 +23,15 @@ V lower_unscale(Node& n) {
     const DType m = math_dtype(g->type.dtype);
     Value x = b.convert(*g, m);
     Value finite = b.emit("stablehlo.is_finite", {x}, "", {DType::Pred, x.type.shape});
-    Value all = b.reduce(b.reshape(finite, {finite.type.numel()}), b.constant(1, DType::Pred), {0}, hlo::Binary::And);
+    Value all = b.reduce(b.reshape(finite, {finite.type.numel()}), b.constant(1, DType::Pred), {0},
+                         hlo::Binary::And);
     bad = b.binary(Binary::Or, bad, b.unary(Unary::Not, all));
     Value inv = b.broadcast_in_dim(b.convert(inv_scale, m), x.type.shape, {});
     results.push_back(b.binary(Binary::Multiply, x, inv));
   }
   const Value& found = n.in(1);
-  results.push_back(b.select(b.broadcast_in_dim(bad, found.type.shape, {}),
-                             b.full(1, found.type), found));
+  results.push_back(
+      b.select(b.broadcast_in_dim(bad, found.type.shape, {}), b.full(1, found.type), found));
   return results;
 }
 
@@ -53,11 +54,11 @@ V lower_update_scale(Node& n) {
   Value successful = b.binary(Binary::Add, tracker, b.full(1, tt));
   Value grow = b.compare(Compare::EQ, successful, b.full(static_cast<double>(n.i64(5)), tt));
   Value grown_finite = b.emit("stablehlo.is_finite", {grown}, "", {DType::Pred, st.shape});
-  Value kept = b.select(b.binary(Binary::And, b.reshape(grow, st.shape), grown_finite), grown, scale);
+  Value kept =
+      b.select(b.binary(Binary::And, b.reshape(grow, st.shape), grown_finite), grown, scale);
   Value new_scale = b.select(found, backed, kept);
   Value zero = b.full(0, tt);
-  Value new_tracker =
-      b.select(b.reshape(found, tt.shape), zero, b.select(grow, zero, successful));
+  Value new_tracker = b.select(b.reshape(found, tt.shape), zero, b.select(grow, zero, successful));
   return {new_scale, new_tracker};
 }
 

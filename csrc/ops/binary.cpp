@@ -40,8 +40,8 @@ Value pow(const Math& m, const Value& x, const Value& y) {
   Value zero = m.k(0, x), one = m.k(1, x);
   Value positive = m.pow(x, m.max(y, zero));
   Value odd = m.ne(m.b.binary(Binary::Remainder, y, m.k(2, y)), zero);
-  Value unit = m.sel(m.eq(x, one), one,
-                     m.sel(m.eq(x, m.k(-1, x)), m.sel(odd, m.k(-1, x), one), zero));
+  Value unit =
+      m.sel(m.eq(x, one), one, m.sel(m.eq(x, m.k(-1, x)), m.sel(odd, m.k(-1, x), one), zero));
   return m.sel(m.lt(y, zero), unit, positive);
 }
 
@@ -104,8 +104,8 @@ LowerFn xlog(F f) {
 
 Value logaddexp(const Math& m, const Value& x, const Value& y, bool base2) {
   Value d = m.neg(m.abs(m.sub(x, y)));
-  Value tail = base2 ? m.div(m.log1p(m.pow(m.k(2, d), d)), m.k(std::log(2.0), d))
-                     : m.log1p(m.exp(d));
+  Value tail =
+      base2 ? m.div(m.log1p(m.pow(m.k(2, d), d)), m.k(std::log(2.0), d)) : m.log1p(m.exp(d));
   Value r = m.add(nan_max(m.b, x, y), tail);
   // Equal infinities: x - y would be NaN.
   Value same_inf = m.and_(m.eq(x, y), m.eq(m.abs(x), m.k(INFINITY, x)));
@@ -114,7 +114,8 @@ Value logaddexp(const Math& m, const Value& x, const Value& y, bool base2) {
 
 LowerFn lower_logaddexp(bool base2) {
   return [base2](Node& n) {
-    if (!hlo::is_float(n.compute)) not_implemented(base2 ? "logaddexp2_cpu" : "logaddexp_cpu", n.compute);
+    if (!hlo::is_float(n.compute))
+      not_implemented(base2 ? "logaddexp2_cpu" : "logaddexp_cpu", n.compute);
     return V{logaddexp(Math{n.b}, arg_math(n, 0), arg_math(n, 1), base2)};
   };
 }
@@ -147,7 +148,8 @@ LowerFn shift(const char* name, bool left) {
     Value too_far = m.ge(y, bits);
     if (hlo::is_signed_int(t)) too_far = m.or_(too_far, m.lt(y, m.k(0, y)));
     if (left) return V{m.sel(too_far, m.k(0, x), n.b.binary(Binary::ShiftLeft, x, y))};
-    if (hlo::is_unsigned_int(t)) return V{m.sel(too_far, m.k(0, x), n.b.binary(Binary::ShiftRightLogical, x, y))};
+    if (hlo::is_unsigned_int(t))
+      return V{m.sel(too_far, m.k(0, x), n.b.binary(Binary::ShiftRightLogical, x, y))};
     Value amount = m.sel(too_far, m.sub(bits, m.k(1, y)), y);
     return V{n.b.binary(Binary::ShiftRightArithmetic, x, amount)};
   };
@@ -209,14 +211,16 @@ V lower_lerp(Node& n) {
 
 V lower_addcmul(Node& n) {
   Math m{n.b};
-  Value s = tensors_arg(n, 0), t1 = tensors_arg(n, 1), t2 = tensors_arg(n, 2), v = tensors_arg(n, 3);
+  Value s = tensors_arg(n, 0), t1 = tensors_arg(n, 1), t2 = tensors_arg(n, 2),
+        v = tensors_arg(n, 3);
   if (s.type.dtype == DType::Pred) return {m.or_(s, m.and_(v, m.and_(t1, t2)))};
   return {m.add(s, m.mul(m.mul(v, t1), t2))};
 }
 
 V lower_addcdiv(Node& n) {
   Math m{n.b};
-  Value s = tensors_arg(n, 0), t1 = tensors_arg(n, 1), t2 = tensors_arg(n, 2), v = tensors_arg(n, 3);
+  Value s = tensors_arg(n, 0), t1 = tensors_arg(n, 1), t2 = tensors_arg(n, 2),
+        v = tensors_arg(n, 3);
   return {m.add(s, m.div(m.mul(v, t1), t2))};
 }
 
@@ -242,14 +246,17 @@ Value gcd(hlo::Builder& b, const Value& x, const Value& y) {
     Value safe = rm.sel(nz, d, rm.k(1, d));
     return V{rm.sel(nz, r.binary(Binary::Remainder, v, safe), zero), rm.sel(nz, d, v)};
   });
-  auto magnitude = [&](const Value& v) { return hlo::is_unsigned_int(v.type.dtype) ? v : m.abs(v); };
+  auto magnitude = [&](const Value& v) {
+    return hlo::is_unsigned_int(v.type.dtype) ? v : m.abs(v);
+  };
   V out = b.emit_multi("stablehlo.while", {magnitude(x), magnitude(y)}, "", {t, t}, {cond, body});
   return out[1];
 }
 
 LowerFn gcd_lcm(bool lcm) {
   return [lcm](Node& n) {
-    if (hlo::is_float(n.compute) || n.compute == DType::Pred) not_implemented(lcm ? "lcm_cpu" : "gcd_cpu", n.compute);
+    if (hlo::is_float(n.compute) || n.compute == DType::Pred)
+      not_implemented(lcm ? "lcm_cpu" : "gcd_cpu", n.compute);
     Math m{n.b};
     Value x = arg_as(n, 0, n.compute), y = arg_as(n, 1, n.compute);
     if (x.type.numel() == 0) return V{x};
@@ -264,14 +271,18 @@ LowerFn gcd_lcm(bool lcm) {
 
 }  // namespace
 
-TORCH_TPU_LOWERING(pow, {"pow.Tensor_Tensor", "pow.Scalar", "pow_.Tensor", "pow.Tensor_Tensor_out",
-                         "pow.Scalar_out"},
+TORCH_TPU_LOWERING(pow,
+                   {"pow.Tensor_Tensor", "pow.Scalar", "pow_.Tensor", "pow.Tensor_Tensor_out",
+                    "pow.Scalar_out"},
                    lower_pow);
 TORCH_TPU_LOWERING(pow_scalar, {"pow.Tensor_Scalar", "pow_.Scalar", "pow.Tensor_Scalar_out"},
                    lower_pow_tensor_scalar);
-TORCH_TPU_LOWERING(remainder, {"remainder.Tensor", "remainder_.Tensor", "remainder.Tensor_out",
-                               "remainder.Scalar_Tensor"},
-                   [](Node& n) { return V{remainder(Math{n.b}, arith_arg(n, 0), arith_arg(n, 1))}; });
+TORCH_TPU_LOWERING(remainder,
+                   {"remainder.Tensor", "remainder_.Tensor", "remainder.Tensor_out",
+                    "remainder.Scalar_Tensor"},
+                   [](Node& n) {
+                     return V{remainder(Math{n.b}, arith_arg(n, 0), arith_arg(n, 1))};
+                   });
 TORCH_TPU_LOWERING(fmod, {"fmod.Tensor", "fmod_.Tensor", "fmod.Tensor_out"}, [](Node& n) {
   return V{n.b.binary(Binary::Remainder, arith_arg(n, 0), arith_arg(n, 1))};
 });
@@ -279,18 +290,22 @@ TORCH_TPU_LOWERING(floor_divide, {"floor_divide", "floor_divide_.Tensor", "floor
                    lower_floor_divide);
 TORCH_TPU_LOWERING(rsub, {"rsub.Tensor"}, lower_rsub);
 
-TORCH_TPU_LOWERING(maximum, {"maximum", "maximum.out"}, exact_binary([](const Math& m, const Value& x, const Value& y) {
+TORCH_TPU_LOWERING(maximum, {"maximum", "maximum.out"},
+                   exact_binary([](const Math& m, const Value& x, const Value& y) {
                      return nan_max(m.b, x, y);
                    }));
-TORCH_TPU_LOWERING(minimum, {"minimum", "minimum.out"}, exact_binary([](const Math& m, const Value& x, const Value& y) {
+TORCH_TPU_LOWERING(minimum, {"minimum", "minimum.out"},
+                   exact_binary([](const Math& m, const Value& x, const Value& y) {
                      return nan_min(m.b, x, y);
                    }));
 // fmax / fmin ignore a NaN operand.
-TORCH_TPU_LOWERING(fmax, {"fmax", "fmax.out"}, exact_binary([](const Math& m, const Value& x, const Value& y) {
+TORCH_TPU_LOWERING(fmax, {"fmax", "fmax.out"},
+                   exact_binary([](const Math& m, const Value& x, const Value& y) {
                      if (!hlo::is_float(x.type.dtype)) return nan_max(m.b, x, y);
                      return m.sel(m.is_nan(x), y, m.sel(m.is_nan(y), x, m.max(x, y)));
                    }));
-TORCH_TPU_LOWERING(fmin, {"fmin", "fmin.out"}, exact_binary([](const Math& m, const Value& x, const Value& y) {
+TORCH_TPU_LOWERING(fmin, {"fmin", "fmin.out"},
+                   exact_binary([](const Math& m, const Value& x, const Value& y) {
                      if (!hlo::is_float(x.type.dtype)) return nan_min(m.b, x, y);
                      return m.sel(m.is_nan(x), y, m.sel(m.is_nan(y), x, m.min(x, y)));
                    }));
@@ -321,49 +336,72 @@ TORCH_TPU_LOWERING(gcd, {"gcd", "gcd_", "gcd.out"}, gcd_lcm(false));
 TORCH_TPU_LOWERING(lcm, {"lcm", "lcm_", "lcm.out"}, gcd_lcm(true));
 TORCH_TPU_LOWERING(heaviside, {"heaviside", "heaviside_", "heaviside.out"}, lower_heaviside);
 
-TORCH_TPU_LOWERING(bitwise_and, {"bitwise_and.Tensor", "bitwise_and_.Tensor", "bitwise_and.Tensor_out"},
+TORCH_TPU_LOWERING(bitwise_and,
+                   {"bitwise_and.Tensor", "bitwise_and_.Tensor", "bitwise_and.Tensor_out"},
                    bitwise("bitwise_and_cpu", Binary::And));
 TORCH_TPU_LOWERING(bitwise_or, {"bitwise_or.Tensor", "bitwise_or_.Tensor", "bitwise_or.Tensor_out"},
                    bitwise("bitwise_or_cpu", Binary::Or));
-TORCH_TPU_LOWERING(bitwise_xor, {"bitwise_xor.Tensor", "bitwise_xor_.Tensor", "bitwise_xor.Tensor_out"},
+TORCH_TPU_LOWERING(bitwise_xor,
+                   {"bitwise_xor.Tensor", "bitwise_xor_.Tensor", "bitwise_xor.Tensor_out"},
                    bitwise("bitwise_xor_cpu", Binary::Xor));
-TORCH_TPU_LOWERING(lshift, {"bitwise_left_shift.Tensor", "bitwise_left_shift_.Tensor",
-                            "bitwise_left_shift.Tensor_out", "__lshift__.Tensor", "__lshift__.Scalar",
-                            "__ilshift__.Tensor", "__ilshift__.Scalar"},
+TORCH_TPU_LOWERING(lshift,
+                   {"bitwise_left_shift.Tensor", "bitwise_left_shift_.Tensor",
+                    "bitwise_left_shift.Tensor_out", "__lshift__.Tensor", "__lshift__.Scalar",
+                    "__ilshift__.Tensor", "__ilshift__.Scalar"},
                    shift("lshift_cpu", true));
-TORCH_TPU_LOWERING(rshift, {"bitwise_right_shift.Tensor", "bitwise_right_shift_.Tensor",
-                            "bitwise_right_shift.Tensor_out", "__rshift__.Tensor", "__rshift__.Scalar",
-                            "__irshift__.Tensor", "__irshift__.Scalar"},
+TORCH_TPU_LOWERING(rshift,
+                   {"bitwise_right_shift.Tensor", "bitwise_right_shift_.Tensor",
+                    "bitwise_right_shift.Tensor_out", "__rshift__.Tensor", "__rshift__.Scalar",
+                    "__irshift__.Tensor", "__irshift__.Scalar"},
                    shift("rshift_cpu", false));
-TORCH_TPU_LOWERING(logical_and, {"logical_and", "logical_and_", "logical_and.out"}, logical(Binary::And));
-TORCH_TPU_LOWERING(logical_or, {"logical_or", "logical_or_", "logical_or.out"}, logical(Binary::Or));
-TORCH_TPU_LOWERING(logical_xor, {"logical_xor", "logical_xor_", "logical_xor.out"}, logical(Binary::Xor));
+TORCH_TPU_LOWERING(logical_and, {"logical_and", "logical_and_", "logical_and.out"},
+                   logical(Binary::And));
+TORCH_TPU_LOWERING(logical_or, {"logical_or", "logical_or_", "logical_or.out"},
+                   logical(Binary::Or));
+TORCH_TPU_LOWERING(logical_xor, {"logical_xor", "logical_xor_", "logical_xor.out"},
+                   logical(Binary::Xor));
 
-TORCH_TPU_LOWERING(eq, {"eq.Tensor", "eq.Scalar", "eq_.Tensor", "eq_.Scalar", "eq.Tensor_out", "eq.Scalar_out"},
+TORCH_TPU_LOWERING(eq,
+                   {"eq.Tensor", "eq.Scalar", "eq_.Tensor", "eq_.Scalar", "eq.Tensor_out",
+                    "eq.Scalar_out"},
                    compare(hlo::Compare::EQ));
-TORCH_TPU_LOWERING(ne, {"ne.Tensor", "ne.Scalar", "ne_.Tensor", "ne_.Scalar", "ne.Tensor_out", "ne.Scalar_out"},
+TORCH_TPU_LOWERING(ne,
+                   {"ne.Tensor", "ne.Scalar", "ne_.Tensor", "ne_.Scalar", "ne.Tensor_out",
+                    "ne.Scalar_out"},
                    compare(hlo::Compare::NE));
-TORCH_TPU_LOWERING(lt, {"lt.Tensor", "lt.Scalar", "lt_.Tensor", "lt_.Scalar", "lt.Tensor_out", "lt.Scalar_out"},
+TORCH_TPU_LOWERING(lt,
+                   {"lt.Tensor", "lt.Scalar", "lt_.Tensor", "lt_.Scalar", "lt.Tensor_out",
+                    "lt.Scalar_out"},
                    compare(hlo::Compare::LT));
-TORCH_TPU_LOWERING(le, {"le.Tensor", "le.Scalar", "le_.Tensor", "le_.Scalar", "le.Tensor_out", "le.Scalar_out"},
+TORCH_TPU_LOWERING(le,
+                   {"le.Tensor", "le.Scalar", "le_.Tensor", "le_.Scalar", "le.Tensor_out",
+                    "le.Scalar_out"},
                    compare(hlo::Compare::LE));
-TORCH_TPU_LOWERING(gt, {"gt.Tensor", "gt.Scalar", "gt_.Tensor", "gt_.Scalar", "gt.Tensor_out", "gt.Scalar_out"},
+TORCH_TPU_LOWERING(gt,
+                   {"gt.Tensor", "gt.Scalar", "gt_.Tensor", "gt_.Scalar", "gt.Tensor_out",
+                    "gt.Scalar_out"},
                    compare(hlo::Compare::GT));
-TORCH_TPU_LOWERING(ge, {"ge.Tensor", "ge.Scalar", "ge_.Tensor", "ge_.Scalar", "ge.Tensor_out", "ge.Scalar_out"},
+TORCH_TPU_LOWERING(ge,
+                   {"ge.Tensor", "ge.Scalar", "ge_.Tensor", "ge_.Scalar", "ge.Tensor_out",
+                    "ge.Scalar_out"},
                    compare(hlo::Compare::GE));
 
 TORCH_TPU_LOWERING(where, {"where.self", "where.self_out"}, lower_where);
-TORCH_TPU_LOWERING(clamp, {"clamp", "clamp.Tensor", "clamp_", "clamp_.Tensor", "clamp.out",
-                           "clamp.Tensor_out"},
+TORCH_TPU_LOWERING(clamp,
+                   {"clamp", "clamp.Tensor", "clamp_", "clamp_.Tensor", "clamp.out",
+                    "clamp.Tensor_out"},
                    [](Node& n) { return lower_clamp(n, true, true); });
-TORCH_TPU_LOWERING(clamp_min, {"clamp_min", "clamp_min.Tensor", "clamp_min_", "clamp_min_.Tensor",
-                               "clamp_min.out", "clamp_min.Tensor_out"},
+TORCH_TPU_LOWERING(clamp_min,
+                   {"clamp_min", "clamp_min.Tensor", "clamp_min_", "clamp_min_.Tensor",
+                    "clamp_min.out", "clamp_min.Tensor_out"},
                    [](Node& n) { return lower_clamp(n, true, false); });
-TORCH_TPU_LOWERING(clamp_max, {"clamp_max", "clamp_max.Tensor", "clamp_max_", "clamp_max_.Tensor",
-                               "clamp_max.out", "clamp_max.Tensor_out"},
+TORCH_TPU_LOWERING(clamp_max,
+                   {"clamp_max", "clamp_max.Tensor", "clamp_max_", "clamp_max_.Tensor",
+                    "clamp_max.out", "clamp_max.Tensor_out"},
                    [](Node& n) { return lower_clamp(n, false, true); });
-TORCH_TPU_LOWERING(lerp, {"lerp.Scalar", "lerp.Tensor", "lerp_.Scalar", "lerp_.Tensor",
-                          "lerp.Scalar_out", "lerp.Tensor_out"},
+TORCH_TPU_LOWERING(lerp,
+                   {"lerp.Scalar", "lerp.Tensor", "lerp_.Scalar", "lerp_.Tensor", "lerp.Scalar_out",
+                    "lerp.Tensor_out"},
                    lower_lerp);
 TORCH_TPU_LOWERING(addcmul, {"addcmul", "addcmul_", "addcmul.out"}, lower_addcmul);
 TORCH_TPU_LOWERING(addcdiv, {"addcdiv", "addcdiv_", "addcdiv.out"}, lower_addcdiv);

@@ -62,9 +62,9 @@ struct PaddedRead {
 };
 
 // The plan for a view (`sizes`, `strides`, `offset`) of a storage holding a row-major
-// tensor of shape `logical` padded to `physical`, whose `dynamic` dimensions vary; none when the view is not a whole
-// permuted, merged or broadcast reading of it (a slice, say), or when a merge would put a
-// padded dimension inside another.
+// tensor of shape `logical` padded to `physical`, whose `dynamic` dimensions vary; none when the
+// view is not a whole permuted, merged or broadcast reading of it (a slice, say), or when a merge
+// would put a padded dimension inside another.
 std::optional<PaddedRead> plan_padded_read(const std::vector<int64_t>& logical,
                                            const std::vector<int64_t>& physical,
                                            const std::vector<int64_t>& dynamic,

@@ -68,7 +68,8 @@ hlo::Value sign_bit(hlo::Builder& b, const hlo::Value& x) {
     case hlo::DType::F16:
     case hlo::DType::BF16: bits = hlo::DType::S16; break;
     default:
-      if (hlo::is_signed_int(x.type.dtype)) return b.compare(hlo::Compare::LT, x, b.full(0, x.type));
+      if (hlo::is_signed_int(x.type.dtype))
+        return b.compare(hlo::Compare::LT, x, b.full(0, x.type));
       return b.full(0, {hlo::DType::Pred, x.type.shape});
   }
   hlo::Value i = b.bitcast_convert(x, {bits, x.type.shape});
@@ -78,7 +79,8 @@ hlo::Value sign_bit(hlo::Builder& b, const hlo::Value& x) {
 namespace {
 
 hlo::Value nan_or(hlo::Builder& b, Binary op, const hlo::Value& x, const hlo::Value& y) {
-  if (x.type.dtype == hlo::DType::Pred) return b.binary(op == Binary::Maximum ? Binary::Or : Binary::And, x, y);
+  if (x.type.dtype == hlo::DType::Pred)
+    return b.binary(op == Binary::Maximum ? Binary::Or : Binary::And, x, y);
   hlo::Value r = b.binary(op, x, y);
   if (!hlo::is_float(x.type.dtype)) return r;
   // XLA:CPU's maximum returns the other operand for a NaN in some positions.

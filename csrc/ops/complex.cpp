@@ -10,7 +10,6 @@
 
 #include "ops/common.h"
 
-
 namespace torch_tpu::ops {
 
 namespace {
@@ -32,7 +31,8 @@ V lower_polar(Node& n) {
   Math m{n.b};
   Value r = cast_to(n.b, n.in(0), part, n.out().shape);
   Value theta = cast_to(n.b, n.in(1), part, n.out().shape);
-  return {n.b.complex(m.mul(r, n.b.unary(Unary::Cosine, theta)), m.mul(r, n.b.unary(Unary::Sine, theta)))};
+  return {n.b.complex(m.mul(r, n.b.unary(Unary::Cosine, theta)),
+                      m.mul(r, n.b.unary(Unary::Sine, theta)))};
 }
 
 // conj_physical: the conjugate, materialized; real tensors are their own conjugate.
@@ -74,30 +74,119 @@ V lower_neg_view(Node& n) { return {n.b.unary(Unary::Negate, n.in(0))}; }
 bool complex_ok(std::string_view name) {
   static const std::unordered_set<std::string> names = {
       // elementwise math
-      "add", "sub", "rsub", "mul", "div", "neg", "abs", "angle", "sgn", "exp", "log", "sqrt",
-      "sin", "cos", "tanh", "sigmoid", "reciprocal", "eq", "ne", "isnan", "where",
-      "masked_fill", "fill", "zero",
+      "add",
+      "sub",
+      "rsub",
+      "mul",
+      "div",
+      "neg",
+      "abs",
+      "angle",
+      "sgn",
+      "exp",
+      "log",
+      "sqrt",
+      "sin",
+      "cos",
+      "tanh",
+      "sigmoid",
+      "reciprocal",
+      "eq",
+      "ne",
+      "isnan",
+      "where",
+      "masked_fill",
+      "fill",
+      "zero",
       // reductions and products
-      "sum", "mean", "prod", "cumsum", "linalg_vector_norm", "mm", "bmm", "addmm", "dot",
+      "sum",
+      "mean",
+      "prod",
+      "cumsum",
+      "linalg_vector_norm",
+      "mm",
+      "bmm",
+      "addmm",
+      "dot",
       // parts, conjugation, transforms
-      "complex", "polar", "_conj_physical", "conj_physical", "_conj", "_conj_copy", "_neg_view",
-      "_neg_view_copy", "view_as_real", "view_as_real_copy", "view_as_complex",
-      "view_as_complex_copy", "_fft_r2c", "_fft_c2r", "_fft_c2c",
+      "complex",
+      "polar",
+      "_conj_physical",
+      "conj_physical",
+      "_conj",
+      "_conj_copy",
+      "_neg_view",
+      "_neg_view_copy",
+      "view_as_real",
+      "view_as_real_copy",
+      "view_as_complex",
+      "view_as_complex_copy",
+      "_fft_r2c",
+      "_fft_c2r",
+      "_fft_c2c",
       // data movement and views (graph lowerings of views included)
-      "cat", "stack", "index_select", "gather", "index", "_unsafe_index", "flip", "roll",
-      "constant_pad_nd", "clone", "copy", "_to_copy", "alias", "alias_copy", "detach",
-      "detach_copy", "lift_fresh", "lift_fresh_copy", "view", "_unsafe_view", "view_copy",
-      "unsqueeze", "unsqueeze_copy", "squeeze", "squeeze_copy", "permute", "permute_copy",
-      "t", "t_copy", "transpose", "transpose_copy", "expand", "expand_copy", "slice",
-      "slice_copy", "select", "select_copy", "split", "split_with_sizes", "split_copy",
-      "split_with_sizes_copy", "unbind", "unbind_copy", "slice_scatter", "select_scatter",
-      "full", "full_like", "zeros", "zeros_like", "new_zeros", "ones", "ones_like", "new_ones",
-      "empty", "new_full", "scalar_tensor",
+      "cat",
+      "stack",
+      "index_select",
+      "gather",
+      "index",
+      "_unsafe_index",
+      "flip",
+      "roll",
+      "constant_pad_nd",
+      "clone",
+      "copy",
+      "_to_copy",
+      "alias",
+      "alias_copy",
+      "detach",
+      "detach_copy",
+      "lift_fresh",
+      "lift_fresh_copy",
+      "view",
+      "_unsafe_view",
+      "view_copy",
+      "unsqueeze",
+      "unsqueeze_copy",
+      "squeeze",
+      "squeeze_copy",
+      "permute",
+      "permute_copy",
+      "t",
+      "t_copy",
+      "transpose",
+      "transpose_copy",
+      "expand",
+      "expand_copy",
+      "slice",
+      "slice_copy",
+      "select",
+      "select_copy",
+      "split",
+      "split_with_sizes",
+      "split_copy",
+      "split_with_sizes_copy",
+      "unbind",
+      "unbind_copy",
+      "slice_scatter",
+      "select_scatter",
+      "full",
+      "full_like",
+      "zeros",
+      "zeros_like",
+      "new_zeros",
+      "ones",
+      "ones_like",
+      "new_ones",
+      "empty",
+      "new_full",
+      "scalar_tensor",
   };
   std::string_view base = name.substr(0, name.find('.'));
   if (names.count(std::string(base))) return true;
   // In-place forms: "add_" is "add".
-  return !base.empty() && base.back() == '_' && names.count(std::string(base.substr(0, base.size() - 1)));
+  return !base.empty() && base.back() == '_' &&
+         names.count(std::string(base.substr(0, base.size() - 1)));
 }
 
 TORCH_TPU_LOWERING(complex, {"complex", "complex.out"}, lower_complex);

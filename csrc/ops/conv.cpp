@@ -39,15 +39,16 @@ Value convolution(hlo::Builder& b, const Value& lhs, const Value& rhs, const std
                   const hlo::TensorType& result) {
   std::string padding = "dense<[";
   for (size_t i = 0; i < w.pad_lo.size(); ++i)
-    padding += (i ? ", [" : "[") + std::to_string(w.pad_lo[i]) + ", " + std::to_string(w.pad_hi[i]) + "]";
+    padding +=
+        (i ? ", [" : "[") + std::to_string(w.pad_lo[i]) + ", " + std::to_string(w.pad_hi[i]) + "]";
   padding += "]> : tensor<" + std::to_string(w.pad_lo.size()) + "x2xi64>";
-  std::string attrs = "batch_group_count = " + std::to_string(batch_groups) +
-                      " : i64, dimension_numbers = #stablehlo.conv<" + dims +
-                      ">, feature_group_count = " + std::to_string(feature_groups) +
-                      " : i64, lhs_dilation = " + hlo::i64_array(w.lhs_dilation) +
-                      ", padding = " + padding + ", rhs_dilation = " + hlo::i64_array(w.rhs_dilation) +
-                      ", window_strides = " + hlo::i64_array(w.strides) +
-                      b.precision_config(lhs, rhs);
+  std::string attrs =
+      "batch_group_count = " + std::to_string(batch_groups) +
+      " : i64, dimension_numbers = #stablehlo.conv<" + dims +
+      ">, feature_group_count = " + std::to_string(feature_groups) +
+      " : i64, lhs_dilation = " + hlo::i64_array(w.lhs_dilation) + ", padding = " + padding +
+      ", rhs_dilation = " + hlo::i64_array(w.rhs_dilation) +
+      ", window_strides = " + hlo::i64_array(w.strides) + b.precision_config(lhs, rhs);
   hlo::TensorType acc{accumulator(result.dtype), result.shape};
   return b.convert(b.emit("stablehlo.convolution", {lhs, rhs}, attrs, acc), result.dtype);
 }
@@ -160,7 +161,8 @@ struct Patches {
 };
 
 Patches patches(const Node& n, size_t first) {
-  const Ints &k = n.ints(first), &d = n.ints(first + 1), &p = n.ints(first + 2), &s = n.ints(first + 3);
+  const Ints &k = n.ints(first), &d = n.ints(first + 1), &p = n.ints(first + 2),
+             &s = n.ints(first + 3);
   return {k[0], k[1], d[0], d[1], p[0], p[1], s[0], s[1]};
 }
 
@@ -175,8 +177,10 @@ V lower_im2col(Node& n) {
   const Patches p = patches(n, 1);
   const int64_t batch = x.type.shape[0], c = x.type.shape[1];
   const int64_t h = x.type.shape[2] + 2 * p.ph, w = x.type.shape[3] + 2 * p.pw;
-  const int64_t oh = (h - (p.dh * (p.kh - 1) + 1)) / p.sh + 1, ow = (w - (p.dw * (p.kw - 1) + 1)) / p.sw + 1;
-  Value padded = b.pad(x, b.constant(0, x.type.dtype), {0, 0, p.ph, p.pw}, {0, 0, p.ph, p.pw}, {0, 0, 0, 0});
+  const int64_t oh = (h - (p.dh * (p.kh - 1) + 1)) / p.sh + 1,
+                ow = (w - (p.dw * (p.kw - 1) + 1)) / p.sw + 1;
+  Value padded =
+      b.pad(x, b.constant(0, x.type.dtype), {0, 0, p.ph, p.pw}, {0, 0, p.ph, p.pw}, {0, 0, 0, 0});
   V blocks;
   for (int64_t i = 0; i < p.kh; ++i)
     for (int64_t j = 0; j < p.kw; ++j) {
@@ -203,21 +207,26 @@ V lower_col2im(Node& n) {
   if (x.type.rank() == 2) x = b.reshape(x, {1, x.type.shape[0], x.type.shape[1]});
   const int64_t batch = x.type.shape[0], c = x.type.shape[1] / (p.kh * p.kw);
   const int64_t h = size[0] + 2 * p.ph, w = size[1] + 2 * p.pw;
-  const int64_t oh = (h - (p.dh * (p.kh - 1) + 1)) / p.sh + 1, ow = (w - (p.dw * (p.kw - 1) + 1)) / p.sw + 1;
+  const int64_t oh = (h - (p.dh * (p.kh - 1) + 1)) / p.sh + 1,
+                ow = (w - (p.dw * (p.kw - 1) + 1)) / p.sw + 1;
   Value cols = b.reshape(x, {batch, c, p.kh * p.kw, oh, ow});
   Value zero = b.constant(0, acc);
   Value sum = b.full(0, {acc, {batch, c, h, w}});
   for (int64_t i = 0; i < p.kh; ++i)
     for (int64_t j = 0; j < p.kw; ++j) {
       const int64_t k = i * p.kw + j;
-      Value block = b.reshape(b.slice(cols, {0, 0, k, 0, 0}, {batch, c, k + 1, oh, ow}, {1, 1, 1, 1, 1}),
-                              {batch, c, oh, ow});
+      Value block =
+          b.reshape(b.slice(cols, {0, 0, k, 0, 0}, {batch, c, k + 1, oh, ow}, {1, 1, 1, 1, 1}),
+                    {batch, c, oh, ow});
       const int64_t top = i * p.dh, left = j * p.dw;
-      const int64_t bottom = h - (top + (oh - 1) * p.sh + 1), right = w - (left + (ow - 1) * p.sw + 1);
-      sum = b.binary(Binary::Add, sum, b.pad(block, zero, {0, 0, top, left}, {0, 0, bottom, right},
-                                       {0, 0, p.sh - 1, p.sw - 1}));
+      const int64_t bottom = h - (top + (oh - 1) * p.sh + 1),
+                    right = w - (left + (ow - 1) * p.sw + 1);
+      sum = b.binary(
+          Binary::Add, sum,
+          b.pad(block, zero, {0, 0, top, left}, {0, 0, bottom, right}, {0, 0, p.sh - 1, p.sw - 1}));
     }
-  Value r = b.slice(sum, {0, 0, p.ph, p.pw}, {batch, c, p.ph + size[0], p.pw + size[1]}, {1, 1, 1, 1});
+  Value r =
+      b.slice(sum, {0, 0, p.ph, p.pw}, {batch, c, p.ph + size[0], p.pw + size[1]}, {1, 1, 1, 1});
   return {b.reshape(b.convert(r, out.dtype), out.shape)};
 }
 

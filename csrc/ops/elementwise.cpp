@@ -6,16 +6,18 @@ namespace torch_tpu::ops {
 
 namespace {
 
-std::pair<hlo::Value, hlo::Value> promote(hlo::Builder& b, const hlo::Value& x,
-                                          const hlo::Value& y, hlo::DType dtype) {
+std::pair<hlo::Value, hlo::Value> promote(hlo::Builder& b, const hlo::Value& x, const hlo::Value& y,
+                                          hlo::DType dtype) {
   std::vector<int64_t> shape = broadcast_shapes(x.type.shape, y.type.shape);
   return {broadcast_to(b, b.convert(x, dtype), shape), broadcast_to(b, b.convert(y, dtype), shape)};
 }
 
 // alpha * y. alpha is a runtime operand, so the multiply is always emitted; XLA fuses it.
 hlo::Value scaled(hlo::Builder& b, const hlo::Value& y, const hlo::Value& alpha) {
-  if (y.type.dtype == hlo::DType::Pred) return b.binary(Binary::And, y, broadcast_to(b, alpha, y.type.shape));
-  return b.binary(Binary::Multiply, y, broadcast_to(b, b.convert(alpha, y.type.dtype), y.type.shape));
+  if (y.type.dtype == hlo::DType::Pred)
+    return b.binary(Binary::And, y, broadcast_to(b, alpha, y.type.shape));
+  return b.binary(Binary::Multiply, y,
+                  broadcast_to(b, b.convert(alpha, y.type.dtype), y.type.shape));
 }
 
 // PyTorch's floor division of floats: derived from the remainder so that inexact
@@ -30,8 +32,8 @@ hlo::Value floor_divide_float(hlo::Builder& b, const hlo::Value& x, const hlo::V
                                          b.compare(hlo::Compare::LT, mod, zero)));
   div = b.select(adjust, b.binary(Binary::Subtract, div, b.full(1, x.type)), div);
   hlo::Value floored = b.unary(Unary::Floor, div);
-  hlo::Value round_up = b.compare(hlo::Compare::GT, b.binary(Binary::Subtract, div, floored),
-                                  b.full(0.5, x.type));
+  hlo::Value round_up =
+      b.compare(hlo::Compare::GT, b.binary(Binary::Subtract, div, floored), b.full(0.5, x.type));
   floored = b.select(round_up, b.binary(Binary::Add, floored, b.full(1, x.type)), floored);
   return b.select(b.compare(hlo::Compare::EQ, y, zero), quotient, floored);
 }
@@ -100,7 +102,8 @@ V graph_rsub(Node& n) { return {lower_sub(n.b, n.in(1), n.in(0), n.in(2), n.comp
 V graph_mul(Node& n) { return {lower_mul(n.b, n.in(0), n.in(1), n.compute)}; }
 V graph_div(Node& n) {
   DivMode mode = DivMode::True;
-  if (n.args.size() > 2 && !n.is_none(2)) mode = n.str(2) == "trunc" ? DivMode::Trunc : DivMode::Floor;
+  if (n.args.size() > 2 && !n.is_none(2))
+    mode = n.str(2) == "trunc" ? DivMode::Trunc : DivMode::Floor;
   // True division of integers gives the (float) output dtype.
   hlo::DType dtype = mode == DivMode::True ? n.out().dtype : n.compute;
   return {lower_div(n.b, n.in(0), n.in(1), dtype, mode)};

@@ -1,5 +1,5 @@
-// Factories: ranges, identity matrices and triangle indices. In eager mode constant fills (full, zeros,
-// ones, *_like, new_*) reach the device as fill_ on an empty tensor and need nothing here;
+// Factories: ranges, identity matrices and triangle indices. In eager mode constant fills (full,
+// zeros, ones, *_like, new_*) reach the device as fill_ on an empty tensor and need nothing here;
 // compiled graphs see the factories themselves (graph-only lowerings at the end).
 #include "ops/factory.h"
 
@@ -76,9 +76,8 @@ LowerFn tri_indices(bool upper) {
           r += (r.empty() ? "" : ", ") + std::to_string(i);
           c += (c.empty() ? "" : ", ") + std::to_string(j);
         }
-    return std::vector<Value>{n.b.emit("stablehlo.constant", {},
-                                       "value = dense<[[" + r + "], [" + c + "]]> : " + out.str(),
-                                       out)};
+    return std::vector<Value>{n.b.emit(
+        "stablehlo.constant", {}, "value = dense<[[" + r + "], [" + c + "]]> : " + out.str(), out)};
   };
 }
 
@@ -89,8 +88,7 @@ DType arange_math(DType dtype) {
   return dtype == DType::BF16 || dtype == DType::F16 ? DType::F32 : DType::F64;
 }
 
-Value lower_arange(hlo::Builder& b, const Value& start, const Value& step, int64_t n,
-                   DType dtype) {
+Value lower_arange(hlo::Builder& b, const Value& start, const Value& step, int64_t n, DType dtype) {
   TensorType t{start.type.dtype, {n}};
   Value r = b.binary(Binary::Add, b.broadcast_in_dim(start, {n}, {}),
                      b.binary(Binary::Multiply, b.iota(t, 0), b.broadcast_in_dim(step, {n}, {})));
@@ -140,9 +138,10 @@ TORCH_TPU_GRAPH_LOWERING(full, {"full", "full_like", "fill.Scalar"}, fill_with(1
 TORCH_TPU_GRAPH_LOWERING(new_full, {"new_full"}, fill_with(2));
 TORCH_TPU_GRAPH_LOWERING(scalar_tensor, {"scalar_tensor"}, fill_with(0));
 TORCH_TPU_GRAPH_LOWERING(fill_tensor, {"fill.Tensor"}, lower_fill_tensor);
-TORCH_TPU_GRAPH_LOWERING(zeros, {"zeros", "zeros_like", "new_zeros", "zero", "empty.memory_format",
-                                 "empty_like", "empty_strided", "empty_permuted", "new_empty",
-                                 "new_empty_strided"},
+TORCH_TPU_GRAPH_LOWERING(zeros,
+                         {"zeros", "zeros_like", "new_zeros", "zero", "empty.memory_format",
+                          "empty_like", "empty_strided", "empty_permuted", "new_empty",
+                          "new_empty_strided"},
                          fill_constant(0));
 TORCH_TPU_GRAPH_LOWERING(ones, {"ones", "ones_like", "new_ones"}, fill_constant(1));
 TORCH_TPU_GRAPH_LOWERING(arange, {"arange.start_step"}, lower_arange_graph);

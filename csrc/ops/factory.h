@@ -13,8 +13,8 @@ namespace torch_tpu::ops {
 // values are the correctly rounded start + i * step.
 hlo::DType arange_math(hlo::DType dtype);
 // start + step * i for i in [0, n), computed in start's dtype, then converted to `dtype`.
-hlo::Value lower_arange(hlo::Builder& b, const hlo::Value& start, const hlo::Value& step,
-                        int64_t n, hlo::DType dtype);
+hlo::Value lower_arange(hlo::Builder& b, const hlo::Value& start, const hlo::Value& step, int64_t n,
+                        hlo::DType dtype);
 // `steps` points from start to end, the first half counted from start and the second
 // from end, as PyTorch's CPU kernel does. `base` given: base ** those points (logspace).
 hlo::Value lower_linspace(hlo::Builder& b, const hlo::Value& start, const hlo::Value& end,

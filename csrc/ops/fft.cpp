@@ -141,7 +141,8 @@ V lower_fft_c2r(Node& n) {
     limit[last] = std::min(limit[last], bins);
     z = n.b.slice(z, start, limit, step);
     if (z.type.shape[last] < bins) {
-      std::vector<int64_t> low(z.type.rank(), 0), high(z.type.rank(), 0), interior(z.type.rank(), 0);
+      std::vector<int64_t> low(z.type.rank(), 0), high(z.type.rank(), 0),
+          interior(z.type.rank(), 0);
       high[last] = bins - z.type.shape[last];
       z = n.b.pad(z, n.b.constant(0, z.type.dtype), low, high, interior);
     }

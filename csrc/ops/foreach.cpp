@@ -73,10 +73,12 @@ Value trunc(hlo::Builder& b, const Value& x) {
 
 // self + value * t1 * t2 and self + value * t1 / t2, in PyTorch's evaluation order.
 Value addcmul(hlo::Builder& b, const V& x) {
-  return b.binary(Binary::Add, x[0], b.binary(Binary::Multiply, b.binary(Binary::Multiply, x[3], x[1]), x[2]));
+  return b.binary(Binary::Add, x[0],
+                  b.binary(Binary::Multiply, b.binary(Binary::Multiply, x[3], x[1]), x[2]));
 }
 Value addcdiv(hlo::Builder& b, const V& x) {
-  return b.binary(Binary::Add, x[0], b.binary(Binary::Divide, b.binary(Binary::Multiply, x[3], x[1]), x[2]));
+  return b.binary(Binary::Add, x[0],
+                  b.binary(Binary::Divide, b.binary(Binary::Multiply, x[3], x[1]), x[2]));
 }
 
 // PyTorch's two-sided lerp: exact at both ends.
@@ -85,8 +87,9 @@ Value lerp(hlo::Builder& b, const V& x) {
   Value diff = b.binary(Binary::Subtract, end, start);
   Value small = b.compare(Compare::LT, b.unary(Unary::Abs, w), b.full(0.5, w.type));
   Value low = b.binary(Binary::Add, start, b.binary(Binary::Multiply, w, diff));
-  Value high = b.binary(Binary::Subtract, end,
-                        b.binary(Binary::Multiply, diff, b.binary(Binary::Subtract, b.full(1, w.type), w)));
+  Value high =
+      b.binary(Binary::Subtract, end,
+               b.binary(Binary::Multiply, diff, b.binary(Binary::Subtract, b.full(1, w.type), w)));
   return b.select(small, low, high);
 }
 
@@ -105,15 +108,18 @@ V lower_norm(Node& n) {  // _foreach_norm.Scalar(self[], ord, dtype?)
     Value is2 = b.compare(Compare::EQ, pa, b.full(2, a.type));
     Value is0 = b.compare(Compare::EQ, pa, b.full(0, a.type));
     Value nonzero = b.convert(b.compare(Compare::NE, a, b.full(0, a.type)), m);
-    Value term = b.select(is0, nonzero,
-                          b.select(is2, b.binary(Binary::Multiply, a, a), b.binary(Binary::Power, a, pa)));
+    Value term =
+        b.select(is0, nonzero,
+                 b.select(is2, b.binary(Binary::Multiply, a, a), b.binary(Binary::Power, a, pa)));
     Value sum = b.reduce(flat(b, term), b.constant(0, m), {0}, hlo::Binary::Add);
-    Value root = b.select(b.compare(Compare::EQ, p, b.constant(0, m)), sum,
-                          b.select(b.compare(Compare::EQ, p, b.constant(2, m)), b.unary(Unary::Sqrt, sum),
-                                   b.binary(Binary::Power, sum, b.binary(Binary::Divide, b.constant(1, m), p))));
+    Value root = b.select(
+        b.compare(Compare::EQ, p, b.constant(0, m)), sum,
+        b.select(b.compare(Compare::EQ, p, b.constant(2, m)), b.unary(Unary::Sqrt, sum),
+                 b.binary(Binary::Power, sum, b.binary(Binary::Divide, b.constant(1, m), p))));
     // max |x| for +inf, -max(-|x|) = min |x| for -inf: one reduction serves both.
     Value negative = b.compare(Compare::LT, p, b.constant(0, m));
-    Value signed_a = b.select(b.broadcast_in_dim(negative, a.type.shape, {}), b.unary(Unary::Negate, a), a);
+    Value signed_a =
+        b.select(b.broadcast_in_dim(negative, a.type.shape, {}), b.unary(Unary::Negate, a), a);
     Value mx = b.reduce(flat(b, signed_a), b.constant(-INFINITY, m), {0}, hlo::Binary::Maximum);
     Value inf_norm = b.select(negative, b.unary(Unary::Negate, mx), mx);
     Value is_inf = b.compare(Compare::EQ, b.unary(Unary::Abs, p), b.constant(INFINITY, m));
@@ -139,7 +145,8 @@ Value learning_rate(Node& n, size_t i) {
 std::optional<Value> skip_step(Node& n, size_t i) {
   if (!n.has(i)) return std::nullopt;
   hlo::Builder& b = n.b;
-  return b.compare(Compare::NE, b.convert(b.reshape(n.in(i), {}), DType::F32), b.constant(0, DType::F32));
+  return b.compare(Compare::NE, b.convert(b.reshape(n.in(i), {}), DType::F32),
+                   b.constant(0, DType::F32));
 }
 
 // The new values of a fused step's mutated lists (in schema order, as lists 0, 1, ...),
@@ -152,7 +159,8 @@ V unless_skipped(Node& n, const std::optional<Value>& skip, std::initializer_lis
     for (size_t i = 0; i < list.size(); ++i) {
       const Value& old = n.list(a)[i].value();
       Value fresh = b.convert(list[i], old.type.dtype);
-      results.push_back(skip ? b.select(b.broadcast_in_dim(*skip, fresh.type.shape, {}), old, fresh) : fresh);
+      results.push_back(skip ? b.select(b.broadcast_in_dim(*skip, fresh.type.shape, {}), old, fresh)
+                             : fresh);
     }
     ++a;
   }
@@ -192,24 +200,29 @@ LowerFn fused_adam(bool decoupled) {
       Value g = maximize ? b.unary(Unary::Negate, grad) : grad;
       if (weight_decay != 0) {
         if (decoupled)
-          param = b.binary(Binary::Subtract, param,
-                           b.binary(Binary::Multiply,
-                                    b.binary(Binary::Multiply, scalar(lr), constant(weight_decay)), param));
+          param = b.binary(
+              Binary::Subtract, param,
+              b.binary(Binary::Multiply,
+                       b.binary(Binary::Multiply, scalar(lr), constant(weight_decay)), param));
         else
           g = b.binary(Binary::Add, g, b.binary(Binary::Multiply, param, constant(weight_decay)));
       }
       Value avg = lerp(b, {b.convert(n.list(2)[i].value(), m), g, constant(1 - beta1)});
-      Value sq = b.binary(Binary::Add, b.binary(Binary::Multiply, b.convert(n.list(3)[i].value(), m), constant(beta2)),
-                          b.binary(Binary::Multiply, b.binary(Binary::Multiply, constant(1 - beta2), g), g));
+      Value sq = b.binary(
+          Binary::Add,
+          b.binary(Binary::Multiply, b.convert(n.list(3)[i].value(), m), constant(beta2)),
+          b.binary(Binary::Multiply, b.binary(Binary::Multiply, constant(1 - beta2), g), g));
       Value second = sq;
       if (amsgrad) {
         second = nan_max(b, b.convert(n.list(4)[i].value(), m), sq);
         maxes.push_back(second);
       }
-      Value denom = b.binary(Binary::Add, b.binary(Binary::Divide, b.unary(Unary::Sqrt, second), bc2_sqrt),
-                             constant(eps));
-      params.push_back(b.binary(Binary::Subtract, param,
-                                b.binary(Binary::Divide, b.binary(Binary::Multiply, step_size, avg), denom)));
+      Value denom =
+          b.binary(Binary::Add, b.binary(Binary::Divide, b.unary(Unary::Sqrt, second), bc2_sqrt),
+                   constant(eps));
+      params.push_back(
+          b.binary(Binary::Subtract, param,
+                   b.binary(Binary::Divide, b.binary(Binary::Multiply, step_size, avg), denom)));
       grads.push_back(grad);
       avgs.push_back(avg);
       sqs.push_back(sq);
@@ -235,10 +248,13 @@ V lower_fused_sgd(Node& n) {
     auto constant = [&](double x) { return b.full(x, {m, p0.type.shape}); };
     Value param = b.convert(p0, m);
     Value grad = b.convert(n.list(1)[i].value(), m);
-    if (n.has(10)) grad = b.binary(Binary::Divide, grad, b.broadcast_in_dim(b.convert(n.in(10), m), p0.type.shape, {}));
+    if (n.has(10))
+      grad = b.binary(Binary::Divide, grad,
+                      b.broadcast_in_dim(b.convert(n.in(10), m), p0.type.shape, {}));
     grads.push_back(grad);
     Value g = maximize ? b.unary(Unary::Negate, grad) : grad;
-    if (weight_decay != 0) g = b.binary(Binary::Add, g, b.binary(Binary::Multiply, param, constant(weight_decay)));
+    if (weight_decay != 0)
+      g = b.binary(Binary::Add, g, b.binary(Binary::Multiply, param, constant(weight_decay)));
     if (momentum != 0) {
       Value buf = first ? g
                         : b.binary(Binary::Add,
@@ -246,11 +262,13 @@ V lower_fused_sgd(Node& n) {
                                             constant(momentum)),
                                    b.binary(Binary::Multiply, g, constant(1 - dampening)));
       bufs.push_back(buf);
-      g = nesterov ? b.binary(Binary::Add, g, b.binary(Binary::Multiply, buf, constant(momentum))) : buf;
+      g = nesterov ? b.binary(Binary::Add, g, b.binary(Binary::Multiply, buf, constant(momentum)))
+                   : buf;
     } else if (i < n.list(2).size()) {
       bufs.push_back(n.list(2)[i].value());
     }
-    Value step = b.binary(Binary::Multiply, b.broadcast_in_dim(b.convert(lr, m), p0.type.shape, {}), g);
+    Value step =
+        b.binary(Binary::Multiply, b.broadcast_in_dim(b.convert(lr, m), p0.type.shape, {}), g);
     params.push_back(b.binary(Binary::Subtract, param, step));
   }
   return unless_skipped(n, skip, {params, grads, bufs});
@@ -273,17 +291,21 @@ V lower_fused_adagrad(Node& n) {
     auto constant = [&](double x) { return b.full(x, {m, shape}); };
     Value param = b.convert(p0, m);
     Value grad = b.convert(n.list(1)[i].value(), m);
-    if (n.has(9)) grad = b.binary(Binary::Divide, grad, b.broadcast_in_dim(b.convert(n.in(9), m), shape, {}));
+    if (n.has(9))
+      grad = b.binary(Binary::Divide, grad, b.broadcast_in_dim(b.convert(n.in(9), m), shape, {}));
     grads.push_back(grad);
     Value g = maximize ? b.unary(Unary::Negate, grad) : grad;
-    if (weight_decay != 0) g = b.binary(Binary::Add, g, b.binary(Binary::Multiply, param, constant(weight_decay)));
+    if (weight_decay != 0)
+      g = b.binary(Binary::Add, g, b.binary(Binary::Multiply, param, constant(weight_decay)));
     // lr / (1 + (step - 1) lr_decay), in f64 as PyTorch computes it.
     Value step = b.convert(n.list(3)[i].value(), DType::F64);
-    Value decay = b.binary(Binary::Add, b.constant(1, DType::F64),
-                           b.binary(Binary::Multiply, b.binary(Binary::Subtract, step, b.constant(1, DType::F64)),
-                                    b.constant(lr_decay, DType::F64)));
+    Value decay = b.binary(
+        Binary::Add, b.constant(1, DType::F64),
+        b.binary(Binary::Multiply, b.binary(Binary::Subtract, step, b.constant(1, DType::F64)),
+                 b.constant(lr_decay, DType::F64)));
     Value clr = b.broadcast_in_dim(b.convert(b.binary(Binary::Divide, lr, decay), m), shape, {});
-    Value sum = b.binary(Binary::Add, b.convert(n.list(2)[i].value(), m), b.binary(Binary::Multiply, g, g));
+    Value sum =
+        b.binary(Binary::Add, b.convert(n.list(2)[i].value(), m), b.binary(Binary::Multiply, g, g));
     Value std = b.binary(Binary::Add, b.unary(Unary::Sqrt, sum), constant(eps));
     params.push_back(b.binary(Binary::Subtract, param,
                               b.binary(Binary::Divide, b.binary(Binary::Multiply, clr, g), std)));
@@ -304,26 +326,29 @@ V lower_zero(Node& n) {
 }  // namespace
 
 // Binary ops: List, Scalar, ScalarList and Tensor overloads all read operands 0 and 1.
-TORCH_TPU_LOWERING(foreach_add, {"_foreach_add.List", "_foreach_add_.List", "_foreach_add.Tensor",
-                                 "_foreach_add_.Tensor"},
+TORCH_TPU_LOWERING(foreach_add,
+                   {"_foreach_add.List", "_foreach_add_.List", "_foreach_add.Tensor",
+                    "_foreach_add_.Tensor"},
                    each({0, 1, 2}, with_alpha(Binary::Add)));
-TORCH_TPU_LOWERING(foreach_add_scalar, {"_foreach_add.Scalar", "_foreach_add_.Scalar",
-                                        "_foreach_add.ScalarList", "_foreach_add_.ScalarList"},
+TORCH_TPU_LOWERING(foreach_add_scalar,
+                   {"_foreach_add.Scalar", "_foreach_add_.Scalar", "_foreach_add.ScalarList",
+                    "_foreach_add_.ScalarList"},
                    each({0, 1}, with_alpha(Binary::Add)));
 TORCH_TPU_LOWERING(foreach_sub, {"_foreach_sub.List", "_foreach_sub_.List"},
                    each({0, 1, 2}, with_alpha(Binary::Subtract)));
-TORCH_TPU_LOWERING(foreach_sub_scalar, {"_foreach_sub.Scalar", "_foreach_sub_.Scalar",
-                                        "_foreach_sub.ScalarList", "_foreach_sub_.ScalarList"},
+TORCH_TPU_LOWERING(foreach_sub_scalar,
+                   {"_foreach_sub.Scalar", "_foreach_sub_.Scalar", "_foreach_sub.ScalarList",
+                    "_foreach_sub_.ScalarList"},
                    each({0, 1}, with_alpha(Binary::Subtract)));
-TORCH_TPU_LOWERING(foreach_mul, {"_foreach_mul.List", "_foreach_mul_.List", "_foreach_mul.Scalar",
-                                 "_foreach_mul_.Scalar", "_foreach_mul.ScalarList",
-                                 "_foreach_mul_.ScalarList", "_foreach_mul.Tensor",
-                                 "_foreach_mul_.Tensor"},
+TORCH_TPU_LOWERING(foreach_mul,
+                   {"_foreach_mul.List", "_foreach_mul_.List", "_foreach_mul.Scalar",
+                    "_foreach_mul_.Scalar", "_foreach_mul.ScalarList", "_foreach_mul_.ScalarList",
+                    "_foreach_mul.Tensor", "_foreach_mul_.Tensor"},
                    each({0, 1}, binary(Binary::Multiply)));
-TORCH_TPU_LOWERING(foreach_div, {"_foreach_div.List", "_foreach_div_.List", "_foreach_div.Scalar",
-                                 "_foreach_div_.Scalar", "_foreach_div.ScalarList",
-                                 "_foreach_div_.ScalarList", "_foreach_div.Tensor",
-                                 "_foreach_div_.Tensor"},
+TORCH_TPU_LOWERING(foreach_div,
+                   {"_foreach_div.List", "_foreach_div_.List", "_foreach_div.Scalar",
+                    "_foreach_div_.Scalar", "_foreach_div.ScalarList", "_foreach_div_.ScalarList",
+                    "_foreach_div.Tensor", "_foreach_div_.Tensor"},
                    each({0, 1}, binary(Binary::Divide)));
 TORCH_TPU_LOWERING(foreach_maximum,
                    {"_foreach_maximum.List", "_foreach_maximum_.List", "_foreach_maximum.Scalar",
@@ -332,7 +357,8 @@ TORCH_TPU_LOWERING(foreach_maximum,
                     "_foreach_clamp_min_.List", "_foreach_clamp_min.Scalar",
                     "_foreach_clamp_min_.Scalar", "_foreach_clamp_min.ScalarList",
                     "_foreach_clamp_min_.ScalarList"},
-                   each({0, 1}, [](hlo::Builder& b, const V& x) { return nan_max(b, x[0], x[1]); }));
+                   each({0, 1},
+                        [](hlo::Builder& b, const V& x) { return nan_max(b, x[0], x[1]); }));
 TORCH_TPU_LOWERING(foreach_minimum,
                    {"_foreach_minimum.List", "_foreach_minimum_.List", "_foreach_minimum.Scalar",
                     "_foreach_minimum_.Scalar", "_foreach_minimum.ScalarList",
@@ -340,28 +366,34 @@ TORCH_TPU_LOWERING(foreach_minimum,
                     "_foreach_clamp_max_.List", "_foreach_clamp_max.Scalar",
                     "_foreach_clamp_max_.Scalar", "_foreach_clamp_max.ScalarList",
                     "_foreach_clamp_max_.ScalarList"},
-                   each({0, 1}, [](hlo::Builder& b, const V& x) { return nan_min(b, x[0], x[1]); }));
-TORCH_TPU_LOWERING(foreach_pow, {"_foreach_pow.List", "_foreach_pow_.List", "_foreach_pow.Scalar",
-                                 "_foreach_pow_.Scalar", "_foreach_pow.ScalarList",
-                                 "_foreach_pow_.ScalarList", "_foreach_pow.ScalarAndTensor"},
+                   each({0, 1},
+                        [](hlo::Builder& b, const V& x) { return nan_min(b, x[0], x[1]); }));
+TORCH_TPU_LOWERING(foreach_pow,
+                   {"_foreach_pow.List", "_foreach_pow_.List", "_foreach_pow.Scalar",
+                    "_foreach_pow_.Scalar", "_foreach_pow.ScalarList", "_foreach_pow_.ScalarList",
+                    "_foreach_pow.ScalarAndTensor"},
                    each({0, 1}, binary(Binary::Power)));
 
-TORCH_TPU_LOWERING(foreach_addcmul, {"_foreach_addcmul.Scalar", "_foreach_addcmul_.Scalar",
-                                     "_foreach_addcmul.ScalarList", "_foreach_addcmul_.ScalarList"},
+TORCH_TPU_LOWERING(foreach_addcmul,
+                   {"_foreach_addcmul.Scalar", "_foreach_addcmul_.Scalar",
+                    "_foreach_addcmul.ScalarList", "_foreach_addcmul_.ScalarList"},
                    each({0, 1, 2, 3}, addcmul));
-TORCH_TPU_LOWERING(foreach_addcdiv, {"_foreach_addcdiv.Scalar", "_foreach_addcdiv_.Scalar",
-                                     "_foreach_addcdiv.ScalarList", "_foreach_addcdiv_.ScalarList"},
+TORCH_TPU_LOWERING(foreach_addcdiv,
+                   {"_foreach_addcdiv.Scalar", "_foreach_addcdiv_.Scalar",
+                    "_foreach_addcdiv.ScalarList", "_foreach_addcdiv_.ScalarList"},
                    each({0, 1, 2, 3}, addcdiv));
-TORCH_TPU_LOWERING(foreach_lerp, {"_foreach_lerp.List", "_foreach_lerp_.List",
-                                  "_foreach_lerp.Scalar", "_foreach_lerp_.Scalar",
-                                  "_foreach_lerp.ScalarList", "_foreach_lerp_.ScalarList"},
+TORCH_TPU_LOWERING(foreach_lerp,
+                   {"_foreach_lerp.List", "_foreach_lerp_.List", "_foreach_lerp.Scalar",
+                    "_foreach_lerp_.Scalar", "_foreach_lerp.ScalarList",
+                    "_foreach_lerp_.ScalarList"},
                    each({0, 1, 2}, lerp));
 
 // torch_tpu/_meta.py gives the .tensor_lr overloads, SGD and Adagrad their meta kernels.
 TORCH_TPU_LOWERING(fused_adam, {"_fused_adam_", "_fused_adam_.tensor_lr"}, fused_adam(false));
 TORCH_TPU_LOWERING(fused_adamw, {"_fused_adamw_", "_fused_adamw_.tensor_lr"}, fused_adam(true));
 TORCH_TPU_LOWERING(fused_sgd, {"_fused_sgd_", "_fused_sgd_.tensor_lr"}, lower_fused_sgd);
-TORCH_TPU_LOWERING(fused_adagrad, {"_fused_adagrad_", "_fused_adagrad_.tensor_lr"}, lower_fused_adagrad);
+TORCH_TPU_LOWERING(fused_adagrad, {"_fused_adagrad_", "_fused_adagrad_.tensor_lr"},
+                   lower_fused_adagrad);
 TORCH_TPU_LOWERING(foreach_norm, {"_foreach_norm.Scalar"}, lower_norm);
 TORCH_TPU_LOWERING(foreach_max, {"_foreach_max"}, lower_max);
 TORCH_TPU_LOWERING(foreach_zero, {"_foreach_zero", "_foreach_zero_"}, lower_zero);
@@ -370,8 +402,7 @@ TORCH_TPU_LOWERING(foreach_clone, {"_foreach_clone"}, each({0}, identity));
 
 // Unary ops.
 TORCH_TPU_LOWERING(foreach_abs, {"_foreach_abs", "_foreach_abs_"}, each({0}, unary(Unary::Abs)));
-TORCH_TPU_LOWERING(foreach_neg, {"_foreach_neg", "_foreach_neg_"},
-                   each({0}, unary(Unary::Negate)));
+TORCH_TPU_LOWERING(foreach_neg, {"_foreach_neg", "_foreach_neg_"}, each({0}, unary(Unary::Negate)));
 TORCH_TPU_LOWERING(foreach_sign, {"_foreach_sign", "_foreach_sign_"},
                    each({0}, unary(Unary::Sign)));
 TORCH_TPU_LOWERING(foreach_sqrt, {"_foreach_sqrt", "_foreach_sqrt_"},
@@ -386,22 +417,27 @@ TORCH_TPU_LOWERING(foreach_log, {"_foreach_log", "_foreach_log_"}, each({0}, una
 TORCH_TPU_LOWERING(foreach_log1p, {"_foreach_log1p", "_foreach_log1p_"},
                    each({0}, unary(Unary::LogPlusOne)));
 TORCH_TPU_LOWERING(foreach_sin, {"_foreach_sin", "_foreach_sin_"}, each({0}, unary(Unary::Sine)));
-TORCH_TPU_LOWERING(foreach_cos, {"_foreach_cos", "_foreach_cos_"},
-                   each({0}, unary(Unary::Cosine)));
+TORCH_TPU_LOWERING(foreach_cos, {"_foreach_cos", "_foreach_cos_"}, each({0}, unary(Unary::Cosine)));
 TORCH_TPU_LOWERING(foreach_tan, {"_foreach_tan", "_foreach_tan_"}, each({0}, unary(Unary::Tan)));
 TORCH_TPU_LOWERING(foreach_tanh, {"_foreach_tanh", "_foreach_tanh_"},
                    each({0}, unary(Unary::Tanh)));
 TORCH_TPU_LOWERING(foreach_sigmoid, {"_foreach_sigmoid", "_foreach_sigmoid_"},
                    each({0}, unary(Unary::Logistic)));
 TORCH_TPU_LOWERING(foreach_erf, {"_foreach_erf", "_foreach_erf_"}, each({0}, unary(Unary::Erf)));
-TORCH_TPU_LOWERING(foreach_erfc, {"_foreach_erfc", "_foreach_erfc_"}, each({0}, unary(Unary::Erfc)));
+TORCH_TPU_LOWERING(foreach_erfc, {"_foreach_erfc", "_foreach_erfc_"},
+                   each({0}, unary(Unary::Erfc)));
 TORCH_TPU_LOWERING(foreach_lgamma, {"_foreach_lgamma", "_foreach_lgamma_"},
                    each({0}, unary(Unary::Lgamma)));
-TORCH_TPU_LOWERING(foreach_asin, {"_foreach_asin", "_foreach_asin_"}, each({0}, unary(Unary::Asin)));
-TORCH_TPU_LOWERING(foreach_acos, {"_foreach_acos", "_foreach_acos_"}, each({0}, unary(Unary::Acos)));
-TORCH_TPU_LOWERING(foreach_atan, {"_foreach_atan", "_foreach_atan_"}, each({0}, unary(Unary::Atan)));
-TORCH_TPU_LOWERING(foreach_sinh, {"_foreach_sinh", "_foreach_sinh_"}, each({0}, unary(Unary::Sinh)));
-TORCH_TPU_LOWERING(foreach_cosh, {"_foreach_cosh", "_foreach_cosh_"}, each({0}, unary(Unary::Cosh)));
+TORCH_TPU_LOWERING(foreach_asin, {"_foreach_asin", "_foreach_asin_"},
+                   each({0}, unary(Unary::Asin)));
+TORCH_TPU_LOWERING(foreach_acos, {"_foreach_acos", "_foreach_acos_"},
+                   each({0}, unary(Unary::Acos)));
+TORCH_TPU_LOWERING(foreach_atan, {"_foreach_atan", "_foreach_atan_"},
+                   each({0}, unary(Unary::Atan)));
+TORCH_TPU_LOWERING(foreach_sinh, {"_foreach_sinh", "_foreach_sinh_"},
+                   each({0}, unary(Unary::Sinh)));
+TORCH_TPU_LOWERING(foreach_cosh, {"_foreach_cosh", "_foreach_cosh_"},
+                   each({0}, unary(Unary::Cosh)));
 TORCH_TPU_LOWERING(foreach_floor, {"_foreach_floor", "_foreach_floor_"},
                    each({0}, unary(Unary::Floor)));
 TORCH_TPU_LOWERING(foreach_ceil, {"_foreach_ceil", "_foreach_ceil_"},
@@ -420,11 +456,13 @@ TORCH_TPU_LOWERING(foreach_reciprocal, {"_foreach_reciprocal", "_foreach_recipro
                    }));
 TORCH_TPU_LOWERING(foreach_log2, {"_foreach_log2", "_foreach_log2_"},
                    each({0}, [](hlo::Builder& b, const V& x) {
-                     return b.binary(Binary::Divide, b.unary(Unary::Log, x[0]), b.full(M_LN2, x[0].type));
+                     return b.binary(Binary::Divide, b.unary(Unary::Log, x[0]),
+                                     b.full(M_LN2, x[0].type));
                    }));
 TORCH_TPU_LOWERING(foreach_log10, {"_foreach_log10", "_foreach_log10_"},
                    each({0}, [](hlo::Builder& b, const V& x) {
-                     return b.binary(Binary::Divide, b.unary(Unary::Log, x[0]), b.full(M_LN10, x[0].type));
+                     return b.binary(Binary::Divide, b.unary(Unary::Log, x[0]),
+                                     b.full(M_LN10, x[0].type));
                    }));
 
 }  // namespace torch_tpu::ops

@@ -61,14 +61,16 @@ struct Axis {
     if (vectorized) {
       if (align && size <= 1) return k(0, x);
       const double low = align ? 0 : -0.5;
-      Value twice_span = k(align ? 2.0 * static_cast<double>(size - 1) : 2.0 * static_cast<double>(size), x);
+      Value twice_span =
+          k(align ? 2.0 * static_cast<double>(size - 1) : 2.0 * static_cast<double>(size), x);
       Value in = m.abs(align ? x : m.sub(x, k(low, x)));
       Value extra = m.sub(in, m.mul(m.trunc(m.div(in, twice_span)), twice_span));
       Value r = m.min(extra, m.sub(twice_span, extra));
       return align ? r : m.add(r, k(low, x));
     }
     const double twice_low = align ? 0 : -1;
-    const double twice_high = align ? 2.0 * static_cast<double>(size - 1) : 2.0 * static_cast<double>(size) - 1;
+    const double twice_high =
+        align ? 2.0 * static_cast<double>(size - 1) : 2.0 * static_cast<double>(size) - 1;
     if (twice_low == twice_high) return k(0, x);
     Value lo = k(twice_low / 2, x), span = k((twice_high - twice_low) / 2, x);
     Value in = m.abs(m.sub(x, lo));
@@ -95,9 +97,9 @@ struct Axis {
 // [N, *out, C] rows, zero where a coordinate is outside the input.
 struct Reader {
   hlo::Builder& b;
-  Value rows;   // [N * prod(in), C]
-  Ints in;      // spatial sizes
-  Ints lead;    // [N, *out]
+  Value rows;  // [N * prod(in), C]
+  Ints in;     // spatial sizes
+  Ints lead;   // [N, *out]
 
   Value read(const std::vector<Value>& coords) const {
     Math m{b};
@@ -106,8 +108,8 @@ struct Reader {
     Value inside = b.full(1, {DType::Pred, lead});
     for (size_t d = 0; d < in.size(); ++d) {
       Value i = b.convert(coords[d], DType::S64);
-      inside = m.and_(inside, m.and_(m.ge(i, b.full(0, it)),
-                                     m.lt(i, b.full(static_cast<double>(in[d]), it))));
+      inside = m.and_(
+          inside, m.and_(m.ge(i, b.full(0, it)), m.lt(i, b.full(static_cast<double>(in[d]), it))));
       linear = m.add(m.mul(linear, b.full(static_cast<double>(in[d]), it)), i);
     }
     linear = m.sel(inside, linear, b.full(0, it));
@@ -149,7 +151,8 @@ LowerFn grid_sampler(int64_t spatial) {
     hlo::Builder& b = n.b;
     Math m{b};
     auto widen = [&](const Value& v) {
-      return v.type.dtype == DType::F16 || v.type.dtype == DType::BF16 ? b.convert(v, DType::F32) : v;
+      return v.type.dtype == DType::F16 || v.type.dtype == DType::BF16 ? b.convert(v, DType::F32)
+                                                                       : v;
     };
     const Value x = widen(n.in(0));
     const Value grid = widen(n.in(1));

@@ -44,8 +44,8 @@ std::vector<Value> lower_histc(Node& n) {
   // The bin: (edges <= x) - 1, capped at the last bin.
   std::vector<int64_t> grid{count, bins + 1};
   Value le = m.le(b.broadcast_in_dim(edges, grid, {1}), b.broadcast_in_dim(x, grid, {0}));
-  Value pos = b.reduce(b.convert(le, DType::S64), b.constant_int(0, DType::S64), {1},
-                       hlo::Binary::Add);
+  Value pos =
+      b.reduce(b.convert(le, DType::S64), b.constant_int(0, DType::S64), {1}, hlo::Binary::Add);
   TensorType positions{DType::S64, {count}};
   pos = m.min(m.sub(pos, b.full(1, positions)), b.full(static_cast<double>(bins - 1), positions));
   Value inside = m.and_(m.ge(x, b.broadcast_in_dim(lo, {count}, {})),
@@ -53,8 +53,8 @@ std::vector<Value> lower_histc(Node& n) {
   TensorType hits{DType::S64, {count, bins}};
   Value onehot = m.and_(m.eq(b.broadcast_in_dim(pos, hits.shape, {0}), b.iota(hits, 1)),
                         b.broadcast_in_dim(inside, hits.shape, {0}));
-  Value counts = b.reduce(b.convert(onehot, DType::S64), b.constant_int(0, DType::S64), {0},
-                          hlo::Binary::Add);
+  Value counts =
+      b.reduce(b.convert(onehot, DType::S64), b.constant_int(0, DType::S64), {0}, hlo::Binary::Add);
   return {b.convert(counts, out.dtype)};
 }
 
@@ -107,9 +107,10 @@ Histogram histogram_dd(Node& n, const Value& points, const std::vector<int64_t>&
     if (count == 0 || bins[d] == 0) continue;
     std::vector<int64_t> grid{count, bins[d] + 1};
     Value le = m.le(b.broadcast_in_dim(edges, grid, {1}), b.broadcast_in_dim(x, grid, {0}));
-    Value pos = b.reduce(b.convert(le, DType::S64), b.constant_int(0, DType::S64), {1},
-                         hlo::Binary::Add);
-    pos = m.max(m.min(m.sub(pos, b.full(1, positions)), b.full(static_cast<double>(bins[d] - 1), positions)),
+    Value pos =
+        b.reduce(b.convert(le, DType::S64), b.constant_int(0, DType::S64), {1}, hlo::Binary::Add);
+    pos = m.max(m.min(m.sub(pos, b.full(1, positions)),
+                      b.full(static_cast<double>(bins[d] - 1), positions)),
                 b.full(0, positions));
     auto edge = [&](int64_t i) {
       return b.broadcast_in_dim(b.reshape(b.slice(edges, {i}, {i + 1}, {1}), {}), {count}, {});
@@ -120,7 +121,8 @@ Histogram histogram_dd(Node& n, const Value& points, const std::vector<int64_t>&
   h.hist = b.full(0, {t, {total_bins}});
   if (count > 0 && total_bins > 0) {
     TensorType wt{t, {count}};
-    Value w = n.has(weight_arg) ? b.reshape(b.convert(n.in(weight_arg), t), {count}) : b.full(1, wt);
+    Value w =
+        n.has(weight_arg) ? b.reshape(b.convert(n.in(weight_arg), t), {count}) : b.full(1, wt);
     w = m.sel(inside, w, b.full(0, wt));
     h.hist = lower_bincount(b, index, &w, total_bins, t);
   }
@@ -146,7 +148,8 @@ Value as_points(hlo::Builder& b, const Value& x, DType t, bool flat) {
 
 std::vector<Value> lower_histogram_bin_ct(Node& n) {
   const DType t = n.out(0).dtype;
-  Histogram h = histogram_dd(n, as_points(n.b, n.in(0), t, true), {n.i64(1)}, nullptr, 2, 3, n.flag(4), t);
+  Histogram h =
+      histogram_dd(n, as_points(n.b, n.in(0), t, true), {n.i64(1)}, nullptr, 2, 3, n.flag(4), t);
   return {h.hist, h.edges[0]};
 }
 
@@ -161,14 +164,15 @@ std::vector<Value> lower_histogram_bins_tensor(Node& n) {
 // _histogramdd_bin_edges(self, bins, range?, weight?, density) -> edges per dim.
 std::vector<Value> lower_histogramdd_bin_edges(Node& n) {
   const DType t = n.out(0).dtype;
-  return histogram_dd(n, as_points(n.b, n.in(0), t, false), n.ints(1), nullptr, 2, 3, false, t).edges;
+  return histogram_dd(n, as_points(n.b, n.in(0), t, false), n.ints(1), nullptr, 2, 3, false, t)
+      .edges;
 }
 
 // _histogramdd_from_bin_cts(self, bins, range?, weight?, density) -> hist.
 std::vector<Value> lower_histogramdd_from_bin_cts(Node& n) {
   const DType t = n.out(0).dtype;
-  Histogram h = histogram_dd(n, as_points(n.b, n.in(0), t, false), n.ints(1), nullptr, 2, 3,
-                             n.flag(4), t);
+  Histogram h =
+      histogram_dd(n, as_points(n.b, n.in(0), t, false), n.ints(1), nullptr, 2, 3, n.flag(4), t);
   return {n.b.reshape(h.hist, n.out(0).shape)};
 }
 

@@ -41,12 +41,11 @@ Value gather(hlo::Builder& b, const Value& x, const Value& idx,
              const std::vector<int64_t>& offset_dims, const std::vector<int64_t>& collapsed,
              const std::vector<int64_t>& index_map, const std::vector<int64_t>& slice_sizes,
              const std::vector<int64_t>& result_shape) {
-  std::string attrs = "dimension_numbers = #stablehlo.gather<" + field("offset_dims", offset_dims) +
-                      field("collapsed_slice_dims", collapsed) +
-                      field("start_index_map", index_map) +
-                      "index_vector_dim = " + std::to_string(idx.type.rank() - 1) +
-                      ">, slice_sizes = " + hlo::i64_array(slice_sizes) +
-                      ", indices_are_sorted = false";
+  std::string attrs =
+      "dimension_numbers = #stablehlo.gather<" + field("offset_dims", offset_dims) +
+      field("collapsed_slice_dims", collapsed) + field("start_index_map", index_map) +
+      "index_vector_dim = " + std::to_string(idx.type.rank() - 1) +
+      ">, slice_sizes = " + hlo::i64_array(slice_sizes) + ", indices_are_sorted = false";
   return b.emit("stablehlo.gather", {x, idx}, attrs, TensorType{x.type.dtype, result_shape});
 }
 
@@ -71,15 +70,13 @@ std::string combiner(hlo::Builder& b, Combine c, DType dtype) {
 Value scatter(hlo::Builder& b, const Value& x, const Value& idx, const Value& updates,
               const std::vector<int64_t>& window_dims, const std::vector<int64_t>& inserted,
               const std::vector<int64_t>& index_map, Combine c) {
-  std::string attrs = "scatter_dimension_numbers = #stablehlo.scatter<" +
-                      field("update_window_dims", window_dims) +
-                      field("inserted_window_dims", inserted) +
-                      field("scatter_dims_to_operand_dims", index_map) +
-                      "index_vector_dim = " + std::to_string(idx.type.rank() - 1) +
-                      ">, indices_are_sorted = false, unique_indices = false";
+  std::string attrs =
+      "scatter_dimension_numbers = #stablehlo.scatter<" + field("update_window_dims", window_dims) +
+      field("inserted_window_dims", inserted) + field("scatter_dims_to_operand_dims", index_map) +
+      "index_vector_dim = " + std::to_string(idx.type.rank() - 1) +
+      ">, indices_are_sorted = false, unique_indices = false";
   Value u = b.convert(updates, x.type.dtype);
-  return b.emit("stablehlo.scatter", {x, idx, u}, attrs, x.type,
-                {combiner(b, c, x.type.dtype)});
+  return b.emit("stablehlo.scatter", {x, idx, u}, attrs, x.type, {combiner(b, c, x.type.dtype)});
 }
 
 // Python-style negative indices, as s64.
@@ -162,8 +159,8 @@ Value floor_div_int(hlo::Builder& b, const Value& x, const Value& count) {
   Value q = b.binary(Binary::Divide, x, count);
   Value inexact = b.compare(Compare::NE, b.binary(Binary::Multiply, q, count), x);
   Value negative = b.compare(Compare::LT, x, b.full(0, x.type));
-  return b.select(b.binary(Binary::And, inexact, negative), b.binary(Binary::Subtract, q, b.full(1, q.type)),
-                  q);
+  return b.select(b.binary(Binary::And, inexact, negative),
+                  b.binary(Binary::Subtract, q, b.full(1, q.type)), q);
 }
 
 // scatter / scatter_add / scatter_reduce: self(0), dim(1), index(2), src or value(3).
@@ -238,7 +235,8 @@ Value index_update(Node& n, Combine c, bool fill) {
                        : b.reshape(b.convert(n.in(3), out.dtype), ushape);
   if (c == Combine::Add && n.has(4) && out.dtype != DType::Pred) {
     DType acc = math_dtype(out.dtype);
-    updates = b.binary(Binary::Multiply, b.convert(updates, acc), splat_like(b, n.in(4), {acc, ushape}));
+    updates =
+        b.binary(Binary::Multiply, b.convert(updates, acc), splat_like(b, n.in(4), {acc, ushape}));
     Value r = scatter_along(b, b.convert(self, acc), dim, n.in(2), updates, c);
     return b.reshape(b.convert(r, out.dtype), out.shape);
   }
@@ -354,8 +352,8 @@ Advanced advanced(hlo::Builder& b, const Value& self,
   cshape.push_back(1);
   V parts;
   for (int64_t d : a.dims)
-    parts.push_back(b.reshape(wrap(b, broadcast_to(b, *indices[d], bshape), self.type.shape[d]),
-                              cshape));
+    parts.push_back(
+        b.reshape(wrap(b, broadcast_to(b, *indices[d], bshape), self.type.shape[d]), cshape));
   a.coords = b.concatenate(parts, static_cast<int64_t>(bshape.size()));
   const bool adjacent = a.dims.back() - a.dims.front() + 1 == static_cast<int64_t>(a.dims.size());
   const int64_t rank = self.type.rank();
@@ -434,10 +432,12 @@ Value row_norms(hlo::Builder& b, const Value& x, double p) {
   Value a = b.unary(Unary::Abs, x);
   DType dtype = x.type.dtype;
   if (std::isinf(p)) return reduce_extreme(b, a, {1}, p > 0);
-  if (p == 0) return lower_sum(b, b.convert(b.compare(Compare::NE, a, b.full(0, a.type)), dtype),
-                               {1}, false, dtype);
+  if (p == 0)
+    return lower_sum(b, b.convert(b.compare(Compare::NE, a, b.full(0, a.type)), dtype), {1}, false,
+                     dtype);
   if (p == 1) return lower_sum(b, a, {1}, false, dtype);
-  if (p == 2) return b.unary(Unary::Sqrt, lower_sum(b, b.binary(Binary::Multiply, a, a), {1}, false, dtype));
+  if (p == 2)
+    return b.unary(Unary::Sqrt, lower_sum(b, b.binary(Binary::Multiply, a, a), {1}, false, dtype));
   Value powered = lower_sum(b, b.binary(Binary::Power, a, b.full(p, a.type)), {1}, false, dtype);
   return b.binary(Binary::Power, powered, b.full(1 / p, powered.type));
 }
@@ -457,7 +457,8 @@ V lower_embedding_renorm(Node& n) {
   Value named = scatter(b, b.full(0, {DType::Pred, {rows}}),
                         b.reshape(wrap(b, b.reshape(n.in(1), {m}), rows), {m, 1}),
                         b.full(1, {DType::Pred, {m}}), {}, {0}, {0}, Combine::Add);
-  Value scaled = b.binary(Binary::And, named, b.compare(Compare::GT, norm, b.full(max_norm, norm.type)));
+  Value scaled =
+      b.binary(Binary::And, named, b.compare(Compare::GT, norm, b.full(max_norm, norm.type)));
   Value scale = b.binary(Binary::Divide, b.full(max_norm, norm.type),
                          b.binary(Binary::Add, norm, b.full(1e-7, norm.type)));
   scale = b.select(scaled, scale, b.full(1, scale.type));
@@ -504,19 +505,19 @@ Bags make_bags(hlo::Builder& b, const Value& indices, const Value& offsets, int6
   Value off = b.convert(offsets, DType::S64);
   Value starts = b.slice(off, {0}, {num_bags}, {1});
   // One mark per bag start, then a running count gives each position's bag.
-  Value marks = scatter(b, b.full(0, {DType::S64, {m + 1}}),
-                        b.reshape(b.binary(Binary::Minimum, starts, b.full(static_cast<double>(m),
-                                                                     starts.type)),
-                                  {num_bags, 1}),
-                        b.full(1, {DType::S64, {num_bags}}), {}, {0}, {0}, Combine::Add);
+  Value marks = scatter(
+      b, b.full(0, {DType::S64, {m + 1}}),
+      b.reshape(b.binary(Binary::Minimum, starts, b.full(static_cast<double>(m), starts.type)),
+                {num_bags, 1}),
+      b.full(1, {DType::S64, {num_bags}}), {}, {0}, {0}, Combine::Add);
   Value bag = b.binary(Binary::Subtract, b.slice(cumsum_1d(b, marks), {0}, {m}, {1}),
                        b.full(1, {DType::S64, {m}}));
-  Value valid = b.binary(Binary::And, b.compare(Compare::GE, bag, b.full(0, bag.type)),
-                         b.compare(Compare::NE, g.idx,
-                                   b.full(static_cast<double>(padding_idx), g.idx.type)));
+  Value valid =
+      b.binary(Binary::And, b.compare(Compare::GE, bag, b.full(0, bag.type)),
+               b.compare(Compare::NE, g.idx, b.full(static_cast<double>(padding_idx), g.idx.type)));
   if (include_last_offset) {
-    Value end = b.broadcast_in_dim(b.reshape(b.slice(off, {num_bags}, {num_bags + 1}, {1}), {}),
-                                   {m}, {});
+    Value end =
+        b.broadcast_in_dim(b.reshape(b.slice(off, {num_bags}, {num_bags + 1}, {1}), {}), {m}, {});
     valid = b.binary(Binary::And, valid, b.compare(Compare::LT, b.iota({DType::S64, {m}}, 0), end));
   }
   g.bag = b.select(valid, bag, b.full(static_cast<double>(num_bags), bag.type));
@@ -545,8 +546,8 @@ V lower_embedding_bag(Node& n) {
                     b.broadcast_in_dim(b.convert(n.in(6), acc), {m, dim}, {0}));
   Value target = b.reshape(g.bag, {m, 1});
   Value bag_size = b.convert(g.count, n.out(2).dtype);
-  bag_size = b.concatenate({bag_size, b.full(0, {bag_size.type.dtype,
-                                                 {n.out(2).shape[0] - num_bags}})}, 0);
+  bag_size = b.concatenate(
+      {bag_size, b.full(0, {bag_size.type.dtype, {n.out(2).shape[0] - num_bags}})}, 0);
   Value offset2bag = b.convert(g.bag, n.out(1).dtype);
   Value empty = b.broadcast_in_dim(b.compare(Compare::EQ, g.count, b.full(0, g.count.type)),
                                    {num_bags, dim}, {0});
@@ -554,8 +555,8 @@ V lower_embedding_bag(Node& n) {
   if (mode != kMax) {
     Value sum = scatter(b, b.full(0, otype), target, rows, {1}, {0}, {0}, Combine::Add);
     if (mode == kMean) {
-      Value count = b.broadcast_in_dim(
-          b.binary(Binary::Maximum, g.count, b.full(1, g.count.type)), out.shape, {0});
+      Value count = b.broadcast_in_dim(b.binary(Binary::Maximum, g.count, b.full(1, g.count.type)),
+                                       out.shape, {0});
       sum = b.binary(Binary::Divide, sum, count);
     }
     return {b.convert(sum, out.dtype), offset2bag, bag_size, zeros[3]};
@@ -563,20 +564,19 @@ V lower_embedding_bag(Node& n) {
   Value best = scatter(b, b.full(-INFINITY, otype), target, rows, {1}, {0}, {0}, Combine::Max);
   best = b.select(empty, b.full(0, otype), best);
   // The first index reaching each maximum, as CPU picks it.
-  Value picked = gather(b, best, b.reshape(b.binary(Binary::Minimum, g.bag,
-                                                    b.full(num_bags - 1, g.bag.type)),
-                                           {m, 1}),
-                        {1}, {0}, {0}, {1, dim}, {m, dim});
+  Value picked =
+      gather(b, best,
+             b.reshape(b.binary(Binary::Minimum, g.bag, b.full(num_bags - 1, g.bag.type)), {m, 1}),
+             {1}, {0}, {0}, {1, dim}, {m, dim});
   Value pos = b.iota({DType::S64, {m, dim}}, 0);
   Value hit = b.compare(Compare::EQ, rows, picked);
   Value first = scatter(b, b.full(static_cast<double>(m), {DType::S64, out.shape}), target,
-                        b.select(hit, pos, b.full(static_cast<double>(m), pos.type)), {1}, {0},
-                        {0}, Combine::Min);
+                        b.select(hit, pos, b.full(static_cast<double>(m), pos.type)), {1}, {0}, {0},
+                        Combine::Min);
   Value idx_ext = b.concatenate({g.idx, b.full(-1, {DType::S64, {1}})}, 0);
-  Value max_indices = b.reshape(b.gather_flat(idx_ext, b.reshape(first, {num_bags * dim})),
-                                out.shape);
-  return {b.convert(best, out.dtype), offset2bag, bag_size,
-          b.convert(max_indices, n.out(3).dtype)};
+  Value max_indices =
+      b.reshape(b.gather_flat(idx_ext, b.reshape(first, {num_bags * dim})), out.shape);
+  return {b.convert(best, out.dtype), offset2bag, bag_size, b.convert(max_indices, n.out(3).dtype)};
 }
 
 // The weight gradient of an embedding bag; `a` maps the schema's arguments.
@@ -599,15 +599,15 @@ Value embedding_bag_backward(Node& n, const BagBackwardArgs& a) {
     Value mi = b.convert(n.in(a.max_indices), DType::S64);
     mi = b.select(b.compare(Compare::LT, mi, b.full(0, mi.type)),
                   b.full(static_cast<double>(num_weights), mi.type), mi);
-    Value coords = b.concatenate({b.reshape(mi, {num_bags, dim, 1}),
-                                  b.iota({DType::S64, {num_bags, dim, 1}}, 1)}, 2);
+    Value coords = b.concatenate(
+        {b.reshape(mi, {num_bags, dim, 1}), b.iota({DType::S64, {num_bags, dim, 1}}, 1)}, 2);
     return b.convert(point_scatter(b, b.full(0, wtype), coords, g, Combine::Add), out.dtype);
   }
   Value idx = b.reshape(b.convert(n.in(a.indices), DType::S64), {m});
   Value bag = b.convert(n.in(a.offset2bag), DType::S64);
-  Value valid = b.binary(Binary::And, b.compare(Compare::LT, bag, b.full(num_bags, bag.type)),
-                         b.compare(Compare::NE, idx, b.full(static_cast<double>(n.i64(a.padding)),
-                                                             idx.type)));
+  Value valid = b.binary(
+      Binary::And, b.compare(Compare::LT, bag, b.full(num_bags, bag.type)),
+      b.compare(Compare::NE, idx, b.full(static_cast<double>(n.i64(a.padding)), idx.type)));
   Value safe_bag = b.binary(Binary::Minimum, bag, b.full(num_bags - 1, bag.type));
   Value rows = select_along(b, g, 0, safe_bag);
   if (n.i64(a.mode) == kMean) {
@@ -648,9 +648,9 @@ V lower_embedding_bag_psw_backward(Node& n) {
   DType acc = math_dtype(out.dtype);
   Value idx = b.reshape(b.convert(n.in(2), DType::S64), {m});
   Value bag = b.convert(n.in(4), DType::S64);
-  Value valid = b.binary(Binary::And, b.compare(Compare::LT, bag, b.full(num_bags, bag.type)),
-                         b.compare(Compare::NE, idx, b.full(static_cast<double>(n.i64(6)),
-                                                             idx.type)));
+  Value valid =
+      b.binary(Binary::And, b.compare(Compare::LT, bag, b.full(num_bags, bag.type)),
+               b.compare(Compare::NE, idx, b.full(static_cast<double>(n.i64(6)), idx.type)));
   Value safe_bag = b.binary(Binary::Minimum, bag, b.full(num_bags - 1, bag.type));
   Value g = select_along(b, b.convert(grad, acc), 0, safe_bag);
   Value w = select_along(b, b.convert(n.in(1), acc), 0, idx);
@@ -710,11 +710,11 @@ Value cumsum_1d(hlo::Builder& b, const Value& x) {
 std::vector<Value> lower_nonzero_flat(hlo::Builder& b, const Value& x) {
   const int64_t n = x.type.numel();
   Value mask = b.convert(b.reshape(x, {n}), DType::Pred);
-  Value count = b.reduce(b.convert(mask, DType::S64), b.constant(0, DType::S64), {0},
-                         hlo::Binary::Add);
+  Value count =
+      b.reduce(b.convert(mask, DType::S64), b.constant(0, DType::S64), {0}, hlo::Binary::Add);
   // True elements go to their rank; the others to n, which the scatter drops.
-  Value target = b.select(mask, mask_rank(b, mask),
-                          b.full(static_cast<double>(n), {DType::S64, {n}}));
+  Value target =
+      b.select(mask, mask_rank(b, mask), b.full(static_cast<double>(n), {DType::S64, {n}}));
   Value positions = scatter(b, b.full(0, {DType::S64, {n}}), b.reshape(target, {n, 1}),
                             b.iota({DType::S64, {n}}, 0), {}, {0}, {0}, Combine::Replace);
   return {count, positions};
@@ -814,7 +814,8 @@ Value mask_put(hlo::Builder& b, const Value& self, int64_t d, const Value& mask,
   } else {
     // One row per true element, in row-major order; rows past the count are unused.
     Value r = mask_rank(b, b.reshape(m, {mask.type.numel()}));
-    r = b.binary(Binary::Maximum, b.binary(Binary::Minimum, r, b.full(static_cast<double>(vshape[d] - 1), r.type)),
+    r = b.binary(Binary::Maximum,
+                 b.binary(Binary::Minimum, r, b.full(static_cast<double>(vshape[d] - 1), r.type)),
                  b.full(0, r.type));
     v = b.reshape(select_along(b, v, d, r), shape);
   }
@@ -828,8 +829,7 @@ Value mask_put(hlo::Builder& b, const Value& self, int64_t d, const Value& mask,
 
 V graph_index(Node& n) {
   for (const auto& i : n.list(1))
-    if (i && is_mask(*i))
-      throw Unsupported("index: a bool mask index has a data-dependent shape");
+    if (i && is_mask(*i)) throw Unsupported("index: a bool mask index has a data-dependent shape");
   return {lower_index(n.b, n.in(0), n.list(1))};
 }
 
@@ -843,8 +843,9 @@ V graph_index_put(Node& n) {
   }
   if (mask_at < 0) return {lower_index_put(n.b, n.in(0), indices, n.in(2), n.flag(3))};
   if (present > 1)
-    throw Unsupported("index_put: a bool mask index with other indices has a "
-                                "data-dependent shape");
+    throw Unsupported(
+        "index_put: a bool mask index with other indices has a "
+        "data-dependent shape");
   return {mask_put(n.b, n.in(0), mask_at, *indices[mask_at], n.in(2), n.flag(3))};
 }
 
@@ -871,8 +872,9 @@ TORCH_TPU_GRAPH_LOWERING(embedding, {"embedding"}, graph_embedding);
 TORCH_TPU_GRAPH_LOWERING(assert_async, {"_assert_async", "_assert_async.msg"}, graph_assert_async);
 
 TORCH_TPU_LOWERING(gather, {"gather", "gather.out"}, lower_gather);
-TORCH_TPU_LOWERING(scatter, {"scatter.src", "scatter_.src", "scatter.src_out", "scatter.value",
-                             "scatter_.value", "scatter.value_out"},
+TORCH_TPU_LOWERING(scatter,
+                   {"scatter.src", "scatter_.src", "scatter.src_out", "scatter.value",
+                    "scatter_.value", "scatter.value_out"},
                    lower_scatter);
 TORCH_TPU_LOWERING(scatter_reduce_legacy,
                    {"scatter.reduce", "scatter_.reduce", "scatter.reduce_out",
@@ -880,8 +882,8 @@ TORCH_TPU_LOWERING(scatter_reduce_legacy,
                    lower_scatter_reduce_legacy);
 TORCH_TPU_LOWERING(scatter_add, {"scatter_add", "scatter_add_", "scatter_add.out"},
                    lower_scatter_add);
-TORCH_TPU_LOWERING(scatter_reduce, {"scatter_reduce.two", "scatter_reduce_.two",
-                                    "scatter_reduce.two_out"},
+TORCH_TPU_LOWERING(scatter_reduce,
+                   {"scatter_reduce.two", "scatter_reduce_.two", "scatter_reduce.two_out"},
                    lower_scatter_reduce);
 TORCH_TPU_LOWERING(index_select, {"index_select", "index_select.out"}, lower_index_select);
 TORCH_TPU_LOWERING(index_add, {"index_add", "index_add_", "index_add.out"}, lower_index_add);
@@ -889,13 +891,15 @@ TORCH_TPU_LOWERING(nonzero_static, {"nonzero_static", "nonzero_static.out"}, low
 TORCH_TPU_LOWERING(index_reduce, {"index_reduce", "index_reduce_", "index_reduce.out"},
                    lower_index_reduce);
 TORCH_TPU_LOWERING(index_copy, {"index_copy", "index_copy_", "index_copy.out"}, lower_index_copy);
-TORCH_TPU_LOWERING(index_fill, {"index_fill.int_Scalar", "index_fill_.int_Scalar",
-                                "index_fill.int_Tensor", "index_fill_.int_Tensor"},
+TORCH_TPU_LOWERING(index_fill,
+                   {"index_fill.int_Scalar", "index_fill_.int_Scalar", "index_fill.int_Tensor",
+                    "index_fill_.int_Tensor"},
                    lower_index_fill);
 TORCH_TPU_LOWERING(take, {"take", "take.out"}, lower_take);
 TORCH_TPU_LOWERING(put, {"put_"}, lower_put);
-TORCH_TPU_LOWERING(masked_fill, {"masked_fill.Scalar", "masked_fill_.Scalar",
-                                 "masked_fill.Tensor", "masked_fill_.Tensor"},
+TORCH_TPU_LOWERING(masked_fill,
+                   {"masked_fill.Scalar", "masked_fill_.Scalar", "masked_fill.Tensor",
+                    "masked_fill_.Tensor"},
                    lower_masked_fill);
 TORCH_TPU_LOWERING(masked_scatter, {"masked_scatter", "masked_scatter_"}, lower_masked_scatter);
 TORCH_TPU_LOWERING(embedding_dense_backward,

@@ -24,16 +24,17 @@ std::vector<Value> lower_isin(Node& n) {
   std::vector<int64_t> element_dims(rank);
   std::iota(element_dims.begin(), element_dims.end(), 0);
   Value x = b.broadcast_in_dim(b.convert(n.in(0), n.compute), pairs, element_dims);
-  Value t = b.broadcast_in_dim(b.reshape(b.convert(tests, n.compute), {pairs.back()}), pairs,
-                               {rank});
+  Value t =
+      b.broadcast_in_dim(b.reshape(b.convert(tests, n.compute), {pairs.back()}), pairs, {rank});
   Value found = reduce_extreme(b, b.compare(hlo::Compare::EQ, x, t), {rank}, /*max=*/true);
   return {n.flag(3) ? b.unary(Unary::Not, found) : found};
 }
 
 }  // namespace
 
-TORCH_TPU_LOWERING(isin, {"isin.Tensor_Tensor", "isin.Tensor_Tensor_out", "isin.Tensor_Scalar",
-                          "isin.Tensor_Scalar_out", "isin.Scalar_Tensor", "isin.Scalar_Tensor_out"},
+TORCH_TPU_LOWERING(isin,
+                   {"isin.Tensor_Tensor", "isin.Tensor_Tensor_out", "isin.Tensor_Scalar",
+                    "isin.Tensor_Scalar_out", "isin.Scalar_Tensor", "isin.Scalar_Tensor_out"},
                    lower_isin);
 
 }  // namespace torch_tpu::ops

@@ -50,9 +50,10 @@ Value eye_like(hlo::Builder& b, const TensorType& t) {
 
 Value trisolve(hlo::Builder& b, const Value& a, const Value& rhs, bool left, bool lower, bool unit,
                bool transpose) {
-  std::string attrs = std::string("left_side = ") + (left ? "true" : "false") + ", lower = " +
-                      (lower ? "true" : "false") + ", unit_diagonal = " + (unit ? "true" : "false") +
-                      ", transpose_a = #stablehlo<transpose " + (transpose ? "TRANSPOSE" : "NO_TRANSPOSE") + ">";
+  std::string attrs =
+      std::string("left_side = ") + (left ? "true" : "false") +
+      ", lower = " + (lower ? "true" : "false") + ", unit_diagonal = " + (unit ? "true" : "false") +
+      ", transpose_a = #stablehlo<transpose " + (transpose ? "TRANSPOSE" : "NO_TRANSPOSE") + ">";
   return b.emit("stablehlo.triangular_solve", {a, rhs}, attrs, rhs.type);
 }
 
@@ -64,7 +65,8 @@ Value diagonal(hlo::Builder& b, const Value& x) {
   const int64_t r = x.type.rank();
   TensorType it{DType::S64, x.type.shape};
   Value d = b.compare(Compare::EQ, b.iota(it, r - 2), b.iota(it, r - 1));
-  return b.reduce(b.select(d, x, b.full(0, x.type)), b.constant(0, x.type.dtype), {r - 1}, Binary::Add);
+  return b.reduce(b.select(d, x, b.full(0, x.type)), b.constant(0, x.type.dtype), {r - 1},
+                  Binary::Add);
 }
 
 }  // namespace linalg
@@ -82,8 +84,9 @@ using V = std::vector<Value>;
 V lower_trace(Node& n) {
   hlo::Builder& b = n.b;
   const Value& x = n.in(0);
-  if (x.type.rank() != 2) throw std::invalid_argument("trace: expected a matrix, but got tensor with dim " +
-                                                      std::to_string(x.type.rank()));
+  if (x.type.rank() != 2)
+    throw std::invalid_argument("trace: expected a matrix, but got tensor with dim " +
+                                std::to_string(x.type.rank()));
   const DType out = n.out().dtype;
   if (x.type.dtype == DType::Pred) not_implemented("trace", DType::Pred);
   const DType acc = math_dtype(out);
@@ -91,7 +94,8 @@ V lower_trace(Node& n) {
   Value diag = b.compare(Compare::EQ, b.iota(it, 0), b.iota(it, 1));
   Value v = b.convert(x, acc);
   v = b.select(diag, v, b.full(0, v.type));
-  Value sum = b.reduce(v, b.constant(0, acc), {0, 1}, acc == DType::Pred ? Binary::Or : Binary::Add);
+  Value sum =
+      b.reduce(v, b.constant(0, acc), {0, 1}, acc == DType::Pred ? Binary::Or : Binary::Add);
   return {b.reshape(b.convert(sum, out), n.out().shape)};
 }
 
@@ -107,7 +111,8 @@ V lower_linalg_cross(Node& n) {
   hlo::Builder& b = n.b;
   const TensorType& out = n.out();
   if (out.numel() == 0) return {b.full(0, out)};
-  Value x = cast_to(b, n.in(0), out.dtype, out.shape), y = cast_to(b, n.in(1), out.dtype, out.shape);
+  Value x = cast_to(b, n.in(0), out.dtype, out.shape),
+        y = cast_to(b, n.in(1), out.dtype, out.shape);
   const int64_t dim = wrap_dim(n.i64(2), out.rank());
   if (out.shape[dim] != 3)
     throw std::invalid_argument("linalg.cross: inputs dimension " + std::to_string(n.i64(2)) +
@@ -162,7 +167,8 @@ V lower_cdist(Node& n) {
   auto [x1, x2] = batch_operands(n, t);
   Math m{b};
   const int64_t batch = out.rank() - 2;
-  const int64_t rows1 = x1.type.shape[batch], rows2 = x2.type.shape[batch], cols = x1.type.shape[batch + 1];
+  const int64_t rows1 = x1.type.shape[batch], rows2 = x2.type.shape[batch],
+                cols = x1.type.shape[batch + 1];
   std::vector<int64_t> bdims;
   for (int64_t d = 0; d < batch; ++d) bdims.push_back(d);
   if (cols == 0) return {b.full(0, out)};
@@ -172,12 +178,14 @@ V lower_cdist(Node& n) {
     auto padded = [&](const Value& x, bool first) {
       std::vector<int64_t> col = x.type.shape;
       col.back() = 1;
-      Value norm = b.reshape(b.reduce(m.mul(x, x), b.constant(0, t), {batch + 1}, Binary::Add), col);
+      Value norm =
+          b.reshape(b.reduce(m.mul(x, x), b.constant(0, t), {batch + 1}, Binary::Add), col);
       Value ones = b.full(1, {t, col});
       if (first) return b.concatenate({m.mul(m.k(-2, x), x), norm, ones}, batch + 1);
       return b.concatenate({x, ones, norm}, batch + 1);
     };
-    Value g = b.dot_general(padded(x1, true), padded(x2, false), bdims, bdims, {batch + 1}, {batch + 1}, t);
+    Value g = b.dot_general(padded(x1, true), padded(x2, false), bdims, bdims, {batch + 1},
+                            {batch + 1}, t);
     Value r = m.sqrt(m.max(g, m.k(0, g)));
     return {b.convert(r, out.dtype)};
   }
@@ -219,7 +227,8 @@ V lower_renorm(Node& n) {
   const TensorType& out = n.out();
   const Value& self = n.in(0);
   if (!hlo::is_float(out.dtype)) not_implemented("renorm", out.dtype);
-  if (self.type.rank() == 0) throw std::invalid_argument("renorm: input needs at least 1 dimension, got 0 dimensions");
+  if (self.type.rank() == 0)
+    throw std::invalid_argument("renorm: input needs at least 1 dimension, got 0 dimensions");
   const DType acc = math_dtype(out.dtype);
   const int64_t dim = wrap_dim(n.i64(2), self.type.rank());
   Math m{b};
@@ -241,7 +250,8 @@ V lower_renorm(Node& n) {
   Value mx = b.broadcast_in_dim(maxnorm, nt.shape, {});
   Value factor = m.sel(m.gt(norm, mx), m.div(mx, m.add(norm, m.k(1e-7, norm))), m.k(1, norm));
   factor = b.convert(factor, out.dtype);
-  Value r = b.binary(Binary::Multiply, b.convert(self, out.dtype), b.broadcast_in_dim(factor, out.shape, {dim}));
+  Value r = b.binary(Binary::Multiply, b.convert(self, out.dtype),
+                     b.broadcast_in_dim(factor, out.shape, {dim}));
   return {r};
 }
 

@@ -20,13 +20,13 @@ using hlo::DType;
 using hlo::TensorType;
 using hlo::Value;
 using V = std::vector<Value>;
-using linalg::to_batch;
-using linalg::trisolve;
 using linalg::batch_of;
-using linalg::triangle;
+using linalg::diagonal;
 using linalg::eye_like;
 using linalg::float_only;
-using linalg::diagonal;
+using linalg::to_batch;
+using linalg::triangle;
+using linalg::trisolve;
 
 // ---- QR, symmetric eigendecomposition, SVD, matrix exponential ----------------------------
 //
@@ -64,8 +64,10 @@ Value at_index(hlo::Builder& b, const std::vector<int64_t>& shape, int64_t dim, 
   return b.compare(c, b.iota({DType::S64, shape}, dim), b.broadcast_in_dim(i, shape, {}));
 }
 
-Value sum_where(hlo::Builder& b, const Value& mask, const Value& x, const std::vector<int64_t>& dims) {
-  return b.reduce(b.select(mask, x, b.full(0, x.type)), b.constant(0, x.type.dtype), dims, Binary::Add);
+Value sum_where(hlo::Builder& b, const Value& mask, const Value& x,
+                const std::vector<int64_t>& dims) {
+  return b.reduce(b.select(mask, x, b.full(0, x.type)), b.constant(0, x.type.dtype), dims,
+                  Binary::Add);
 }
 
 // Column j of X [bt, r, c] as [bt, r]; element j of x [bt, r] as [bt].
@@ -86,7 +88,8 @@ Value reflect(hlo::Builder& b, const Value& v, const Value& t, const Value& C) {
   const std::vector<int64_t>& sh = C.type.shape;
   Value vb = b.broadcast_in_dim(v, sh, {0, 1});
   Value w = b.reduce(m.mul(vb, C), b.constant(0, C.type.dtype), {1}, Binary::Add);  // [bt, c]
-  return m.sub(C, m.mul(b.broadcast_in_dim(t, sh, {0}), m.mul(vb, b.broadcast_in_dim(w, sh, {0, 2}))));
+  return m.sub(C,
+               m.mul(b.broadcast_in_dim(t, sh, {0}), m.mul(vb, b.broadcast_in_dim(w, sh, {0, 2}))));
 }
 
 struct Qr {
@@ -115,23 +118,31 @@ Qr householder_qr(hlo::Builder& b, const Value& a0) {
     Value beta = mm.sel(mm.ge(alpha, mm.k(0, alpha)), mm.neg(norm), norm);
     // Nothing below the diagonal: H = I (tau = 0), as LAPACK's dlarfg.
     Value trivial = mm.eq(xnorm2, mm.k(0, xnorm2));
-    Value t = mm.sel(trivial, mm.k(0, beta), mm.div(mm.sub(beta, alpha), mm.sel(trivial, mm.k(1, beta), beta)));
+    Value t = mm.sel(trivial, mm.k(0, beta),
+                     mm.div(mm.sub(beta, alpha), mm.sel(trivial, mm.k(1, beta), beta)));
     Value scale = mm.div(mm.k(1, beta), mm.sel(trivial, mm.k(1, beta), mm.sub(alpha, beta)));
-    Value v = rb.select(diag, rb.full(1, col.type), mm.mul(tail, rb.broadcast_in_dim(scale, vs, {0})));
-    Value out = rb.select(at_index(rb, at.shape, 2, j, Compare::GT), reflect(rb, v, t, A), A);  // columns > j
-    Value newcol = rb.select(diag, rb.broadcast_in_dim(mm.sel(trivial, alpha, beta), vs, {0}), rb.select(below, v, col));
-    out = rb.select(at_index(rb, at.shape, 2, j), rb.broadcast_in_dim(newcol, at.shape, {0, 1}), out);
-    Value tau1 = rb.select(at_index(rb, tt.shape, 1, j), rb.broadcast_in_dim(t, tt.shape, {0}), tau);
+    Value v =
+        rb.select(diag, rb.full(1, col.type), mm.mul(tail, rb.broadcast_in_dim(scale, vs, {0})));
+    Value out = rb.select(at_index(rb, at.shape, 2, j, Compare::GT), reflect(rb, v, t, A),
+                          A);  // columns > j
+    Value newcol = rb.select(diag, rb.broadcast_in_dim(mm.sel(trivial, alpha, beta), vs, {0}),
+                             rb.select(below, v, col));
+    out =
+        rb.select(at_index(rb, at.shape, 2, j), rb.broadcast_in_dim(newcol, at.shape, {0, 1}), out);
+    Value tau1 =
+        rb.select(at_index(rb, tt.shape, 1, j), rb.broadcast_in_dim(t, tt.shape, {0}), tau);
     return V{rb.binary(Binary::Add, j, s64(rb, 1)), out, tau1};
   });
-  V res = b.emit_multi("stablehlo.while", {s64(b, 0), a0, b.full(0, tt)}, "", {s, at, tt}, {cond, body});
+  V res = b.emit_multi("stablehlo.while", {s64(b, 0), a0, b.full(0, tt)}, "", {s, at, tt},
+                       {cond, body});
   return {res[1], res[2]};
 }
 
 // Q C (or Q^T C with `transpose`) for Q = H_0 ... H_{k-1}, the reflectors in the columns of
 // R [bt, m, >= k] below the diagonal (unit diagonal implied), factors tau [bt, >= k], and
 // C [bt, m, c].
-Value apply_reflectors(hlo::Builder& b, const Value& R, const Value& tau, int64_t k, const Value& C, bool transpose) {
+Value apply_reflectors(hlo::Builder& b, const Value& R, const Value& tau, int64_t k, const Value& C,
+                       bool transpose) {
   const TensorType rt = R.type, tt = tau.type, ct = C.type, s{DType::S64, {}};
   const int64_t bt = ct.shape[0], m = ct.shape[1];
   std::string cond = b.region({s, rt, tt, ct}, [k](hlo::Builder& rb, const V& x) {
@@ -144,9 +155,11 @@ Value apply_reflectors(hlo::Builder& b, const Value& R, const Value& tau, int64_
     Value col = column_at(rb, Rr, j);
     Value v = rb.select(at_index(rb, vs, 1, j), rb.full(1, col.type),
                         rb.select(at_index(rb, vs, 1, j, Compare::GT), col, rb.full(0, col.type)));
-    return V{rb.binary(Binary::Add, i, s64(rb, 1)), Rr, T, reflect(rb, v, element_at(rb, T, j), Cc)};
+    return V{rb.binary(Binary::Add, i, s64(rb, 1)), Rr, T,
+             reflect(rb, v, element_at(rb, T, j), Cc)};
   });
-  V res = b.emit_multi("stablehlo.while", {s64(b, 0), R, tau, C}, "", {s, rt, tt, ct}, {cond, body});
+  V res =
+      b.emit_multi("stablehlo.while", {s64(b, 0), R, tau, C}, "", {s, rt, tt, ct}, {cond, body});
   return res[3];
 }
 
@@ -170,7 +183,8 @@ V lower_linalg_qr(Node& n) {
   const TensorType &qt = n.out(0), &rt = n.out(1);
   const Value& a = n.in(0);
   const DType dt = a.type.dtype;
-  if (a.type.numel() == 0) return {mode == "complete" && qt.numel() > 0 ? eye_like(b, qt) : b.full(0, qt), b.full(0, rt)};
+  if (a.type.numel() == 0)
+    return {mode == "complete" && qt.numel() > 0 ? eye_like(b, qt) : b.full(0, qt), b.full(0, rt)};
   Flat f = flatten(b, a);
   const int64_t m = f.x.type.shape[1], c = f.x.type.shape[2], k = std::min(m, c);
   Qr qr = householder_qr(b, f.x);
@@ -217,7 +231,8 @@ V lower_ormqr(Node& n) {
 
 // c, s of the rotation J (J_pp = J_qq = c, J_pq = s, J_qp = -s) for which J^T [[app, apq],
 // [apq, aqq]] J is diagonal (Golub & Van Loan's sym.schur2).
-std::pair<Value, Value> jacobi_rotation(const Math& m, const Value& app, const Value& aqq, const Value& apq) {
+std::pair<Value, Value> jacobi_rotation(const Math& m, const Value& app, const Value& aqq,
+                                        const Value& apq) {
   Value zero = m.eq(apq, m.k(0, apq));
   Value safe = m.sel(zero, m.k(1, apq), apq);
   Value tau = m.div(m.sub(aqq, app), m.mul(m.k(2, safe), safe));
@@ -230,14 +245,17 @@ std::pair<Value, Value> jacobi_rotation(const Math& m, const Value& app, const V
 
 // X with columns p and q replaced by c x_p - s x_q and s x_p + c x_q (X J for the rotation
 // J of jacobi_rotation); with `rows`, the same on rows (J^T X). c, s: [bt].
-Value rotate(hlo::Builder& b, const Value& X, const Value& p, const Value& q, const Value& c, const Value& s,
-             bool rows) {
+Value rotate(hlo::Builder& b, const Value& X, const Value& p, const Value& q, const Value& c,
+             const Value& s, bool rows) {
   Math m{b};
   const std::vector<int64_t>& sh = X.type.shape;
   const int64_t dim = rows ? 1 : 2;
-  auto line = [&](const Value& i) { return sum_where(b, at_index(b, sh, dim, i), X, {dim}); };  // [bt, other]
+  auto line = [&](const Value& i) {
+    return sum_where(b, at_index(b, sh, dim, i), X, {dim});
+  };  // [bt, other]
   Value xp = line(p), xq = line(q);
-  Value cb = b.broadcast_in_dim(c, xp.type.shape, {0}), sb = b.broadcast_in_dim(s, xp.type.shape, {0});
+  Value cb = b.broadcast_in_dim(c, xp.type.shape, {0}),
+        sb = b.broadcast_in_dim(s, xp.type.shape, {0});
   Value np = m.sub(m.mul(cb, xp), m.mul(sb, xq)), nq = m.add(m.mul(sb, xp), m.mul(cb, xq));
   const std::vector<int64_t> keep{0, rows ? int64_t{2} : int64_t{1}};
   return b.select(at_index(b, sh, dim, p), b.broadcast_in_dim(np, sh, keep),
@@ -262,25 +280,30 @@ std::pair<Value, Value> jacobi(hlo::Builder& b, const Value& X, bool one_sided) 
   constexpr int64_t max_sweeps = 40;
   // Two-sided: |X|_F^2 per matrix, the scale of the test.
   Value scale = one_sided ? b.full(1, nt)
-                          : b.reduce(b.binary(Binary::Multiply, X, X), b.constant(0, dt), {1, 2}, Binary::Add);
+                          : b.reduce(b.binary(Binary::Multiply, X, X), b.constant(0, dt), {1, 2},
+                                     Binary::Add);
   const std::vector<TensorType> types{s, s, s, pr, pr, xt, vt, nt};
   std::string cond = b.region(types, [](hlo::Builder& rb, const V& x) {
-    return V{rb.binary(Binary::And, rb.compare(Compare::LT, x[2], s64(rb, max_sweeps)), rb.unary(Unary::Not, x[3]))};
+    return V{rb.binary(Binary::And, rb.compare(Compare::LT, x[2], s64(rb, max_sweeps)),
+                       rb.unary(Unary::Not, x[3]))};
   });
   std::string body = b.region(types, [=](hlo::Builder& rb, const V& x) {
     Math mm{rb};
-    const Value &p = x[0], &q = x[1], &sweep = x[2], &done = x[3], &clean = x[4], &A = x[5], &Vv = x[6],
-                &sc = x[7];
+    const Value &p = x[0], &q = x[1], &sweep = x[2], &done = x[3], &clean = x[4], &A = x[5],
+                &Vv = x[6], &sc = x[7];
     Value app, aqq, apq, small;
     if (one_sided) {
       Value cp = column_at(rb, A, p), cq = column_at(rb, A, q);
-      auto dot = [&](const Value& u, const Value& w) { return rb.reduce(mm.mul(u, w), rb.constant(0, dt), {1}, Binary::Add); };
+      auto dot = [&](const Value& u, const Value& w) {
+        return rb.reduce(mm.mul(u, w), rb.constant(0, dt), {1}, Binary::Add);
+      };
       app = dot(cp, cp), aqq = dot(cq, cq), apq = dot(cp, cq);
       small = mm.le(mm.mul(apq, apq), mm.mul(mm.k(tol2, apq), mm.mul(app, aqq)));
     } else {
       const std::vector<int64_t> sq{bt, n, n};
       auto entry = [&](const Value& i, const Value& j) {
-        return sum_where(rb, rb.binary(Binary::And, at_index(rb, sq, 1, i), at_index(rb, sq, 2, j)), A, {1, 2});
+        return sum_where(rb, rb.binary(Binary::And, at_index(rb, sq, 1, i), at_index(rb, sq, 2, j)),
+                         A, {1, 2});
       };
       app = entry(p, p), aqq = entry(q, q), apq = entry(p, q);
       small = mm.le(mm.mul(apq, apq), mm.mul(mm.k(tol2, apq), sc));
@@ -290,12 +313,14 @@ std::pair<Value, Value> jacobi(hlo::Builder& b, const Value& X, bool one_sided) 
     if (!one_sided) {
       An = rotate(rb, An, p, q, c, sn, true);
       const std::vector<int64_t> sq{bt, n, n};
-      Value pq = rb.binary(Binary::Or, rb.binary(Binary::And, at_index(rb, sq, 1, p), at_index(rb, sq, 2, q)),
+      Value pq = rb.binary(Binary::Or,
+                           rb.binary(Binary::And, at_index(rb, sq, 1, p), at_index(rb, sq, 2, q)),
                            rb.binary(Binary::And, at_index(rb, sq, 1, q), at_index(rb, sq, 2, p)));
       An = rb.select(pq, rb.full(0, An.type), An);
     }
     Value Vn = rotate(rb, Vv, p, q, c, sn, false);
-    Value clean1 = rb.binary(Binary::And, clean, rb.reduce(small, rb.constant(1, DType::Pred), {0}, Binary::And));
+    Value clean1 = rb.binary(Binary::And, clean,
+                             rb.reduce(small, rb.constant(1, DType::Pred), {0}, Binary::And));
     // The next pair in row order; a new sweep after (n - 2, n - 1).
     Value one = s64(rb, 1);
     Value q1 = rb.binary(Binary::Add, q, one);
@@ -303,13 +328,18 @@ std::pair<Value, Value> jacobi(hlo::Builder& b, const Value& X, bool one_sided) 
     Value p1 = rb.select(wrap, rb.binary(Binary::Add, p, one), p);
     q1 = rb.select(wrap, rb.binary(Binary::Add, p1, one), q1);
     Value fresh = rb.compare(Compare::EQ, p1, s64(rb, n - 1));
-    return V{rb.select(fresh, s64(rb, 0), p1), rb.select(fresh, one, q1),
-             rb.select(fresh, rb.binary(Binary::Add, sweep, one), sweep), rb.select(fresh, clean1, done),
-             rb.select(fresh, rb.constant(1, DType::Pred), clean1), An, Vn, sc};
+    return V{rb.select(fresh, s64(rb, 0), p1),
+             rb.select(fresh, one, q1),
+             rb.select(fresh, rb.binary(Binary::Add, sweep, one), sweep),
+             rb.select(fresh, clean1, done),
+             rb.select(fresh, rb.constant(1, DType::Pred), clean1),
+             An,
+             Vn,
+             sc};
   });
   V res = b.emit_multi("stablehlo.while",
-                       {s64(b, 0), s64(b, 1), s64(b, 0), b.constant(0, DType::Pred), b.constant(1, DType::Pred), X, v0,
-                        scale},
+                       {s64(b, 0), s64(b, 1), s64(b, 0), b.constant(0, DType::Pred),
+                        b.constant(1, DType::Pred), X, v0, scale},
                        "", types, {cond, body});
   return {res[5], res[6]};
 }
@@ -321,9 +351,11 @@ Value order_matrix(hlo::Builder& b, const Value& x, bool descending) {
   const std::vector<int64_t> sh{bt, n, n};
   Value xi = b.broadcast_in_dim(x, sh, {0, 1}), xj = b.broadcast_in_dim(x, sh, {0, 2});
   Value ii = b.iota({DType::S64, sh}, 1), jj = b.iota({DType::S64, sh}, 2);
-  Value before = b.binary(Binary::Or, b.compare(descending ? Compare::GT : Compare::LT, xj, xi),
-                          b.binary(Binary::And, b.compare(Compare::EQ, xj, xi), b.compare(Compare::LT, jj, ii)));
-  Value rank = b.reduce(b.convert(before, DType::S64), b.constant_int(0, DType::S64), {2}, Binary::Add);  // [bt, n]
+  Value before = b.binary(
+      Binary::Or, b.compare(descending ? Compare::GT : Compare::LT, xj, xi),
+      b.binary(Binary::And, b.compare(Compare::EQ, xj, xi), b.compare(Compare::LT, jj, ii)));
+  Value rank = b.reduce(b.convert(before, DType::S64), b.constant_int(0, DType::S64), {2},
+                        Binary::Add);  // [bt, n]
   return b.convert(b.compare(Compare::EQ, b.broadcast_in_dim(rank, sh, {0, 1}), jj), x.type.dtype);
 }
 
@@ -341,7 +373,8 @@ V lower_linalg_eigh(Node& n) {
   if (n.in(0).type.numel() == 0) return {b.full(0, wt), b.full(0, vt)};
   const std::string& uplo = n.str(1);
   if (uplo != "L" && uplo != "U" && uplo != "l" && uplo != "u")
-    throw std::invalid_argument("linalg.eigh: UPLO argument must be either 'L' or 'U', but got " + uplo);
+    throw std::invalid_argument("linalg.eigh: UPLO argument must be either 'L' or 'U', but got " +
+                                uplo);
   const bool lower = uplo == "L" || uplo == "l";
   Flat f = flatten(b, n.in(0));
   Value sym = b.binary(Binary::Add, triangle(b, f.x, lower), bmT(b, triangle(b, f.x, lower, true)));
@@ -364,7 +397,8 @@ Svd svd_tall(hlo::Builder& b, const Value& x) {
   const int64_t bt = x.type.shape[0], T = x.type.shape[1], K = x.type.shape[2];
   auto [w, v] = jacobi(b, x, true);
   Math m{b};
-  Value norms = m.sqrt(b.reduce(m.mul(w, w), b.constant(0, x.type.dtype), {1}, Binary::Add));  // [bt, K]
+  Value norms =
+      m.sqrt(b.reduce(m.mul(w, w), b.constant(0, x.type.dtype), {1}, Binary::Add));  // [bt, K]
   Value P = order_matrix(b, norms, true);
   Value s = sort_by(b, norms, P);
   Value safe = m.sel(m.eq(s, m.k(0, s)), m.k(1, s), s);
@@ -381,7 +415,9 @@ V lower_linalg_svd(Node& n) {
   const Value& a = n.in(0);
   const DType dt = a.type.dtype;
   if (a.type.numel() == 0) {
-    auto fill = [&](const TensorType& t) { return uv && full && t.numel() > 0 ? eye_like(b, t) : b.full(0, t); };
+    auto fill = [&](const TensorType& t) {
+      return uv && full && t.numel() > 0 ? eye_like(b, t) : b.full(0, t);
+    };
     return {fill(ut), b.full(0, st), fill(vht)};
   }
   Flat f = flatten(b, a);
@@ -457,7 +493,8 @@ V lower_lstsq(Node& n) {
     Svd d = svd_tall(b, m >= c ? fa.x : bmT(b, fa.x));
     s = d.s;  // [bt, lo]
     if (driver == "gelsd" || driver == "gelss") {
-      Value top = b.broadcast_in_dim(b.reduce(s, b.constant(0, dt), {1}, Binary::Maximum), s.type.shape, {0});
+      Value top = b.broadcast_in_dim(b.reduce(s, b.constant(0, dt), {1}, Binary::Maximum),
+                                     s.type.shape, {0});
       Value keep = mm.gt(s, mm.mul(top, mm.k(rcond, top)));
       Value inv = mm.sel(keep, mm.div(mm.k(1, s), mm.sel(keep, s, mm.k(1, s))), mm.k(0, s));
       // Tall: A = u S v^T, X = v S^+ u^T B. Wide: A = v S u^T, X = u S^+ v^T B.
@@ -470,15 +507,18 @@ V lower_lstsq(Node& n) {
   V out{b.reshape(x, xt.shape)};
   if (rest.numel() > 0) {
     Value e = mm.sub(bmm(b, fa.x, x), fb.x);
-    out.push_back(b.reshape(b.reduce(mm.mul(e, e), b.constant(0, dt), {1}, Binary::Add), rest.shape));
+    out.push_back(
+        b.reshape(b.reduce(mm.mul(e, e), b.constant(0, dt), {1}, Binary::Add), rest.shape));
   } else {
     out.push_back(b.full(0, rest));
   }
   if (rkt.numel() > 0) {
-    Value top = b.broadcast_in_dim(b.reduce(s, b.constant(0, dt), {1}, Binary::Maximum), s.type.shape, {0});
+    Value top =
+        b.broadcast_in_dim(b.reduce(s, b.constant(0, dt), {1}, Binary::Maximum), s.type.shape, {0});
     Value above = b.convert(mm.gt(s, mm.mul(top, mm.k(rcond, top))), DType::S64);
-    out.push_back(b.reshape(b.convert(b.reduce(above, b.constant_int(0, DType::S64), {1}, Binary::Add), rkt.dtype),
-                            rkt.shape));
+    out.push_back(b.reshape(
+        b.convert(b.reduce(above, b.constant_int(0, DType::S64), {1}, Binary::Add), rkt.dtype),
+        rkt.shape));
   } else {
     out.push_back(b.full(0, rkt));
   }
@@ -498,8 +538,9 @@ V lower_matrix_exp(Node& n) {
   Flat f = flatten(b, b.convert(n.in(0), dt));
   const TensorType at = f.x.type;
   Math m{b};
-  Value norm1 = b.reduce(b.reduce(m.abs(f.x), b.constant(0, dt), {1}, Binary::Add), b.constant(0, dt), {1},
-                         Binary::Maximum);  // [bt]
+  Value norm1 =
+      b.reduce(b.reduce(m.abs(f.x), b.constant(0, dt), {1}, Binary::Add), b.constant(0, dt), {1},
+               Binary::Maximum);  // [bt]
   const double theta = dt == DType::F64 ? 1.090863719290036 : 3.010066362817634;
   Value sq = m.ceil(m.div(m.log(m.div(norm1, m.k(theta, norm1))), m.k(std::log(2.0), norm1)));
   sq = m.min(m.max(sq, m.k(0, sq)), m.k(64, sq));
@@ -513,9 +554,8 @@ V lower_matrix_exp(Node& n) {
   Value counts = b.convert(sq, DType::S64);
   Value most = b.reduce(counts, b.constant_int(0, DType::S64), {0}, Binary::Maximum);
   const std::vector<TensorType> types{s, s, ct, at};
-  std::string cond = b.region(types, [](hlo::Builder& rb, const V& v) {
-    return V{rb.compare(Compare::LT, v[0], v[1])};
-  });
+  std::string cond = b.region(
+      types, [](hlo::Builder& rb, const V& v) { return V{rb.compare(Compare::LT, v[0], v[1])}; });
   std::string body = b.region(types, [=](hlo::Builder& rb, const V& v) {
     Value more = rb.compare(Compare::LT, rb.broadcast_in_dim(v[0], ct.shape, {}), v[2]);
     Value e2 = rb.select(rb.broadcast_in_dim(more, at.shape, {0}), bmm(rb, v[3], v[3]), v[3]);
@@ -529,7 +569,8 @@ V lower_matrix_exp(Node& n) {
 
 TORCH_TPU_LOWERING(geqrf, {"geqrf", "geqrf.a"}, lower_geqrf);
 TORCH_TPU_LOWERING(linalg_qr, {"linalg_qr", "linalg_qr.out"}, lower_linalg_qr);
-TORCH_TPU_LOWERING(householder_product, {"linalg_householder_product", "linalg_householder_product.out"},
+TORCH_TPU_LOWERING(householder_product,
+                   {"linalg_householder_product", "linalg_householder_product.out"},
                    lower_householder_product);
 TORCH_TPU_LOWERING(ormqr, {"ormqr", "ormqr.out"}, lower_ormqr);
 TORCH_TPU_LOWERING(linalg_eigh, {"_linalg_eigh", "_linalg_eigh.eigenvalues"}, lower_linalg_eigh);

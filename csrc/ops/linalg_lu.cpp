@@ -20,13 +20,13 @@ using hlo::DType;
 using hlo::TensorType;
 using hlo::Value;
 using V = std::vector<Value>;
-using linalg::to_batch;
-using linalg::trisolve;
 using linalg::batch_of;
-using linalg::triangle;
+using linalg::diagonal;
 using linalg::eye_like;
 using linalg::float_only;
-using linalg::diagonal;
+using linalg::to_batch;
+using linalg::triangle;
+using linalg::trisolve;
 
 // ---- factorizations and solves ---------------------------------------------------------
 //
@@ -44,7 +44,8 @@ Value mT(hlo::Builder& b, const Value& x) {
 }
 
 Value cholesky(hlo::Builder& b, const Value& a, bool upper) {
-  Value l = b.emit("stablehlo.cholesky", {a}, std::string("lower = ") + (upper ? "false" : "true"), a.type);
+  Value l = b.emit("stablehlo.cholesky", {a}, std::string("lower = ") + (upper ? "false" : "true"),
+                   a.type);
   return triangle(b, l, !upper);
 }
 
@@ -121,10 +122,10 @@ V lower_triangular_solve(Node& n) {
 // ---- LU ----
 
 struct Lu {
-  Value lu;     // [..., m, n]
-  Value perm;   // s64 [..., m]: row i of P A is row perm[i] of A
-  Value piv;    // s32 [..., min(m, n)], 1-based as LAPACK's
-  Value info;   // s32 [...]
+  Value lu;    // [..., m, n]
+  Value perm;  // s64 [..., m]: row i of P A is row perm[i] of A
+  Value piv;   // s32 [..., min(m, n)], 1-based as LAPACK's
+  Value info;  // s32 [...]
 };
 
 Lu lu_factor(hlo::Builder& b, const Value& a_in, bool pivot = true) {
@@ -134,8 +135,9 @@ Lu lu_factor(hlo::Builder& b, const Value& a_in, bool pivot = true) {
   int64_t bt = 1;
   for (int64_t d : batch) bt *= d;
   Value a = b.reshape(a_in, {bt, m, n});
-  const TensorType at = a.type, pt{DType::S64, {bt, m}}, vt{DType::S32, {bt, std::max<int64_t>(k, 1)}},
-                   it{DType::S32, {bt}}, s{DType::S64, {}};
+  const TensorType at = a.type, pt{DType::S64, {bt, m}},
+                   vt{DType::S32, {bt, std::max<int64_t>(k, 1)}}, it{DType::S32, {bt}},
+                   s{DType::S64, {}};
   const DType dt = t.dtype;
   std::string cond = b.region({s, at, pt, vt, it}, [k](hlo::Builder& rb, const V& x) {
     return V{rb.compare(Compare::LT, x[0], rb.constant_int(k, DType::S64))};
@@ -145,54 +147,74 @@ Lu lu_factor(hlo::Builder& b, const Value& a_in, bool pivot = true) {
     const Value &step = x[0], &A = x[1], &perm = x[2], &piv = x[3], &info = x[4];
     TensorType ai{DType::S64, at.shape};
     Value rows = rb.iota(ai, 1), cols = rb.iota(ai, 2);
-    Value k3 = rb.broadcast_in_dim(step, at.shape, {}), k2 = rb.broadcast_in_dim(step, pt.shape, {});
+    Value k3 = rb.broadcast_in_dim(step, at.shape, {}),
+          k2 = rb.broadcast_in_dim(step, pt.shape, {});
     Value zero = rb.full(0, at);
-    Value col = rb.reduce(rb.select(rb.compare(Compare::EQ, cols, k3), A, zero), rb.constant(0, dt), {2}, Binary::Add);
+    Value col = rb.reduce(rb.select(rb.compare(Compare::EQ, cols, k3), A, zero), rb.constant(0, dt),
+                          {2}, Binary::Add);
     Value r2 = rb.iota(pt, 1);
     Value below = rb.compare(Compare::GE, r2, k2);
     Value mag = rb.select(below, mm.abs(col), rb.full(-1, col.type));
     Value top = rb.reduce(mag, rb.constant(-1, dt), {1}, Binary::Maximum);
     Value hit = rb.compare(Compare::EQ, mag, rb.broadcast_in_dim(top, pt.shape, {0}));
-    Value p = rb.reduce(rb.select(hit, r2, rb.full(static_cast<double>(m), pt)), rb.constant_int(m, DType::S64), {1},
+    Value p = rb.reduce(rb.select(hit, r2, rb.full(static_cast<double>(m), pt)),
+                        rb.constant_int(m, DType::S64), {1},
                         Binary::Minimum);  // [bt]
     if (!pivot) p = rb.broadcast_in_dim(step, {bt}, {});
     Value p3 = rb.broadcast_in_dim(p, at.shape, {0}), p2 = rb.broadcast_in_dim(p, pt.shape, {0});
     auto row_of = [&](const Value& which) {  // [bt, n]
-      return rb.reduce(rb.select(rb.compare(Compare::EQ, rows, which), A, zero), rb.constant(0, dt), {1}, Binary::Add);
+      return rb.reduce(rb.select(rb.compare(Compare::EQ, rows, which), A, zero), rb.constant(0, dt),
+                       {1}, Binary::Add);
     };
     Value row_k = row_of(k3), row_p = row_of(p3);
     auto rows_b = [&](const Value& v) { return rb.broadcast_in_dim(v, at.shape, {0, 2}); };
     Value is_k = rb.compare(Compare::EQ, rows, k3), is_p = rb.compare(Compare::EQ, rows, p3);
     Value swapped = rb.select(is_k, rows_b(row_p), rb.select(is_p, rows_b(row_k), A));
-    Value pk = rb.reduce(rb.select(rb.compare(Compare::EQ, r2, k2), perm, rb.full(0, pt)), rb.constant_int(0, DType::S64), {1}, Binary::Add);
-    Value pp = rb.reduce(rb.select(rb.compare(Compare::EQ, r2, p2), perm, rb.full(0, pt)), rb.constant_int(0, DType::S64), {1}, Binary::Add);
-    Value perm1 = rb.select(rb.compare(Compare::EQ, r2, k2), rb.broadcast_in_dim(pp, pt.shape, {0}),
-                            rb.select(rb.compare(Compare::EQ, r2, p2), rb.broadcast_in_dim(pk, pt.shape, {0}), perm));
+    Value pk = rb.reduce(rb.select(rb.compare(Compare::EQ, r2, k2), perm, rb.full(0, pt)),
+                         rb.constant_int(0, DType::S64), {1}, Binary::Add);
+    Value pp = rb.reduce(rb.select(rb.compare(Compare::EQ, r2, p2), perm, rb.full(0, pt)),
+                         rb.constant_int(0, DType::S64), {1}, Binary::Add);
+    Value perm1 = rb.select(
+        rb.compare(Compare::EQ, r2, k2), rb.broadcast_in_dim(pp, pt.shape, {0}),
+        rb.select(rb.compare(Compare::EQ, r2, p2), rb.broadcast_in_dim(pk, pt.shape, {0}), perm));
     Value vi = rb.iota(vt, 1);
-    Value piv1 = rb.select(rb.compare(Compare::EQ, vi, rb.broadcast_in_dim(rb.convert(step, DType::S32), vt.shape, {})),
-                           rb.broadcast_in_dim(rb.convert(rb.binary(Binary::Add, p, rb.full(1, p.type)), DType::S32), vt.shape, {0}), piv);
+    Value piv1 = rb.select(
+        rb.compare(Compare::EQ, vi,
+                   rb.broadcast_in_dim(rb.convert(step, DType::S32), vt.shape, {})),
+        rb.broadcast_in_dim(rb.convert(rb.binary(Binary::Add, p, rb.full(1, p.type)), DType::S32),
+                            vt.shape, {0}),
+        piv);
     // The pivot, the multipliers below it, and the trailing update.
     Value pivot = rb.reduce(rb.select(rb.compare(Compare::EQ, rb.iota({DType::S64, {bt, n}}, 1),
-                                                 rb.broadcast_in_dim(step, {bt, n}, {})), row_p, rb.full(0, row_p.type)),
+                                                 rb.broadcast_in_dim(step, {bt, n}, {})),
+                                      row_p, rb.full(0, row_p.type)),
                             rb.constant(0, dt), {1}, Binary::Add);  // [bt]
     Value singular = rb.compare(Compare::EQ, pivot, rb.full(0, pivot.type));
-    Value info1 = rb.select(rb.binary(Binary::And, singular, rb.compare(Compare::EQ, info, rb.full(0, info.type))),
-                            rb.binary(Binary::Add, rb.broadcast_in_dim(rb.convert(step, DType::S32), it.shape, {}), rb.full(1, it)), info);
-    Value col1 = rb.reduce(rb.select(rb.compare(Compare::EQ, cols, k3), swapped, zero), rb.constant(0, dt), {2}, Binary::Add);
+    Value info1 = rb.select(
+        rb.binary(Binary::And, singular, rb.compare(Compare::EQ, info, rb.full(0, info.type))),
+        rb.binary(Binary::Add, rb.broadcast_in_dim(rb.convert(step, DType::S32), it.shape, {}),
+                  rb.full(1, it)),
+        info);
+    Value col1 = rb.reduce(rb.select(rb.compare(Compare::EQ, cols, k3), swapped, zero),
+                           rb.constant(0, dt), {2}, Binary::Add);
     Value safe = rb.select(singular, rb.full(1, pivot.type), pivot);
     Value l = rb.binary(Binary::Divide, col1, rb.broadcast_in_dim(safe, pt.shape, {0}));
-    Value use = rb.binary(Binary::And, rb.compare(Compare::GT, r2, k2), rb.unary(Unary::Not, rb.broadcast_in_dim(singular, pt.shape, {0})));
+    Value use = rb.binary(Binary::And, rb.compare(Compare::GT, r2, k2),
+                          rb.unary(Unary::Not, rb.broadcast_in_dim(singular, pt.shape, {0})));
     l = rb.select(use, l, rb.full(0, l.type));
     Value lb = rb.broadcast_in_dim(l, at.shape, {0, 1});
-    Value update = rb.select(rb.compare(Compare::GT, cols, k3), rb.binary(Binary::Multiply, lb, rows_b(row_p)), zero);
+    Value update = rb.select(rb.compare(Compare::GT, cols, k3),
+                             rb.binary(Binary::Multiply, lb, rows_b(row_p)), zero);
     Value out = rb.binary(Binary::Subtract, swapped, update);
-    Value store = rb.binary(Binary::And, rb.compare(Compare::EQ, cols, k3), rb.broadcast_in_dim(use, at.shape, {0, 1}));
+    Value store = rb.binary(Binary::And, rb.compare(Compare::EQ, cols, k3),
+                            rb.broadcast_in_dim(use, at.shape, {0, 1}));
     out = rb.select(store, lb, out);
     return V{rb.binary(Binary::Add, step, rb.constant_int(1, DType::S64)), out, perm1, piv1, info1};
   });
-  V res = b.emit_multi("stablehlo.while",
-                       {b.constant_int(0, DType::S64), a, b.iota(pt, 1), b.full(0, vt), b.full(0, it)}, "",
-                       {s, at, pt, vt, it}, {cond, body});
+  V res =
+      b.emit_multi("stablehlo.while",
+                   {b.constant_int(0, DType::S64), a, b.iota(pt, 1), b.full(0, vt), b.full(0, it)},
+                   "", {s, at, pt, vt, it}, {cond, body});
   std::vector<int64_t> pshape = batch, vshape = batch;
   pshape.push_back(m);
   vshape.push_back(k);
@@ -207,7 +229,8 @@ Value permute_rows(hlo::Builder& b, const Value& perm, const Value& x) {
   shape[r - 1] = m;
   std::vector<int64_t> pd;
   for (int64_t d = 0; d < r - 1; ++d) pd.push_back(d);
-  Value onehot = b.convert(b.compare(Compare::EQ, b.broadcast_in_dim(perm, shape, pd), b.iota({DType::S64, shape}, r - 1)),
+  Value onehot = b.convert(b.compare(Compare::EQ, b.broadcast_in_dim(perm, shape, pd),
+                                     b.iota({DType::S64, shape}, r - 1)),
                            x.type.dtype);
   std::vector<int64_t> bd;
   for (int64_t d = 0; d < r - 2; ++d) bd.push_back(d);
@@ -228,7 +251,8 @@ Value perm_from_pivots(hlo::Builder& b, const Value& piv, int64_t m) {
   TensorType pt{DType::S64, shape};
   const int64_t k = piv.type.shape.back(), r = pt.rank();
   Value perm = b.iota(pt, r - 1);
-  Value p64 = b.binary(Binary::Subtract, b.convert(piv, DType::S64), b.full(1, {DType::S64, piv.type.shape}));
+  Value p64 = b.binary(Binary::Subtract, b.convert(piv, DType::S64),
+                       b.full(1, {DType::S64, piv.type.shape}));
   std::vector<int64_t> bd;
   for (int64_t d = 0; d < r - 1; ++d) bd.push_back(d);
   Value idx = b.iota(pt, r - 1);
@@ -240,9 +264,12 @@ Value perm_from_pivots(hlo::Builder& b, const Value& piv, int64_t m) {
     Value tb = b.broadcast_in_dim(target, shape, bd);
     Value at_i = b.compare(Compare::EQ, idx, b.full(static_cast<double>(i), pt));
     Value at_t = b.compare(Compare::EQ, idx, tb);
-    Value vi = b.reduce(b.select(at_i, perm, b.full(0, pt)), b.constant_int(0, DType::S64), {r - 1}, Binary::Add);
-    Value vt = b.reduce(b.select(at_t, perm, b.full(0, pt)), b.constant_int(0, DType::S64), {r - 1}, Binary::Add);
-    perm = b.select(at_i, b.broadcast_in_dim(vt, shape, bd), b.select(at_t, b.broadcast_in_dim(vi, shape, bd), perm));
+    Value vi = b.reduce(b.select(at_i, perm, b.full(0, pt)), b.constant_int(0, DType::S64), {r - 1},
+                        Binary::Add);
+    Value vt = b.reduce(b.select(at_t, perm, b.full(0, pt)), b.constant_int(0, DType::S64), {r - 1},
+                        Binary::Add);
+    perm = b.select(at_i, b.broadcast_in_dim(vt, shape, bd),
+                    b.select(at_t, b.broadcast_in_dim(vi, shape, bd), perm));
   }
   return perm;
 }
@@ -251,9 +278,12 @@ Value perm_from_pivots(hlo::Builder& b, const Value& piv, int64_t m) {
 Value pivot_sign(hlo::Builder& b, const Value& piv, DType dtype) {
   const int64_t r = piv.type.rank();
   TensorType it{DType::S32, piv.type.shape};
-  Value moved = b.compare(Compare::NE, piv, b.binary(Binary::Add, b.iota(it, r - 1), b.full(1, it)));
-  Value count = b.reduce(b.convert(moved, DType::S64), b.constant_int(0, DType::S64), {r - 1}, Binary::Add);
-  Value odd = b.compare(Compare::EQ, b.binary(Binary::Remainder, count, b.full(2, count.type)), b.full(1, count.type));
+  Value moved =
+      b.compare(Compare::NE, piv, b.binary(Binary::Add, b.iota(it, r - 1), b.full(1, it)));
+  Value count =
+      b.reduce(b.convert(moved, DType::S64), b.constant_int(0, DType::S64), {r - 1}, Binary::Add);
+  Value odd = b.compare(Compare::EQ, b.binary(Binary::Remainder, count, b.full(2, count.type)),
+                        b.full(1, count.type));
   return b.select(odd, b.full(-1, {dtype, count.type.shape}), b.full(1, {dtype, count.type.shape}));
 }
 
@@ -263,21 +293,25 @@ Value pivot_sign(hlo::Builder& b, const Value& piv, DType dtype) {
 Value cholesky_info(hlo::Builder& b, const Value& a, const TensorType& out) {
   const int64_t r = a.type.rank(), n = a.type.shape[r - 1];
   if (n == 0 || a.type.numel() == 0) return b.full(0, out);
-  Value d = diagonal(b, lu_factor(b, a, false).lu);  // [..., n]
+  Value d = diagonal(b, lu_factor(b, a, false).lu);                               // [..., n]
   Value bad = b.unary(Unary::Not, b.compare(Compare::GT, d, b.full(0, d.type)));  // <= 0 or NaN
   TensorType pt{DType::S64, d.type.shape};
   Value pos = b.select(bad, b.binary(Binary::Add, b.iota(pt, r - 2), b.full(1, pt)),
                        b.full(static_cast<double>(n + 1), pt));
   Value first = b.reduce(pos, b.constant_int(n + 1, DType::S64), {r - 2}, Binary::Minimum);
-  Value info = b.select(b.compare(Compare::EQ, first, b.full(static_cast<double>(n + 1), first.type)),
-                        b.full(0, first.type), first);
+  Value info =
+      b.select(b.compare(Compare::EQ, first, b.full(static_cast<double>(n + 1), first.type)),
+               b.full(0, first.type), first);
   return b.reshape(b.convert(info, out.dtype), out.shape);
 }
 
 V lower_lu_factor_ex(Node& n) {
   float_only("linalg_lu_factor_ex", n.in(0).type.dtype);
-  if (!n.flag(1)) throw std::invalid_argument("linalg.lu_factor: LU without pivoting is not implemented on the CPU");
-  if (n.in(0).type.numel() == 0) return {n.b.full(0, n.out(0)), n.b.full(1, n.out(1)), n.b.full(0, n.out(2))};
+  if (!n.flag(1))
+    throw std::invalid_argument(
+        "linalg.lu_factor: LU without pivoting is not implemented on the CPU");
+  if (n.in(0).type.numel() == 0)
+    return {n.b.full(0, n.out(0)), n.b.full(1, n.out(1)), n.b.full(0, n.out(2))};
   Lu f = lu_factor(n.b, n.in(0));
   return {f.lu, f.piv, f.info};
 }
@@ -287,7 +321,8 @@ V lower_lu_factor_ex(Node& n) {
 V lower_det(Node& n) {
   hlo::Builder& b = n.b;
   float_only("linalg.det", n.in(0).type.dtype);
-  if (n.in(0).type.numel() == 0) return {b.full(1, n.out(0)), b.full(0, n.out(1)), b.full(1, n.out(2))};
+  if (n.in(0).type.numel() == 0)
+    return {b.full(1, n.out(0)), b.full(0, n.out(1)), b.full(1, n.out(2))};
   Lu f = lu_factor(b, mT(b, n.in(0)));
   const int64_t r = f.lu.type.rank();
   Value d = b.reduce(diagonal(b, f.lu), b.constant(1, f.lu.type.dtype), {r - 2}, Binary::Multiply);
@@ -303,11 +338,14 @@ V lower_slogdet(Node& n) {
   const int64_t r = f.lu.type.rank();
   Value diag = diagonal(b, f.lu);
   Math m{b};
-  Value neg = b.reduce(b.convert(m.lt(diag, m.k(0, diag)), DType::S64), b.constant_int(0, DType::S64), {r - 2}, Binary::Add);
+  Value neg = b.reduce(b.convert(m.lt(diag, m.k(0, diag)), DType::S64),
+                       b.constant_int(0, DType::S64), {r - 2}, Binary::Add);
   Value sign = pivot_sign(b, f.piv, diag.type.dtype);
-  Value odd = b.compare(Compare::EQ, b.binary(Binary::Remainder, neg, b.full(2, neg.type)), b.full(1, neg.type));
+  Value odd = b.compare(Compare::EQ, b.binary(Binary::Remainder, neg, b.full(2, neg.type)),
+                        b.full(1, neg.type));
   sign = b.select(odd, b.unary(Unary::Negate, sign), sign);
-  Value zero = b.reduce(b.convert(m.eq(diag, m.k(0, diag)), DType::S64), b.constant_int(0, DType::S64), {r - 2}, Binary::Add);
+  Value zero = b.reduce(b.convert(m.eq(diag, m.k(0, diag)), DType::S64),
+                        b.constant_int(0, DType::S64), {r - 2}, Binary::Add);
   sign = b.select(b.compare(Compare::GT, zero, b.full(0, zero.type)), b.full(0, sign.type), sign);
   Value logabs = b.reduce(m.log(m.abs(diag)), b.constant(0, diag.type.dtype), {r - 2}, Binary::Add);
   return {sign, logabs, f.lu, f.piv};
@@ -385,7 +423,8 @@ V lower_lu_solve(Node& n) {
     std::vector<int64_t> pd;
     for (int64_t d = 0; d < r - 2; ++d) pd.push_back(d);
     pd.push_back(r - 1);
-    Value onehot = b.convert(b.compare(Compare::EQ, b.broadcast_in_dim(perm, shape, pd), b.iota({DType::S64, shape}, r - 2)),
+    Value onehot = b.convert(b.compare(Compare::EQ, b.broadcast_in_dim(perm, shape, pd),
+                                       b.iota({DType::S64, shape}, r - 2)),
                              y.type.dtype);
     std::vector<int64_t> bd;
     for (int64_t d = 0; d < r - 2; ++d) bd.push_back(d);
@@ -399,7 +438,8 @@ V lower_lu_solve(Node& n) {
 V lower_lu_unpack(Node& n) {
   hlo::Builder& b = n.b;
   const Value& lu = n.in(0);
-  const int64_t r = lu.type.rank(), m = lu.type.shape[r - 2], c = lu.type.shape[r - 1], k = std::min(m, c);
+  const int64_t r = lu.type.rank(), m = lu.type.shape[r - 2], c = lu.type.shape[r - 1],
+                k = std::min(m, c);
   V out;
   if (n.flag(3) && n.out(0).numel() > 0) {
     Value perm = perm_from_pivots(b, n.in(1), m);  // [..., m]
@@ -407,7 +447,8 @@ V lower_lu_unpack(Node& n) {
     for (int64_t d = 0; d < r - 2; ++d) pd.push_back(d);
     pd.push_back(r - 1);
     // P[perm[i], i] = 1.
-    out.push_back(b.convert(b.compare(Compare::EQ, b.broadcast_in_dim(perm, shape, pd), b.iota({DType::S64, shape}, r - 2)),
+    out.push_back(b.convert(b.compare(Compare::EQ, b.broadcast_in_dim(perm, shape, pd),
+                                      b.iota({DType::S64, shape}, r - 2)),
                             n.out(0).dtype));
   } else {
     out.push_back(b.full(0, n.out(0)));
@@ -431,14 +472,18 @@ V lower_lu_unpack(Node& n) {
 V lower_linalg_lu(Node& n) {
   hlo::Builder& b = n.b;
   float_only("linalg.lu", n.in(0).type.dtype);
-  if (!n.flag(1)) throw std::invalid_argument("linalg.lu: LU without pivoting is not implemented on the CPU");
-  if (n.in(0).type.numel() == 0) return {b.full(0, n.out(0)), b.full(0, n.out(1)), b.full(0, n.out(2))};
+  if (!n.flag(1))
+    throw std::invalid_argument("linalg.lu: LU without pivoting is not implemented on the CPU");
+  if (n.in(0).type.numel() == 0)
+    return {b.full(0, n.out(0)), b.full(0, n.out(1)), b.full(0, n.out(2))};
   Lu f = lu_factor(b, n.in(0));
-  const int64_t r = f.lu.type.rank(), m = f.lu.type.shape[r - 2], c = f.lu.type.shape[r - 1], k = std::min(m, c);
+  const int64_t r = f.lu.type.rank(), m = f.lu.type.shape[r - 2], c = f.lu.type.shape[r - 1],
+                k = std::min(m, c);
   std::vector<int64_t> shape = n.out(0).shape, pd;
   for (int64_t d = 0; d < r - 2; ++d) pd.push_back(d);
   pd.push_back(r - 1);
-  Value p = b.convert(b.compare(Compare::EQ, b.broadcast_in_dim(f.perm, shape, pd), b.iota({DType::S64, shape}, r - 2)),
+  Value p = b.convert(b.compare(Compare::EQ, b.broadcast_in_dim(f.perm, shape, pd),
+                                b.iota({DType::S64, shape}, r - 2)),
                       n.out(0).dtype);
   std::vector<int64_t> lo(r, 0), hi = f.lu.type.shape, st(r, 1);
   hi[r - 1] = k;
@@ -453,13 +498,17 @@ V lower_linalg_lu(Node& n) {
 
 TORCH_TPU_LOWERING(cholesky_ex, {"linalg_cholesky_ex", "linalg_cholesky_ex.L"}, lower_cholesky_ex);
 TORCH_TPU_LOWERING(cholesky, {"cholesky", "cholesky.out"}, lower_cholesky);
-TORCH_TPU_LOWERING(cholesky_solve, {"_cholesky_solve_helper", "_cholesky_solve_helper.out"}, lower_cholesky_solve);
+TORCH_TPU_LOWERING(cholesky_solve, {"_cholesky_solve_helper", "_cholesky_solve_helper.out"},
+                   lower_cholesky_solve);
 TORCH_TPU_GRAPH_LOWERING(cholesky_solve_graph, {"cholesky_solve"}, lower_cholesky_solve);
-TORCH_TPU_LOWERING(cholesky_inverse, {"cholesky_inverse", "cholesky_inverse.out"}, lower_cholesky_inverse);
+TORCH_TPU_LOWERING(cholesky_inverse, {"cholesky_inverse", "cholesky_inverse.out"},
+                   lower_cholesky_inverse);
 TORCH_TPU_LOWERING(solve_triangular, {"linalg_solve_triangular", "linalg_solve_triangular.out"},
                    lower_solve_triangular);
-TORCH_TPU_LOWERING(triangular_solve, {"triangular_solve", "triangular_solve.X"}, lower_triangular_solve);
-TORCH_TPU_LOWERING(lu_factor_ex, {"linalg_lu_factor_ex", "linalg_lu_factor_ex.out"}, lower_lu_factor_ex);
+TORCH_TPU_LOWERING(triangular_solve, {"triangular_solve", "triangular_solve.X"},
+                   lower_triangular_solve);
+TORCH_TPU_LOWERING(lu_factor_ex, {"linalg_lu_factor_ex", "linalg_lu_factor_ex.out"},
+                   lower_lu_factor_ex);
 TORCH_TPU_LOWERING(linalg_det, {"_linalg_det", "_linalg_det.result"}, lower_det);
 TORCH_TPU_LOWERING(linalg_slogdet, {"_linalg_slogdet", "_linalg_slogdet.sign"}, lower_slogdet);
 TORCH_TPU_LOWERING(inv_ex, {"linalg_inv_ex", "linalg_inv_ex.inverse"}, lower_inv_ex);

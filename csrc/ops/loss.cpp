@@ -58,7 +58,8 @@ LowerFn pointwise_backward(size_t reduction_arg, PointLoss fn) {
     Value t = cast_to(b, n.in(2), acc, shape);
     Value g = cast_to(b, n.in(0), acc, shape);
     if (n.i64(reduction_arg) == Mean)
-      g = b.binary(Binary::Divide, g, b.full(static_cast<double>(TensorType{acc, shape}.numel()), g.type));
+      g = b.binary(Binary::Divide, g,
+                   b.full(static_cast<double>(TensorType{acc, shape}.numel()), g.type));
     return V{b.binary(Binary::Multiply, fn(n, x, t), g)};
   };
 }
@@ -88,9 +89,11 @@ Value bce(Node& n, const Value& x, const Value& t) {
   hlo::Builder& b = n.b;
   Value floor = scalar_like(b, -100, x);
   Value log_x = b.binary(Binary::Maximum, b.unary(Unary::Log, x), floor);
-  Value log_1mx = b.binary(Binary::Maximum, b.unary(Unary::LogPlusOne, b.unary(Unary::Negate, x)), floor);
+  Value log_1mx =
+      b.binary(Binary::Maximum, b.unary(Unary::LogPlusOne, b.unary(Unary::Negate, x)), floor);
   Value one = scalar_like(b, 1, x);
-  Value loss = b.binary(Binary::Subtract, b.binary(Binary::Multiply, b.binary(Binary::Subtract, t, one), log_1mx),
+  Value loss = b.binary(Binary::Subtract,
+                        b.binary(Binary::Multiply, b.binary(Binary::Subtract, t, one), log_1mx),
                         b.binary(Binary::Multiply, t, log_x));
   return times_weight(b, loss, weight_arg(n, 2, x));
 }
@@ -110,15 +113,19 @@ Value bce_logits(Node& n, const Value& x, const Value& t) {
   hlo::Builder& b = n.b;
   Value zero = scalar_like(b, 0, x), one = scalar_like(b, 1, x);
   Value softplus_neg_abs =
-      b.unary(Unary::LogPlusOne, b.unary(Unary::Exponential, b.unary(Unary::Negate, b.unary(Unary::Abs, x))));
-  Value log_sigmoid = b.binary(Binary::Subtract, b.binary(Binary::Minimum, x, zero), softplus_neg_abs);
+      b.unary(Unary::LogPlusOne,
+              b.unary(Unary::Exponential, b.unary(Unary::Negate, b.unary(Unary::Abs, x))));
+  Value log_sigmoid =
+      b.binary(Binary::Subtract, b.binary(Binary::Minimum, x, zero), softplus_neg_abs);
   if (std::optional<Value> pw = weight_arg(n, 3, x))
-    log_sigmoid = b.binary(
-        Binary::Multiply,
-        b.binary(Binary::Add, one, b.binary(Binary::Multiply, b.binary(Binary::Subtract, *pw, one), t)),
-        log_sigmoid);
-  Value loss = b.binary(Binary::Subtract, b.binary(Binary::Multiply, b.binary(Binary::Subtract, one, t), x),
-                        log_sigmoid);
+    log_sigmoid =
+        b.binary(Binary::Multiply,
+                 b.binary(Binary::Add, one,
+                          b.binary(Binary::Multiply, b.binary(Binary::Subtract, *pw, one), t)),
+                 log_sigmoid);
+  Value loss =
+      b.binary(Binary::Subtract, b.binary(Binary::Multiply, b.binary(Binary::Subtract, one, t), x),
+               log_sigmoid);
   return times_weight(b, loss, weight_arg(n, 2, x));
 }
 
@@ -129,9 +136,10 @@ Value smooth_l1(Node& n, const Value& x, const Value& t) {
   double beta = n.f64(3);
   Value d = b.unary(Unary::Abs, b.binary(Binary::Subtract, x, t));
   if (beta == 0) return d;
-  Value quad = b.binary(Binary::Divide,
-                        b.binary(Binary::Multiply, scalar_like(b, 0.5, d), b.binary(Binary::Multiply, d, d)),
-                        scalar_like(b, beta, d));
+  Value quad =
+      b.binary(Binary::Divide,
+               b.binary(Binary::Multiply, scalar_like(b, 0.5, d), b.binary(Binary::Multiply, d, d)),
+               scalar_like(b, beta, d));
   Value lin = b.binary(Binary::Subtract, d, scalar_like(b, 0.5 * beta, d));
   return b.select(b.compare(Compare::LT, d, scalar_like(b, beta, d)), quad, lin);
 }
@@ -150,7 +158,8 @@ Value huber(Node& n, const Value& x, const Value& t) {
 
 // The derivative of both: -scale at or below -limit, +scale at or above limit, else
 // `inner` (the comparisons include the edges, as PyTorch's kernels do).
-Value clipped_grad(hlo::Builder& b, const Value& d, double limit, double scale, const Value& inner) {
+Value clipped_grad(hlo::Builder& b, const Value& d, double limit, double scale,
+                   const Value& inner) {
   Value low = b.compare(Compare::LE, d, scalar_like(b, -limit, d));
   Value high = b.compare(Compare::GE, d, scalar_like(b, limit, d));
   return b.select(low, scalar_like(b, -scale, d), b.select(high, scalar_like(b, scale, d), inner));
@@ -192,11 +201,13 @@ Nll nll_common(Node& n, size_t first, DType acc) {
   TensorType wt{acc, target.type.shape};
   Value w = b.full(1, wt);
   if (n.has(first + 2)) {
-    Value per_class = b.broadcast_in_dim(b.convert(n.in(first + 2), acc), self.type.shape, {class_dim});
-    w = b.reduce(b.select(onehot, per_class, b.full(0, per_class.type)), b.constant(0, acc), {class_dim},
-                 Binary::Add);
+    Value per_class =
+        b.broadcast_in_dim(b.convert(n.in(first + 2), acc), self.type.shape, {class_dim});
+    w = b.reduce(b.select(onehot, per_class, b.full(0, per_class.type)), b.constant(0, acc),
+                 {class_dim}, Binary::Add);
   }
-  Value ignore = b.full(static_cast<double>(n.i64(first + 4)), TensorType{DType::S64, target.type.shape});
+  Value ignore =
+      b.full(static_cast<double>(n.i64(first + 4)), TensorType{DType::S64, target.type.shape});
   w = b.select(b.compare(Compare::NE, target, ignore), w, b.full(0, wt));
   return {class_dim, onehot, w};
 }
@@ -208,8 +219,8 @@ V lower_nll_forward(Node& n) {
   DType acc = math_dtype(n.out(0).dtype);
   Nll c = nll_common(n, 0, acc);
   Value x = b.convert(n.in(0), acc);
-  Value picked = b.reduce(b.select(c.onehot, x, b.full(0, x.type)), b.constant(0, acc), {c.class_dim},
-                          Binary::Add);
+  Value picked = b.reduce(b.select(c.onehot, x, b.full(0, x.type)), b.constant(0, acc),
+                          {c.class_dim}, Binary::Add);
   Value zero = b.full(0, picked.type);
   // Ignored targets contribute exactly 0, even when their logit is infinite.
   Value loss = b.select(b.compare(Compare::NE, c.weight, zero),
@@ -303,16 +314,19 @@ V lower_multilabel_margin(Node& n) {
   Value target = b.reshape(b.convert(n.in(1), DType::S64), {batch, classes});
   TensorType it{DType::S64, {batch, classes}};
   Value k = b.iota(it, 1);
-  Value negative_at = m.sel(m.lt(target, b.full(0, it)), k, b.full(static_cast<double>(classes), it));
-  Value first_negative = b.reduce(negative_at, b.constant_int(classes, DType::S64), {1}, Binary::Minimum);
+  Value negative_at =
+      m.sel(m.lt(target, b.full(0, it)), k, b.full(static_cast<double>(classes), it));
+  Value first_negative =
+      b.reduce(negative_at, b.constant_int(classes, DType::S64), {1}, Binary::Minimum);
   Value label = m.lt(k, b.broadcast_in_dim(first_negative, it.shape, {0}));  // [N, K]
-  Value onehot = class_onehot(b, target, classes);                          // [N, K, C]
+  Value onehot = class_onehot(b, target, classes);                           // [N, K, C]
   std::vector<int64_t> cube{batch, classes, classes};
   Value hit = m.and_(onehot, b.broadcast_in_dim(label, cube, {0, 1}));
   Value is_target = b.reduce(hit, b.constant(0, DType::Pred), {1}, Binary::Or);  // [N, C]
   Value xs = b.broadcast_in_dim(x, cube, {0, 2});
   Value zero3 = b.full(0, {acc, cube});
-  Value picked = b.reduce(m.sel(onehot, xs, zero3), b.constant(0, acc), {2}, Binary::Add);  // [N, K]
+  Value picked =
+      b.reduce(m.sel(onehot, xs, zero3), b.constant(0, acc), {2}, Binary::Add);  // [N, K]
   Value z = m.add(m.sub(b.full(1, {acc, cube}), b.broadcast_in_dim(picked, cube, {0, 1})), xs);
   Value use = m.and_(m.and_(b.broadcast_in_dim(label, cube, {0, 1}),
                             m.not_(b.broadcast_in_dim(is_target, cube, {0, 2}))),
@@ -333,7 +347,8 @@ Value lengths_arg(Node& n, size_t i, int64_t batch) {
   const std::vector<int64_t>& v = n.ints(i);
   Value r = b.full(0, {DType::S64, {batch}});
   for (int64_t k = 0; k < batch && k < static_cast<int64_t>(v.size()); ++k) {
-    Value at = b.compare(Compare::EQ, b.iota({DType::S64, {batch}}, 0), b.full(static_cast<double>(k), r.type));
+    Value at = b.compare(Compare::EQ, b.iota({DType::S64, {batch}}, 0),
+                         b.full(static_cast<double>(k), r.type));
     r = b.select(at, b.full(static_cast<double>(v[k]), r.type), r);
   }
   return r;
@@ -357,15 +372,15 @@ V lower_ctc(Node& n) {
   const double blank = static_cast<double>(n.i64(4));
   const double neg = -INFINITY;
   Value il = lengths_arg(n, 2, batch), tl = lengths_arg(n, 3, batch);
-  if (steps == 0 || batch == 0)
-    return V{b.full(0, n.out(0)), b.full(neg, alpha_out)};
+  if (steps == 0 || batch == 0) return V{b.full(0, n.out(0)), b.full(neg, alpha_out)};
 
   // l'(n, s): blank at even s, target (s - 1) / 2 at odd s.
   TensorType et{DType::S64, {batch, ext}};
   Value s_idx = b.iota(et, 1), n_idx = b.iota(et, 0);
   Value odd = m.eq(b.binary(Binary::Remainder, s_idx, b.full(2, et)), b.full(1, et));
   Value j = b.binary(Binary::Divide, m.sub(s_idx, b.full(1, et)), b.full(2, et));
-  j = m.max(m.min(j, b.full(static_cast<double>(std::max<int64_t>(width - 1, 0)), et)), b.full(0, et));
+  j = m.max(m.min(j, b.full(static_cast<double>(std::max<int64_t>(width - 1, 0)), et)),
+            b.full(0, et));
   Value labels = b.full(blank, et);
   const Value& targets = n.in(1);
   if (width > 0 && targets.type.numel() > 0) {
@@ -381,7 +396,8 @@ V lower_ctc(Node& n) {
                              b.constant_int(0, DType::S64), {1}, hlo::Binary::Add);
       pos = m.add(b.broadcast_in_dim(start, et.shape, {0}), j);
     }
-    pos = m.max(m.min(pos, b.full(static_cast<double>(targets.type.numel() - 1), et)), b.full(0, et));
+    pos =
+        m.max(m.min(pos, b.full(static_cast<double>(targets.type.numel() - 1), et)), b.full(0, et));
     labels = m.sel(odd, b.gather_flat(flat, pos), labels);
   }
   // Where the s - 2 transition is allowed.
@@ -394,7 +410,8 @@ V lower_ctc(Node& n) {
   // log_probs at l', for every step: [T, N, L].
   TensorType tt{DType::S64, {steps, batch, ext}};
   Value index = m.add(m.add(m.mul(b.iota(tt, 0), b.full(static_cast<double>(batch * classes), tt)),
-                            m.mul(b.broadcast_in_dim(n_idx, tt.shape, {1, 2}), b.full(static_cast<double>(classes), tt))),
+                            m.mul(b.broadcast_in_dim(n_idx, tt.shape, {1, 2}),
+                                  b.full(static_cast<double>(classes), tt))),
                       b.broadcast_in_dim(labels, tt.shape, {1, 2}));
   Value lp_ext = b.gather_flat(b.reshape(lp, {steps * batch * classes}), index);
 
@@ -407,9 +424,10 @@ V lower_ctc(Node& n) {
                          m.and_(m.eq(s_idx, b.full(1, et)), m.gt(tl_b, b.full(0, et))));
   Value alpha0 = m.sel(start_ok, first, b.full(neg, at));
   TensorType ht{acc, {batch, steps, ext}};
-  Value history = b.dynamic_update_slice(b.full(neg, ht), b.reshape(alpha0, {batch, 1, ext}),
-                                         {b.constant_int(0, DType::S64), b.constant_int(0, DType::S64),
-                                          b.constant_int(0, DType::S64)});
+  Value history =
+      b.dynamic_update_slice(b.full(neg, ht), b.reshape(alpha0, {batch, 1, ext}),
+                             {b.constant_int(0, DType::S64), b.constant_int(0, DType::S64),
+                              b.constant_int(0, DType::S64)});
 
   const TensorType s0{DType::S64, {}};
   const TensorType pt{DType::Pred, et.shape};
@@ -424,14 +442,15 @@ V lower_ctc(Node& n) {
     Value row = r.reshape(r.dynamic_slice(lps, {t, zero, zero}, {1, batch, ext}), prev.type.shape);
     Value ninf = r.full(neg, prev.type);
     Value a1 = prev;
-    Value a2 = r.slice(r.pad(prev, r.constant(neg, prev.type.dtype), {0, 1}, {0, 0}, {0, 0}), {0, 0},
-                       {batch, ext}, {1, 1});
-    Value a3 = r.slice(r.pad(prev, r.constant(neg, prev.type.dtype), {0, 2}, {0, 0}, {0, 0}), {0, 0},
-                       {batch, ext}, {1, 1});
+    Value a2 = r.slice(r.pad(prev, r.constant(neg, prev.type.dtype), {0, 1}, {0, 0}, {0, 0}),
+                       {0, 0}, {batch, ext}, {1, 1});
+    Value a3 = r.slice(r.pad(prev, r.constant(neg, prev.type.dtype), {0, 2}, {0, 0}, {0, 0}),
+                       {0, 0}, {batch, ext}, {1, 1});
     a3 = rm.sel(skp, a3, ninf);
     Value mx = rm.max(a1, rm.max(a2, a3));
     mx = rm.sel(rm.eq(mx, ninf), r.full(0, prev.type), mx);
-    Value sum = rm.add(rm.add(rm.exp(rm.sub(a1, mx)), rm.exp(rm.sub(a2, mx))), rm.exp(rm.sub(a3, mx)));
+    Value sum =
+        rm.add(rm.add(rm.exp(rm.sub(a1, mx)), rm.exp(rm.sub(a2, mx))), rm.exp(rm.sub(a3, mx)));
     Value next = rm.add(rm.add(rm.log(sum), mx), row);
     next = rm.sel(ins, next, ninf);
     Value live = rm.lt(r.broadcast_in_dim(t, ilb.type.shape, {}), ilb);
@@ -440,17 +459,19 @@ V lower_ctc(Node& n) {
     Value t1 = r.binary(Binary::Add, t, r.constant_int(1, DType::S64));
     return V{t1, rm.sel(live, next, prev), hist, lps, ilb, skp, ins};
   });
-  V done = b.emit_multi("stablehlo.while",
-                        {b.constant_int(1, DType::S64), alpha0, history, lp_ext, il_b, skip, inside}, "",
-                        types, {cond, body});
+  V done =
+      b.emit_multi("stablehlo.while",
+                   {b.constant_int(1, DType::S64), alpha0, history, lp_ext, il_b, skip, inside}, "",
+                   types, {cond, body});
   Value alpha = done[1];
   // -logsumexp(alpha(2 tl), alpha(2 tl - 1)) at each sequence's last step.
   Value end = m.mul(tl_b, b.full(2, et));
   Value zero_a = b.full(0, at), ninf_a = b.full(neg, at);
   Value l1 = b.reduce(m.sel(m.eq(s_idx, end), alpha, zero_a), b.constant(0, acc), {1}, Binary::Add);
-  Value l2 = b.reduce(m.sel(m.and_(m.eq(s_idx, m.sub(end, b.full(1, et))), m.gt(tl_b, b.full(0, et))),
-                            alpha, ninf_a),
-                      b.constant(neg, acc), {1}, Binary::Maximum);
+  Value l2 =
+      b.reduce(m.sel(m.and_(m.eq(s_idx, m.sub(end, b.full(1, et))), m.gt(tl_b, b.full(0, et))),
+                     alpha, ninf_a),
+               b.constant(neg, acc), {1}, Binary::Maximum);
   TensorType rt{acc, {batch}};
   Value mx = m.max(l1, l2);
   mx = m.sel(m.eq(mx, b.full(neg, rt)), b.full(0, rt), mx);
@@ -484,7 +505,8 @@ TORCH_TPU_LOWERING(multi_margin_loss, {"multi_margin_loss", "multi_margin_loss.o
 TORCH_TPU_LOWERING(multilabel_margin_loss_forward,
                    {"multilabel_margin_loss_forward", "multilabel_margin_loss_forward.output"},
                    lower_multilabel_margin);
-TORCH_TPU_LOWERING(ctc_loss, {"_ctc_loss", "_ctc_loss.out", "_ctc_loss.Tensor", "_ctc_loss.Tensor_out"},
+TORCH_TPU_LOWERING(ctc_loss,
+                   {"_ctc_loss", "_ctc_loss.out", "_ctc_loss.Tensor", "_ctc_loss.Tensor_out"},
                    lower_ctc);
 TORCH_TPU_LOWERING(nll_loss_forward,
                    {"nll_loss_forward", "nll_loss_forward.output", "nll_loss2d_forward",

@@ -63,7 +63,8 @@ Value group_mask(hlo::Builder& b, const Value& offs, int64_t n) {
     start = b.concatenate(
         {start, b.slice(b.convert(offs, hlo::DType::S64), {0}, {groups - 1}, {1})}, 0);
   Value pos = b.iota(grid, 1);
-  return b.binary(Binary::And, b.compare(hlo::Compare::GE, pos, b.broadcast_in_dim(start, grid.shape, {0})),
+  return b.binary(Binary::And,
+                  b.compare(hlo::Compare::GE, pos, b.broadcast_in_dim(start, grid.shape, {0})),
                   b.compare(hlo::Compare::LT, pos, end));
 }
 
@@ -95,13 +96,14 @@ V lower_grouped_mm(Node& n) {
     return {b.convert(b.dot_general(xs, y, {}, {}, {2}, {0}, acc), out.dtype)};
   }
   // One product per group ([groups, m, n]), kept where the row or column is in the group.
-  Value all = xd == 2 ? b.dot_general(x, y, {}, {}, {1}, {1}, acc)    // [m, groups, n]
-                      : b.dot_general(x, y, {}, {}, {2}, {0}, acc);   // [groups, m, n]
+  Value all = xd == 2 ? b.dot_general(x, y, {}, {}, {1}, {1}, acc)   // [m, groups, n]
+                      : b.dot_general(x, y, {}, {}, {2}, {0}, acc);  // [groups, m, n]
   if (xd == 2) all = b.transpose(all, {1, 0, 2});
   const std::vector<int64_t>& s = all.type.shape;
   Value keep = xd == 2 ? masked(group_mask(b, offs, s[1]), s, {0, 1})
                        : masked(group_mask(b, offs, s[2]), s, {0, 2});
-  Value sum = b.reduce(b.binary(Binary::Multiply, all, keep), b.constant(0, acc), {0}, hlo::Binary::Add);
+  Value sum =
+      b.reduce(b.binary(Binary::Multiply, all, keep), b.constant(0, acc), {0}, hlo::Binary::Add);
   return {b.convert(sum, out.dtype)};
 }
 
@@ -122,7 +124,8 @@ hlo::Value lower_addmm(hlo::Builder& b, const hlo::Value& bias, const hlo::Value
   hlo::Value scaled = b.binary(Binary::Multiply, product,
                                broadcast_to(b, b.convert(alpha, dtype), product.type.shape));
   hlo::Value base = broadcast_to(b, b.convert(bias, dtype), product.type.shape);
-  base = b.binary(Binary::Multiply, base, broadcast_to(b, b.convert(beta, dtype), product.type.shape));
+  base =
+      b.binary(Binary::Multiply, base, broadcast_to(b, b.convert(beta, dtype), product.type.shape));
   return b.binary(Binary::Add, base, scaled);
 }
 
@@ -149,8 +152,8 @@ TORCH_TPU_GRAPH_LOWERING(addmm, {"addmm"}, [](Node& n) {
     return std::vector<hlo::Value>{n.b.convert(
         lower_addmm(n.b, zero, x, n.in(2), n.b.constant(0, x.type.dtype), n.in(4)), n.out().dtype)};
   }
-  return std::vector<hlo::Value>{n.b.convert(
-      lower_addmm(n.b, n.in(0), n.in(1), n.in(2), n.in(3), n.in(4)), n.out().dtype)};
+  return std::vector<hlo::Value>{
+      n.b.convert(lower_addmm(n.b, n.in(0), n.in(1), n.in(2), n.in(3), n.in(4)), n.out().dtype)};
 });
 
 }  // namespace torch_tpu::ops

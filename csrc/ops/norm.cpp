@@ -40,9 +40,9 @@ Value inv_std(hlo::Builder& b, const Value& var, double eps) {
 }
 
 struct Normalized {
-  Value y;          // (x - mean) * rstd
+  Value y;           // (x - mean) * rstd
   Value mean, rstd;  // with the reduced dims kept as size 1
-  Value var;        // biased
+  Value var;         // biased
 };
 
 Normalized normalize(hlo::Builder& b, const Value& x, const Ints& dims, double eps) {
@@ -77,7 +77,8 @@ Value channel(hlo::Builder& b, const Value& v, int64_t rank, hlo::DType dtype) {
   return b.reshape(b.convert(v, dtype), shape);
 }
 
-Value affine(Node& n, Value y, size_t weight, size_t bias, const std::function<Value(const Value&)>& shape_like) {
+Value affine(Node& n, Value y, size_t weight, size_t bias,
+             const std::function<Value(const Value&)>& shape_like) {
   hlo::Builder& b = n.b;
   if (n.has(weight)) y = mul(b, y, shape_like(n.in(weight)));
   if (n.has(bias)) y = b.binary(Binary::Add, y, expand(b, shape_like(n.in(bias)), y.type.shape));
@@ -130,7 +131,8 @@ V batch_norm(Node& n, const BatchNorm& bn) {
     Value r = b.convert(running, t);
     Value s = b.convert(b.reshape(batch, {c}), t);
     Value kept = b.binary(Binary::Multiply, r, b.full(1 - bn.momentum, r.type));
-    return b.binary(Binary::Add, kept, b.binary(Binary::Multiply, s, b.full(bn.momentum * scale, s.type)));
+    return b.binary(Binary::Add, kept,
+                    b.binary(Binary::Multiply, s, b.full(bn.momentum * scale, s.type)));
   };
   out.push_back(update(rm, mean, 1.0));
   out.push_back(update(rv, var, count > 1 ? double(count) / double(count - 1) : 1.0));
@@ -210,7 +212,8 @@ V lower_layer_norm_backward(Node& n) {
   std::iota(outer.begin(), outer.end(), 0);
   Ints kept = x.type.shape;
   for (int64_t d : dims) kept[d] = 1;
-  Value mean = b.reshape(b.convert(n.in(3), acc), kept), rstd = b.reshape(b.convert(n.in(4), acc), kept);
+  Value mean = b.reshape(b.convert(n.in(3), acc), kept),
+        rstd = b.reshape(b.convert(n.in(4), acc), kept);
   Value xhat = mul(b, sub(b, x, mean), rstd);
   Value g = n.has(5) ? mul(b, dy, trailing_param(b, n.in(5), rank, acc)) : dy;
   const Ints& mask = n.ints(7);
@@ -221,7 +224,8 @@ V lower_layer_norm_backward(Node& n) {
     Value s = outer.empty() ? v : lower_sum(b, v, outer, false, acc);
     return b.reshape(s, want.shape);
   };
-  grads.push_back(mask[1] ? reduce_outer(b.binary(Binary::Multiply, dy, xhat), n.out(1)) : b.full(0, n.out(1)));
+  grads.push_back(mask[1] ? reduce_outer(b.binary(Binary::Multiply, dy, xhat), n.out(1))
+                          : b.full(0, n.out(1)));
   grads.push_back(mask[2] ? reduce_outer(dy, n.out(2)) : b.full(0, n.out(2)));
   return grads;
 }
@@ -257,14 +261,16 @@ V lower_group_norm_backward(Node& n) {
   Ints stats{gr.n, gr.g, 1};
   Value x = b.reshape(b.convert(n.in(1), acc), gr.grouped());
   Value dy = b.reshape(b.convert(n.in(0), acc), gr.channels());
-  Value mean = b.reshape(b.convert(n.in(2), acc), stats), rstd = b.reshape(b.convert(n.in(3), acc), stats);
+  Value mean = b.reshape(b.convert(n.in(2), acc), stats),
+        rstd = b.reshape(b.convert(n.in(3), acc), stats);
   Value xhat = mul(b, sub(b, x, mean), rstd);
   Value g = n.has(4) ? mul(b, dy, channel3(b, n.in(4), acc)) : dy;
   const Ints& mask = n.ints(9);
   V grads;
-  grads.push_back(mask[0] ? b.reshape(normalize_grad(b, b.reshape(g, gr.grouped()), xhat, rstd, {2}),
-                                      n.out(0).shape)
-                          : b.full(0, n.out(0)));
+  grads.push_back(mask[0]
+                      ? b.reshape(normalize_grad(b, b.reshape(g, gr.grouped()), xhat, rstd, {2}),
+                                  n.out(0).shape)
+                      : b.full(0, n.out(0)));
   Value xhat_c = b.reshape(xhat, gr.channels());
   grads.push_back(mask[1] ? lower_sum(b, b.binary(Binary::Multiply, dy, xhat_c), {0, 2}, false, acc)
                           : b.full(0, n.out(1)));
@@ -279,7 +285,8 @@ TORCH_TPU_LOWERING(batch_norm_no_stats,
                    {"_native_batch_norm_legit.no_stats", "_native_batch_norm_legit.no_stats_out"},
                    lower_batch_norm_no_stats);
 TORCH_TPU_LOWERING(batch_norm_no_training,
-                   {"_native_batch_norm_legit_no_training", "_native_batch_norm_legit_no_training.out"},
+                   {"_native_batch_norm_legit_no_training",
+                    "_native_batch_norm_legit_no_training.out"},
                    lower_batch_norm_no_training);
 TORCH_TPU_LOWERING(batch_norm_functional, {"_native_batch_norm_legit_functional"},
                    lower_batch_norm_functional);

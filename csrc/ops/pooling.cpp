@@ -4,9 +4,9 @@
 // Max pooling returns PyTorch's indices: the first maximum of a window in row-major
 // order, or its last NaN. Their gradients scatter into the input at those indices.
 // Average pooling sums with reduce_window and divides by PyTorch's per-window divisor,
-// known from the shapes alone; its gradient is the transposed window sum. Adaptive windows vary in size: average pooling applies a
-// per-dim averaging matrix, max pooling gathers each window (padded by repeating its
-// last element, which changes neither the maximum nor its index) and reduces.
+// known from the shapes alone; its gradient is the transposed window sum. Adaptive windows vary in
+// size: average pooling applies a per-dim averaging matrix, max pooling gathers each window (padded
+// by repeating its last element, which changes neither the maximum nor its index) and reduces.
 #include "ops/pooling.h"
 
 #include <algorithm>
@@ -51,7 +51,8 @@ Value scatter_add(hlo::Builder& b, const Value& zeros, int64_t dim, const Value&
   std::string attrs = "scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = " +
                       list_text(all_but(g.type.rank(), dim)) + ", inserted_window_dims = [" +
                       std::to_string(dim) + "], scatter_dims_to_operand_dims = [" +
-                      std::to_string(dim) + "], index_vector_dim = 1>, indices_are_sorted = false, "
+                      std::to_string(dim) +
+                      "], index_vector_dim = 1>, indices_are_sorted = false, "
                       "unique_indices = false";
   return b.emit("stablehlo.scatter", {zeros, index, g}, attrs, zeros.type, {add});
 }
@@ -75,7 +76,8 @@ V reduce_window(hlo::Builder& b, const V& operands, const V& inits, const Window
     padding += (d ? ", [" : "[") + std::to_string(w.lo[d]) + ", " + std::to_string(w.hi[d]) + "]";
   padding += "]> : tensor<" + std::to_string(rank) + "x2xi64>";
   std::string attrs = "base_dilations = " + hlo::i64_array(Ints(rank, 1)) +
-                      ", padding = " + padding + ", window_dilations = " + hlo::i64_array(w.dilations) +
+                      ", padding = " + padding +
+                      ", window_dilations = " + hlo::i64_array(w.dilations) +
                       ", window_dimensions = " + hlo::i64_array(w.dims) +
                       ", window_strides = " + hlo::i64_array(w.strides);
   V args = operands;
@@ -90,7 +92,7 @@ V reduce_window(hlo::Builder& b, const V& operands, const V& inits, const Window
 struct Pool {
   size_t spatial;
   Ints kernel, stride, padding, dilation, in, out;  // per spatial dim
-  int64_t lead;                                      // leading (batch, channel) dims
+  int64_t lead;                                     // leading (batch, channel) dims
 };
 
 Ints per_dim(const Ints& v, size_t n, const Ints& fallback) {
@@ -123,8 +125,8 @@ Window pool_window(const Pool& p) {
     w.lo.push_back(0), w.hi.push_back(0);
   }
   for (size_t j = 0; j < p.spatial; ++j) {
-    int64_t need = (p.out[j] - 1) * p.stride[j] + p.dilation[j] * (p.kernel[j] - 1) + 1 -
-                   p.in[j] - p.padding[j];
+    int64_t need = (p.out[j] - 1) * p.stride[j] + p.dilation[j] * (p.kernel[j] - 1) + 1 - p.in[j] -
+                   p.padding[j];
     w.dims.push_back(p.kernel[j]), w.strides.push_back(p.stride[j]);
     w.dilations.push_back(p.dilation[j]);
     w.lo.push_back(p.padding[j]), w.hi.push_back(std::max<int64_t>(need, 0));
@@ -155,8 +157,9 @@ std::string argmax_region(hlo::Builder& b, hlo::DType dtype) {
     Value better = r.binary(Binary::Or, r.compare(Compare::GT, a[2], a[0]),
                             r.binary(Binary::And, r.compare(Compare::EQ, a[2], a[0]),
                                      r.compare(Compare::LT, a[3], a[1])));
-    Value nan_wins = r.binary(Binary::And, b_nan, r.binary(Binary::Or, r.unary(Unary::Not, a_nan),
-                                                      r.compare(Compare::GT, a[3], a[1])));
+    Value nan_wins = r.binary(
+        Binary::And, b_nan,
+        r.binary(Binary::Or, r.unary(Unary::Not, a_nan), r.compare(Compare::GT, a[3], a[1])));
     Value take = r.binary(Binary::Or, nan_wins, r.binary(Binary::And, numbers, better));
     return V{r.select(take, a[2], a[0]), r.select(take, a[3], a[1])};
   });
@@ -202,9 +205,11 @@ V max_pool(Node& n, size_t spatial) {
         inside.push_back(at >= 0 && at < p.in[j]);
       }
       int64_t dim = p.lead + static_cast<int64_t>(j);
-      position = b.binary(Binary::Add, position, b.broadcast_in_dim(index_constant(b, pos), out.shape, {dim}));
-      valid = b.binary(Binary::And, valid, b.broadcast_in_dim(b.convert(index_constant(b, inside), hlo::DType::Pred),
-                                                        out.shape, {dim}));
+      position = b.binary(Binary::Add, position,
+                          b.broadcast_in_dim(index_constant(b, pos), out.shape, {dim}));
+      valid = b.binary(Binary::And, valid,
+                       b.broadcast_in_dim(b.convert(index_constant(b, inside), hlo::DType::Pred),
+                                          out.shape, {dim}));
     }
     Value v = b.slice(padded, start, limit, strides);
     Value hit = b.binary(Binary::And, valid, b.compare(hlo::Compare::EQ, v, max));
@@ -233,7 +238,8 @@ Value scatter_by_indices(hlo::Builder& b, const Value& g, const Value& indices,
   hlo::DType acc = math_dtype(input.dtype);
   hlo::TensorType it{hlo::DType::S64, {planes, per_plane}};
   Value base = b.binary(Binary::Multiply, b.iota(it, 0), b.full(static_cast<double>(plane), it));
-  Value index = b.binary(Binary::Add, b.reshape(b.convert(indices, hlo::DType::S64), it.shape), base);
+  Value index =
+      b.binary(Binary::Add, b.reshape(b.convert(indices, hlo::DType::S64), it.shape), base);
   int64_t m = planes * per_plane;
   Value zeros = b.full(0, {acc, {planes * plane}});
   if (replace) {
@@ -249,11 +255,11 @@ Value scatter_by_indices(hlo::Builder& b, const Value& g, const Value& indices,
 LowerFn max_unpool(size_t spatial) {
   return [spatial](Node& n) {
     const hlo::TensorType& out = n.out();
-    Value plane = scatter_by_indices(n.b, n.in(0), n.in(1), {math_dtype(out.dtype), out.shape}, spatial, true);
+    Value plane = scatter_by_indices(n.b, n.in(0), n.in(1), {math_dtype(out.dtype), out.shape},
+                                     spatial, true);
     return V{n.b.convert(plane, out.dtype)};
   };
 }
-
 
 // ---- average pooling ----
 
@@ -273,7 +279,8 @@ Value avg_divisor(hlo::Builder& b, const Pool& p, const Ints& out_shape, bool co
       sizes.push_back(size);
     }
     Value v = b.convert(index_constant(b, sizes), dtype);
-    result = b.binary(Binary::Multiply, result, b.broadcast_in_dim(v, out_shape, {p.lead + static_cast<int64_t>(j)}));
+    result = b.binary(Binary::Multiply, result,
+                      b.broadcast_in_dim(v, out_shape, {p.lead + static_cast<int64_t>(j)}));
   }
   return result;
 }
@@ -291,7 +298,8 @@ V avg_pool_forward(Node& n, size_t spatial) {
   Value sum = reduce_window(b, {x}, {b.constant(0, acc)}, pool_window(p),
                             b.binary_region(Binary::Add, acc))[0];
   sum = slice_to(b, sum, n.out().shape);
-  return {b.binary(Binary::Divide, sum, avg_divisor(b, p, sum.type.shape, n.flag(5), n.opt_i64(6), acc))};
+  return {b.binary(Binary::Divide, sum,
+                   avg_divisor(b, p, sum.type.shape, n.flag(5), n.opt_i64(6), acc))};
 }
 
 V avg_pool_backward(Node& n, size_t spatial) {
@@ -312,9 +320,9 @@ V avg_pool_backward(Node& n, size_t spatial) {
     w.dims[p.lead + j] = p.kernel[j];
   }
   Value padded = b.pad(g, b.constant(0, acc), lo, hi, interior);
-  return {reduce_window(b, {padded}, {b.constant(0, acc)}, w, b.binary_region(Binary::Add, acc))[0]};
+  return {
+      reduce_window(b, {padded}, {b.constant(0, acc)}, w, b.binary_region(Binary::Add, acc))[0]};
 }
-
 
 // ---- adaptive pooling ----
 
@@ -362,7 +370,8 @@ V adaptive_avg_pool(Node& n, size_t spatial) {
   hlo::DType acc = math_dtype(n.out().dtype);
   Value x = b.convert(n.in(0), acc);
   int64_t lead = x.type.rank() - static_cast<int64_t>(spatial);
-  return {per_dim_matrices(b, x, lead, spatial_of(x.type, spatial), spatial_of(n.out(), spatial), false)};
+  return {per_dim_matrices(b, x, lead, spatial_of(x.type, spatial), spatial_of(n.out(), spatial),
+                           false)};
 }
 
 V adaptive_avg_pool_backward(Node& n, size_t spatial) {
@@ -370,9 +379,9 @@ V adaptive_avg_pool_backward(Node& n, size_t spatial) {
   hlo::DType acc = math_dtype(n.out().dtype);
   Value g = b.convert(n.in(0), acc);
   int64_t lead = g.type.rank() - static_cast<int64_t>(spatial);
-  return {per_dim_matrices(b, g, lead, spatial_of(n.out(), spatial), spatial_of(g.type, spatial), true)};
+  return {per_dim_matrices(b, g, lead, spatial_of(n.out(), spatial), spatial_of(g.type, spatial),
+                           true)};
 }
-
 
 V adaptive_max_pool(Node& n, size_t spatial) {
   hlo::Builder& b = n.b;
@@ -389,7 +398,8 @@ V adaptive_max_pool(Node& n, size_t spatial) {
     Ints table;
     for (int64_t o = 0; o < out[j]; ++o)
       for (int64_t t = 0; t < k; ++t)
-        table.push_back(std::min(adaptive_start(o, in[j], out[j]) + t, adaptive_end(o, in[j], out[j]) - 1));
+        table.push_back(
+            std::min(adaptive_start(o, in[j], out[j]) + t, adaptive_end(o, in[j], out[j]) - 1));
     int64_t dim = lead + 2 * static_cast<int64_t>(j);
     v = take_along(b, v, dim, table);
     Ints shape = v.type.shape;
@@ -417,7 +427,6 @@ V adaptive_max_pool(Node& n, size_t spatial) {
   return r;
 }
 
-
 // The lowering of `f` over `spatial` trailing dims.
 // ---- fractional max pooling ----
 
@@ -436,8 +445,7 @@ V fractional_max_pool(Node& n, size_t spatial) {
   const int64_t lead = x.type.rank() - static_cast<int64_t>(spatial);
   const int64_t planes = product(Ints(x.type.shape.begin(), x.type.shape.begin() + lead));
   Ints in = spatial_of(x.type, spatial), os = spatial_of(out, spatial);
-  if (out.numel() == 0)
-    return V{b.full(0, out), b.full(0, {hlo::DType::S64, out.shape})};
+  if (out.numel() == 0) return V{b.full(0, out), b.full(0, {hlo::DType::S64, out.shape})};
   // [planes, *out] index space.
   Ints grid{planes};
   grid.insert(grid.end(), os.begin(), os.end());
@@ -457,17 +465,20 @@ V fractional_max_pool(Node& n, size_t spatial) {
       Value alpha = b.binary(Binary::Divide, b.full(static_cast<double>(in[j] - kernel[j]), ut),
                              b.full(static_cast<double>(os[j] - 1), ut));
       Value o = b.convert(b.iota({hlo::DType::S64, ut.shape}, 1), t);
-      Value first = b.convert(b.binary(Binary::Multiply, b.binary(Binary::Add, o, uu), alpha), hlo::DType::S64);
+      Value first = b.convert(b.binary(Binary::Multiply, b.binary(Binary::Add, o, uu), alpha),
+                              hlo::DType::S64);
       Value shift = b.convert(b.binary(Binary::Multiply, uu, alpha), hlo::DType::S64);
-      Value is_last = b.compare(hlo::Compare::EQ, b.iota({hlo::DType::S64, ut.shape}, 1),
-                                b.full(static_cast<double>(os[j] - 1), {hlo::DType::S64, ut.shape}));
+      Value is_last =
+          b.compare(hlo::Compare::EQ, b.iota({hlo::DType::S64, ut.shape}, 1),
+                    b.full(static_cast<double>(os[j] - 1), {hlo::DType::S64, ut.shape}));
       start = b.select(is_last, last, b.binary(Binary::Subtract, first, shift));
     }
     starts.push_back(b.broadcast_in_dim(start, grid, {0, static_cast<int64_t>(j) + 1}));
   }
   const int64_t plane_size = product(in);
   Value flat = b.reshape(x, {planes * plane_size});
-  Value base = b.binary(Binary::Multiply, b.iota(it, 0), b.full(static_cast<double>(plane_size), it));
+  Value base =
+      b.binary(Binary::Multiply, b.iota(it, 0), b.full(static_cast<double>(plane_size), it));
   Value best = b.full(-std::numeric_limits<double>::infinity(), {t, grid});
   Value best_index;
   const int64_t taps = product(kernel);
@@ -481,7 +492,9 @@ V fractional_max_pool(Node& n, size_t spatial) {
     Value index = b.full(0, it);
     for (size_t j = 0; j < spatial; ++j) {
       Value pos = b.binary(Binary::Add, starts[j], b.full(static_cast<double>(offset[j]), it));
-      index = b.binary(Binary::Add, b.binary(Binary::Multiply, index, b.full(static_cast<double>(in[j]), it)), pos);
+      index =
+          b.binary(Binary::Add,
+                   b.binary(Binary::Multiply, index, b.full(static_cast<double>(in[j]), it)), pos);
     }
     if (tap == 0) best_index = index;
     Value v = b.gather_flat(flat, b.binary(Binary::Add, base, index));
@@ -540,10 +553,12 @@ TORCH_TPU_LOWERING(max_pool2d, {"max_pool2d_with_indices", "max_pool2d_with_indi
 TORCH_TPU_LOWERING(max_pool3d, {"max_pool3d_with_indices", "max_pool3d_with_indices.out"},
                    over(max_pool, 3));
 TORCH_TPU_LOWERING(max_pool2d_backward,
-                   {"max_pool2d_with_indices_backward", "max_pool2d_with_indices_backward.grad_input"},
+                   {"max_pool2d_with_indices_backward",
+                    "max_pool2d_with_indices_backward.grad_input"},
                    max_pool_backward(7, 2));
 TORCH_TPU_LOWERING(max_pool3d_backward,
-                   {"max_pool3d_with_indices_backward", "max_pool3d_with_indices_backward.grad_input"},
+                   {"max_pool3d_with_indices_backward",
+                    "max_pool3d_with_indices_backward.grad_input"},
                    max_pool_backward(7, 3));
 TORCH_TPU_LOWERING(max_unpool2d, {"max_unpool2d", "max_unpool2d.out"}, max_unpool(2));
 TORCH_TPU_LOWERING(max_unpool3d, {"max_unpool3d", "max_unpool3d.out"}, max_unpool(3));

@@ -101,9 +101,7 @@ Value uniform(hlo::Builder& b, const Value& state, const TensorType& out, double
   return b.select(at_to, b.full(from, out), x);
 }
 
-V lower_uniform(Node& n) {
-  return {uniform(n.b, n.rng_state(3), n.out(), n.f64(1), n.f64(2))};
-}
+V lower_uniform(Node& n) { return {uniform(n.b, n.rng_state(3), n.out(), n.f64(1), n.f64(2))}; }
 
 // mean + std * N(0, 1) of `out`'s shape, in math_dtype(out.dtype) as `mean` and `std` are.
 Value normal_sample(hlo::Builder& b, const Value& state, const TensorType& out, const Value& mean,
@@ -140,7 +138,8 @@ V lower_log_normal(Node& n) {  // log_normal_(self, mean, std, *, generator)
   const TensorType& out = n.out();
   check(n.f64(2) > 0, "log_normal_ expects std > 0.0, but found std=" + std::to_string(n.f64(2)));
   Value z = standard_normal(n.b, n.rng_state(3), out.shape, out.dtype);
-  return {n.b.unary(Unary::Exponential, affine(n.b, z, n.b.full(n.f64(2), z.type), n.b.full(n.f64(1), z.type)))};
+  return {n.b.unary(Unary::Exponential,
+                    affine(n.b, z, n.b.full(n.f64(2), z.type), n.b.full(n.f64(1), z.type)))};
 }
 
 V lower_cauchy(Node& n) {  // cauchy_(self, median, sigma, *, generator)
@@ -149,7 +148,8 @@ V lower_cauchy(Node& n) {  // cauchy_(self, median, sigma, *, generator)
   Value u = uniform01(n.b, n.rng_state(3), out.shape, m);
   Value angle = n.b.binary(Binary::Multiply, n.b.binary(Binary::Subtract, u, n.b.full(0.5, u.type)),
                            n.b.full(M_PI, u.type));
-  Value tan = n.b.binary(Binary::Divide, n.b.unary(Unary::Sine, angle), n.b.unary(Unary::Cosine, angle));
+  Value tan =
+      n.b.binary(Binary::Divide, n.b.unary(Unary::Sine, angle), n.b.unary(Unary::Cosine, angle));
   return {affine(n.b, tan, n.b.full(n.f64(2), u.type), n.b.full(n.f64(1), u.type))};
 }
 
@@ -160,8 +160,10 @@ V lower_geometric(Node& n) {  // geometric_(self, p, *, generator)
   check(p > 0 && p < 1, "geometric_ expects p to be in (0, 1), but got p=" + std::to_string(p));
   const DType m = out.dtype == DType::F64 ? DType::F64 : DType::F32;
   Value u = uniform01(n.b, n.rng_state(2), out.shape, m);
-  Value log = n.b.unary(Unary::LogPlusOne, n.b.unary(Unary::Negate, u));  // log(1 - u), 1 - u in (0, 1]
-  Value trials = n.b.unary(Unary::Ceil, n.b.binary(Binary::Divide, log, n.b.full(std::log1p(-p), u.type)));
+  Value log =
+      n.b.unary(Unary::LogPlusOne, n.b.unary(Unary::Negate, u));  // log(1 - u), 1 - u in (0, 1]
+  Value trials =
+      n.b.unary(Unary::Ceil, n.b.binary(Binary::Divide, log, n.b.full(std::log1p(-p), u.type)));
   return {n.b.binary(Binary::Maximum, trials, n.b.full(1, u.type))};
 }
 
@@ -201,7 +203,8 @@ V lower_native_dropout_backward(Node& n) {
   const DType m = math_dtype(n.out().dtype);
   Value g = cast_to(n.b, n.in(0), m, n.out().shape);
   Value mask = cast_to(n.b, n.in(1), m, n.out().shape);
-  return {n.b.binary(Binary::Multiply, n.b.binary(Binary::Multiply, g, mask), n.b.full(n.f64(2), g.type))};
+  return {n.b.binary(Binary::Multiply, n.b.binary(Binary::Multiply, g, mask),
+                     n.b.full(n.f64(2), g.type))};
 }
 
 // ---- integers ----------------------------------------------------------------------------
@@ -212,8 +215,8 @@ Value random_ints(hlo::Builder& b, const Value& state, const TensorType& out, in
   const TensorType u64{DType::U64, out.shape};
   Value bits = random_bits(b, state, u64);
   if (range != 0) {
-    Value r = b.broadcast_in_dim(b.constant_int(static_cast<int64_t>(range), DType::U64),
-                                 out.shape, {});
+    Value r =
+        b.broadcast_in_dim(b.constant_int(static_cast<int64_t>(range), DType::U64), out.shape, {});
     bits = b.binary(Binary::Remainder, bits, r);
   }
   const TensorType s64{DType::S64, out.shape};
@@ -315,7 +318,8 @@ V lower_multinomial(Node& n) {  // multinomial(self, num_samples, replacement, *
     Value cdf = cumsum_last(n.b, p);
     Value total = n.b.reshape(n.b.slice(cdf, {0, k - 1}, {rows, k}, {1, 1}), {rows});
     Value u = uniform01(n.b, state, {rows, samples}, m);
-    Value target = n.b.binary(Binary::Multiply, u, n.b.broadcast_in_dim(total, {rows, samples}, {0}));
+    Value target =
+        n.b.binary(Binary::Multiply, u, n.b.broadcast_in_dim(total, {rows, samples}, {0}));
     const std::vector<int64_t> cube{rows, samples, k};
     Value below = n.b.compare(Compare::LE, n.b.broadcast_in_dim(cdf, cube, {0, 2}),
                               n.b.broadcast_in_dim(target, cube, {0, 1}));
@@ -334,8 +338,8 @@ V lower_multinomial(Node& n) {  // multinomial(self, num_samples, replacement, *
     Value u = uniform01(n.b, derived_state(n.b, state), {rows, k}, m);
     Value log = n.b.unary(Unary::LogPlusOne, n.b.unary(Unary::Negate, u));  // -E_i, in (-inf, 0]
     Value positive = n.b.compare(Compare::GT, p, n.b.full(0, p.type));
-    Value key = n.b.select(positive, n.b.binary(Binary::Divide, log, p),
-                           n.b.full(-INFINITY, p.type));
+    Value key =
+        n.b.select(positive, n.b.binary(Binary::Divide, log, p), n.b.full(-INFINITY, p.type));
     V top = n.b.emit_multi("chlo.top_k", {key}, "k = " + std::to_string(samples) + " : i64",
                            {{m, {rows, samples}}, {DType::S32, {rows, samples}}});
     index = top[1];
@@ -368,16 +372,17 @@ LowerFn graph_randint(std::optional<size_t> low, size_t high) {
 
 TORCH_TPU_LOWERING(uniform, {"uniform_"}, lower_uniform, true);
 TORCH_TPU_LOWERING(normal_, {"normal_", "normal.out"}, normal(1, 2, 3), true);
-TORCH_TPU_LOWERING(normal, {"normal.Tensor_float", "normal.Tensor_float_out", "normal.float_Tensor",
-                            "normal.float_Tensor_out", "normal.Tensor_Tensor",
-                            "normal.Tensor_Tensor_out"},
+TORCH_TPU_LOWERING(normal,
+                   {"normal.Tensor_float", "normal.Tensor_float_out", "normal.float_Tensor",
+                    "normal.float_Tensor_out", "normal.Tensor_Tensor", "normal.Tensor_Tensor_out"},
                    normal(0, 1, 2), true);
 TORCH_TPU_LOWERING(exponential, {"exponential_"}, lower_exponential, true);
 TORCH_TPU_LOWERING(log_normal, {"log_normal_"}, lower_log_normal, true);
 TORCH_TPU_LOWERING(cauchy, {"cauchy_"}, lower_cauchy, true);
 TORCH_TPU_LOWERING(geometric, {"geometric_"}, lower_geometric, true);
-TORCH_TPU_LOWERING(bernoulli_p, {"bernoulli_.float", "bernoulli_.Tensor", "bernoulli.p",
-                                 "bernoulli.Tensor", "bernoulli.Tensor_out", "bernoulli.float_out"},
+TORCH_TPU_LOWERING(bernoulli_p,
+                   {"bernoulli_.float", "bernoulli_.Tensor", "bernoulli.p", "bernoulli.Tensor",
+                    "bernoulli.Tensor_out", "bernoulli.float_out"},
                    bernoulli(1, 2), true);
 TORCH_TPU_LOWERING(bernoulli, {"bernoulli", "bernoulli.out"}, bernoulli(0, 1), true);
 TORCH_TPU_LOWERING(random, {"random_"}, lower_random, true);
@@ -404,8 +409,8 @@ TORCH_TPU_GRAPH_LOWERING(randint_low, {"randint.low", "randint.low_generator"}, 
                          true);
 TORCH_TPU_GRAPH_LOWERING(randint_like, {"randint_like", "randint_like.generator"},
                          graph_randint(std::nullopt, 1), true);
-TORCH_TPU_GRAPH_LOWERING(randint_like_low, {"randint_like.low_dtype",
-                                            "randint_like.low_generator_dtype"},
+TORCH_TPU_GRAPH_LOWERING(randint_like_low,
+                         {"randint_like.low_dtype", "randint_like.low_generator_dtype"},
                          graph_randint(1, 2), true);
 TORCH_TPU_GRAPH_LOWERING(normal_float_float, {"normal.float_float"}, normal(0, 1, 3), true);
 TORCH_TPU_GRAPH_LOWERING(uniform_functional, {"uniform"}, lower_uniform, true);

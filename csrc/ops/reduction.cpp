@@ -68,7 +68,8 @@ Value reduce_as(Node& n, const Value& x, const std::vector<int64_t>& dims, Binar
 
 // ---- sum, mean, prod ------------------------------------------------------------------
 
-using DimsReduction = Value (*)(hlo::Builder&, const Value&, const std::vector<int64_t>&, bool, DType);
+using DimsReduction = Value (*)(hlo::Builder&, const Value&, const std::vector<int64_t>&, bool,
+                                DType);
 
 // sum / mean over every dim (`full`) or over the dims in argument 1.
 LowerFn reduce_with(DimsReduction fn, bool full) {
@@ -93,8 +94,7 @@ LowerFn prod_over(bool full) {
 
 // ---- max, min, argmax, argmin ---------------------------------------------------------
 
-Value extreme(Node& n, const Value& x, const std::vector<int64_t>& dims, bool max,
-              size_t out = 0) {
+Value extreme(Node& n, const Value& x, const std::vector<int64_t>& dims, bool max, size_t out = 0) {
   return n.b.reshape(reduce_extreme(n.b, x, dims, max), n.out(out).shape);
 }
 
@@ -106,7 +106,8 @@ std::pair<Value, Value> arg_extreme(hlo::Builder& b, const Value& x, int64_t dim
   std::vector<int64_t> rows = other_dims(x.type.rank(), dim);
   Value vb = b.broadcast_in_dim(value, x.type.shape, rows);
   Value hit = b.compare(Compare::EQ, x, vb);
-  if (hlo::is_float(x.type.dtype)) hit = b.binary(Binary::Or, hit, b.binary(Binary::And, is_nan(b, x), is_nan(b, vb)));
+  if (hlo::is_float(x.type.dtype))
+    hit = b.binary(Binary::Or, hit, b.binary(Binary::And, is_nan(b, x), is_nan(b, vb)));
   TensorType idx_type{DType::S64, x.type.shape};
   Value none = b.full(static_cast<double>(x.type.shape[dim]), idx_type);
   Value index = b.reduce(b.select(hit, b.iota(idx_type, dim), none), highest(b, DType::S64), {dim},
@@ -131,8 +132,10 @@ LowerFn arg_only(bool max) {
     Value x = n.in(0);
     std::optional<int64_t> d = n.opt_i64(1);
     int64_t dim = 0;
-    if (!d || x.type.rank() == 0) x = n.b.reshape(x, {x.type.numel()});
-    else dim = wrap_dim(*d, x.type.rank());
+    if (!d || x.type.rank() == 0)
+      x = n.b.reshape(x, {x.type.numel()});
+    else
+      dim = wrap_dim(*d, x.type.rank());
     return V{n.b.reshape(arg_extreme(n.b, x, dim, max).second, n.out().shape)};
   };
 }
@@ -172,7 +175,8 @@ LowerFn any_all(bool any, bool full) {
     Value x = b.convert(n.in(0), DType::Pred);
     int64_t rank = x.type.rank();
     std::vector<int64_t> dims = full ? all_dims(rank) : dims_arg(n, 1, rank, false);
-    return V{reduce_as(n, x, dims, any ? Binary::Or : Binary::And, b.constant(any ? 0 : 1, DType::Pred))};
+    return V{reduce_as(n, x, dims, any ? Binary::Or : Binary::And,
+                       b.constant(any ? 0 : 1, DType::Pred))};
   };
 }
 
@@ -192,8 +196,10 @@ V variance(Node& n, bool take_sqrt, bool with_mean) {
   for (int64_t d : dims) kept[d] = 1;
   Value total = b.reshape(b.reduce(x, b.constant(0, acc), dims, Binary::Add), kept);
   Value mean = b.binary(Binary::Divide, total, b.full(static_cast<double>(count), total.type));
-  Value centered = b.binary(Binary::Subtract, x, b.broadcast_in_dim(mean, x.type.shape, all_dims(x.type.rank())));
-  Value sq = b.reduce(b.binary(Binary::Multiply, centered, centered), b.constant(0, acc), dims, Binary::Add);
+  Value centered = b.binary(Binary::Subtract, x,
+                            b.broadcast_in_dim(mean, x.type.shape, all_dims(x.type.rank())));
+  Value sq = b.reduce(b.binary(Binary::Multiply, centered, centered), b.constant(0, acc), dims,
+                      Binary::Add);
   Value correction = n.has(2) ? b.convert(n.in(2), acc) : b.constant(1, acc);
   Value dof = b.binary(Binary::Subtract, b.constant(static_cast<double>(count), acc), correction);
   dof = b.binary(Binary::Maximum, dof, b.constant(0, acc));
@@ -219,8 +225,8 @@ V lower_logsumexp(Node& n) {
   Value inf = b.compare(Compare::EQ, b.unary(Unary::Abs, m), b.full(INFINITY, m.type));
   m = b.select(inf, b.full(0, m.type), m);
   Value mb = b.broadcast_in_dim(m, x.type.shape, all_dims(x.type.rank()));
-  Value s = b.reduce(b.unary(Unary::Exponential, b.binary(Binary::Subtract, x, mb)), b.constant(0, acc), dims,
-                     Binary::Add);
+  Value s = b.reduce(b.unary(Unary::Exponential, b.binary(Binary::Subtract, x, mb)),
+                     b.constant(0, acc), dims, Binary::Add);
   Value r = b.binary(Binary::Add, b.unary(Unary::Log, s), b.reshape(m, s.type.shape));
   return V{b.reshape(r, n.out().shape)};
 }
@@ -249,7 +255,9 @@ Value vector_norm(Node& n, const Value& self, const Value* p_in, const std::vect
     return r.reduce(v, r.constant(0, acc), dims, Binary::Add);
   };
   std::vector<std::string> branches{
-      branch([&](hlo::Builder& r) { return r.unary(Unary::Sqrt, sum(r, r.binary(Binary::Multiply, a, a))); }),
+      branch([&](hlo::Builder& r) {
+        return r.unary(Unary::Sqrt, sum(r, r.binary(Binary::Multiply, a, a)));
+      }),
       branch([&](hlo::Builder& r) { return sum(r, a); }),
       branch([&](hlo::Builder& r) {
         return sum(r, r.convert(r.compare(Compare::NE, a, r.full(0, a.type)), acc));
@@ -265,8 +273,8 @@ Value vector_norm(Node& n, const Value& self, const Value* p_in, const std::vect
   const double special[] = {2, 1, 0, INFINITY, -INFINITY};
   Value index = b.constant_int(5, DType::S32);
   for (int k = 4; k >= 0; --k)
-    index = b.select(b.compare(Compare::EQ, p, b.constant(special[k], acc)), b.constant_int(k, DType::S32),
-                     index);
+    index = b.select(b.compare(Compare::EQ, p, b.constant(special[k], acc)),
+                     b.constant_int(k, DType::S32), index);
   Value r = b.emit("stablehlo.case", {index}, "", rt, branches);
   return b.reshape(r, n.out().shape);
 }
@@ -315,7 +323,8 @@ std::string log_add_exp_region(hlo::Builder& b, DType t) {
   return b.region({s, s}, [](hlo::Builder& r, const V& a) {
     Value hi = r.binary(Binary::Maximum, a[0], a[1]), lo = r.binary(Binary::Minimum, a[0], a[1]);
     Value sum = r.binary(Binary::Add, hi,
-                         r.unary(Unary::LogPlusOne, r.unary(Unary::Exponential, r.binary(Binary::Subtract, lo, hi))));
+                         r.unary(Unary::LogPlusOne,
+                                 r.unary(Unary::Exponential, r.binary(Binary::Subtract, lo, hi))));
     Value finite = r.emit("stablehlo.is_finite", {lo}, "", TensorType{DType::Pred, {}});
     Value use_sum = r.binary(Binary::Or, r.compare(Compare::NE, lo, hi), finite);
     // maximum / minimum may drop a NaN; a + b keeps it.
@@ -360,7 +369,8 @@ LowerFn cumulative_extreme(bool max, size_t dim_arg) {
       Value pick = r.binary(max ? Binary::Maximum : Binary::Minimum, a[0], a[1]);
       return V{r.select(is_nan(r, a[0]), a[0], r.select(is_nan(r, a[1]), a[1], pick))};
     });
-    Value running = scan(b, x, dim, extreme, max ? lowest(b, x.type.dtype) : highest(b, x.type.dtype));
+    Value running =
+        scan(b, x, dim, extreme, max ? lowest(b, x.type.dtype) : highest(b, x.type.dtype));
     Value reached = b.binary(Binary::Or, b.compare(Compare::EQ, x, running), is_nan(b, x));
     Value position = b.select(reached, b.iota(index_type, dim), b.full(-1, index_type));
     Value index = scan(b, position, dim, b.binary_region(Binary::Maximum, DType::S64), -1);
@@ -422,7 +432,8 @@ Value lowest(hlo::Builder& b, DType dtype) {
   if (hlo::is_float(dtype)) return b.constant(-INFINITY, dtype);
   if (dtype == DType::Pred || hlo::is_unsigned_int(dtype)) return b.constant_int(0, dtype);
   int bits = 8 * hlo::byte_width(dtype);
-  return b.constant_int(bits == 64 ? std::numeric_limits<int64_t>::min() : -(int64_t{1} << (bits - 1)), dtype);
+  return b.constant_int(
+      bits == 64 ? std::numeric_limits<int64_t>::min() : -(int64_t{1} << (bits - 1)), dtype);
 }
 
 Value highest(hlo::Builder& b, DType dtype) {
@@ -430,7 +441,8 @@ Value highest(hlo::Builder& b, DType dtype) {
   if (dtype == DType::Pred) return b.constant_int(1, dtype);
   if (hlo::is_unsigned_int(dtype)) return b.constant_int(-1, dtype);  // wraps to the maximum
   int bits = 8 * hlo::byte_width(dtype);
-  return b.constant_int(bits == 64 ? std::numeric_limits<int64_t>::max() : (int64_t{1} << (bits - 1)) - 1, dtype);
+  return b.constant_int(
+      bits == 64 ? std::numeric_limits<int64_t>::max() : (int64_t{1} << (bits - 1)) - 1, dtype);
 }
 
 Value is_nan(hlo::Builder& b, const Value& x) { return b.compare(Compare::NE, x, x); }
@@ -454,7 +466,8 @@ Value lower_sum(hlo::Builder& b, const Value& x, const std::vector<int64_t>& dim
   std::vector<int64_t> rdims = all_dims_if_empty(x, dims);
   DType acc = math_dtype(dtype);
   Value in = b.convert(x, acc);
-  Value sum = b.reduce(in, b.constant(0, acc), rdims, acc == DType::Pred ? Binary::Or : Binary::Add);
+  Value sum =
+      b.reduce(in, b.constant(0, acc), rdims, acc == DType::Pred ? Binary::Or : Binary::Add);
   return keep_dims(b, b.convert(sum, dtype), x, rdims, keepdim);
 }
 
@@ -488,9 +501,11 @@ TORCH_TPU_LOWERING(argmax, {"argmax", "argmax.out"}, arg_only(true));
 TORCH_TPU_LOWERING(argmin, {"argmin", "argmin.out"}, arg_only(false));
 
 TORCH_TPU_LOWERING(any, {"any", "any.all_out"}, any_all(true, true));
-TORCH_TPU_LOWERING(any_dim, {"any.dim", "any.out", "any.dims", "any.dims_out"}, any_all(true, false));
+TORCH_TPU_LOWERING(any_dim, {"any.dim", "any.out", "any.dims", "any.dims_out"},
+                   any_all(true, false));
 TORCH_TPU_LOWERING(all, {"all", "all.all_out"}, any_all(false, true));
-TORCH_TPU_LOWERING(all_dim, {"all.dim", "all.out", "all.dims", "all.dims_out"}, any_all(false, false));
+TORCH_TPU_LOWERING(all_dim, {"all.dim", "all.out", "all.dims", "all.dims_out"},
+                   any_all(false, false));
 
 TORCH_TPU_LOWERING(var, {"var.correction", "var.correction_out"},
                    [](Node& n) { return variance(n, false, false); });
@@ -506,8 +521,9 @@ TORCH_TPU_LOWERING(vector_norm,
                    {"linalg_vector_norm", "linalg_vector_norm.out", "norm.ScalarOpt_dim",
                     "norm.ScalarOpt_dim_dtype", "norm.out", "norm.dtype_out"},
                    lower_norm_dims);
-TORCH_TPU_LOWERING(norm, {"norm.Scalar", "norm.Scalar_out", "norm.ScalarOpt_dtype",
-                          "norm.ScalarOpt_dtype_out"},
+TORCH_TPU_LOWERING(norm,
+                   {"norm.Scalar", "norm.Scalar_out", "norm.ScalarOpt_dtype",
+                    "norm.ScalarOpt_dtype_out"},
                    lower_norm_all);
 
 TORCH_TPU_LOWERING(cumsum, {"cumsum", "cumsum_", "cumsum.out"}, cumulative(Binary::Add, 0));

@@ -39,7 +39,9 @@ const hlo::Value& Node::in(size_t i) const {
 
 bool Node::has(size_t i) const { return i < args.size() && args[i].value.has_value(); }
 
-const std::vector<std::optional<hlo::Value>>& Node::list(size_t i) const { return args.at(i).values; }
+const std::vector<std::optional<hlo::Value>>& Node::list(size_t i) const {
+  return args.at(i).values;
+}
 
 bool Node::is_none(size_t i) const {
   const Operand& a = args.at(i);

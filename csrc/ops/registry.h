@@ -30,8 +30,8 @@
 namespace torch_tpu::ops {
 
 // A static argument: part of the program key. None is monostate.
-using Attr = std::variant<std::monostate, bool, int64_t, double, std::string,
-                          std::vector<int64_t>, std::vector<double>>;
+using Attr = std::variant<std::monostate, bool, int64_t, double, std::string, std::vector<int64_t>,
+                          std::vector<double>>;
 
 struct Operand {
   std::optional<hlo::Value> value;                // Tensor, Tensor?, Scalar, Generator

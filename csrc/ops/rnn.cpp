@@ -118,7 +118,8 @@ V gru_cell_backward(Node& n) {
 
 TORCH_TPU_LOWERING(lstm_cell, {"_thnn_fused_lstm_cell", "_thnn_fused_lstm_cell.out"}, lstm_cell);
 TORCH_TPU_LOWERING(lstm_cell_backward,
-                   {"_thnn_fused_lstm_cell_backward_impl", "_thnn_fused_lstm_cell_backward_impl.out"},
+                   {"_thnn_fused_lstm_cell_backward_impl",
+                    "_thnn_fused_lstm_cell_backward_impl.out"},
                    lstm_cell_backward);
 TORCH_TPU_LOWERING(gru_cell, {"_thnn_fused_gru_cell", "_thnn_fused_gru_cell.out"}, gru_cell);
 TORCH_TPU_LOWERING(gru_cell_backward,

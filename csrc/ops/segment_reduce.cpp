@@ -95,7 +95,8 @@ std::vector<Value> lower_segment_reduce(Node& n) {
     Value fill = max ? lowest(b, t) : highest(b, t);
     Value picked = m.sel(member, x, b.broadcast_in_dim(fill, shape, {}));
     result = reduce_extreme(b, picked, {axis + 1}, max);
-    if (has_initial) result = max ? nan_max(b, init_full(), result) : nan_min(b, init_full(), result);
+    if (has_initial)
+      result = max ? nan_max(b, init_full(), result) : nan_min(b, init_full(), result);
   } else if (reduce == "sum" || reduce == "mean" || reduce == "prod") {
     const bool prod = reduce == "prod";
     Value picked = m.sel(member, x, b.full(prod ? 1 : 0, x.type));
@@ -121,7 +122,6 @@ std::vector<Value> lower_segment_reduce(Node& n) {
 
 }  // namespace
 
-TORCH_TPU_LOWERING(segment_reduce, {"segment_reduce", "segment_reduce.out"},
-                   lower_segment_reduce);
+TORCH_TPU_LOWERING(segment_reduce, {"segment_reduce", "segment_reduce.out"}, lower_segment_reduce);
 
 }  // namespace torch_tpu::ops

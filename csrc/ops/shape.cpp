@@ -42,8 +42,7 @@ Value roll_dim(hlo::Builder& b, const Value& x, int64_t shift, int64_t dim) {
   if (size == 0) return x;
   shift = ((shift % size) + size) % size;
   if (shift == 0) return x;
-  std::vector<int64_t> start(x.type.rank(), 0), limit = x.type.shape,
-      strides(x.type.rank(), 1);
+  std::vector<int64_t> start(x.type.rank(), 0), limit = x.type.shape, strides(x.type.rank(), 1);
   limit[dim] = size - shift;
   Value head = b.slice(x, start, limit, strides);
   start[dim] = size - shift;
@@ -185,9 +184,9 @@ V lower_unfold_backward(Node& n) {
   merged[dim] = windows * size;
   g = b.reshape(g, merged);
   TensorType it{DType::S64, {windows, size}};
-  Value src = b.binary(Binary::Add, b.binary(Binary::Multiply, b.iota(it, 0),
-                                       b.full(static_cast<double>(step), it)),
-                       b.iota(it, 1));
+  Value src = b.binary(
+      Binary::Add, b.binary(Binary::Multiply, b.iota(it, 0), b.full(static_cast<double>(step), it)),
+      b.iota(it, 1));
   return {b.convert(add_along(b, b.full(0, {acc, out.shape}), dim, src, g), out.dtype)};
 }
 
@@ -209,14 +208,14 @@ V lower_channel_shuffle(Node& n) {
 }  // namespace
 
 TORCH_TPU_LOWERING(cat, {"cat", "cat.out"}, lower_cat);
-TORCH_TPU_LOWERING(channel_shuffle, {"channel_shuffle", "channel_shuffle.out"}, lower_channel_shuffle);
+TORCH_TPU_LOWERING(channel_shuffle, {"channel_shuffle", "channel_shuffle.out"},
+                   lower_channel_shuffle);
 TORCH_TPU_LOWERING(flip, {"flip", "flip.out"}, lower_flip);
 TORCH_TPU_LOWERING(roll, {"roll", "roll.out"}, lower_roll);
 TORCH_TPU_LOWERING(tril, {"tril", "tril_", "tril.out"}, triangle(true));
 TORCH_TPU_LOWERING(triu, {"triu", "triu_", "triu.out"}, triangle(false));
 TORCH_TPU_LOWERING(repeat, {"repeat", "repeat.out"}, lower_repeat);
-TORCH_TPU_LOWERING(constant_pad_nd, {"constant_pad_nd", "constant_pad_nd.out"},
-                   lower_constant_pad);
+TORCH_TPU_LOWERING(constant_pad_nd, {"constant_pad_nd", "constant_pad_nd.out"}, lower_constant_pad);
 TORCH_TPU_LOWERING(reflection_pad1d, {"reflection_pad1d", "reflection_pad1d.out"},
                    pad_forward(1, true));
 TORCH_TPU_LOWERING(reflection_pad2d, {"reflection_pad2d", "reflection_pad2d.out"},

@@ -25,7 +25,8 @@ Value as_vector(hlo::Builder& b, const Value& x) {
 
 // x - max(x) over dim: the shifted logits both forms exponentiate.
 Value shifted(hlo::Builder& b, const Value& x, int64_t dim) {
-  return b.binary(Binary::Subtract, x, reduce_back(b, x, dim, Binary::Maximum, lowest(b, x.type.dtype)));
+  return b.binary(Binary::Subtract, x,
+                  reduce_back(b, x, dim, Binary::Maximum, lowest(b, x.type.dtype)));
 }
 
 LowerFn softmax(bool log) {
@@ -38,7 +39,8 @@ LowerFn softmax(bool log) {
     Value z = shifted(b, x, dim);
     Value e = b.unary(Unary::Exponential, z);
     Value s = reduce_back(b, e, dim, Binary::Add, b.constant(0, acc));
-    Value r = log ? b.binary(Binary::Subtract, z, b.unary(Unary::Log, s)) : b.binary(Binary::Divide, e, s);
+    Value r = log ? b.binary(Binary::Subtract, z, b.unary(Unary::Log, s))
+                  : b.binary(Binary::Divide, e, s);
     return V{b.reshape(r, n.out().shape)};
   };
 }
@@ -57,7 +59,8 @@ LowerFn softmax_backward(bool log) {
     Value r;
     if (log) {
       Value s = reduce_back(b, g, dim, Binary::Add, zero);
-      r = b.binary(Binary::Subtract, g, b.binary(Binary::Multiply, b.unary(Unary::Exponential, y), s));
+      r = b.binary(Binary::Subtract, g,
+                   b.binary(Binary::Multiply, b.unary(Unary::Exponential, y), s));
     } else {
       Value s = reduce_back(b, b.binary(Binary::Multiply, g, y), dim, Binary::Add, zero);
       r = b.binary(Binary::Multiply, y, b.binary(Binary::Subtract, g, s));

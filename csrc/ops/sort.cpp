@@ -78,7 +78,8 @@ V lower_topk(Node& n) {
   bool largest = n.flag(3);
   if (k == 0 || x.type.numel() == 0) {
     auto [v, i] = sort_along(b, x, dim, largest);
-    return V{b.reshape(take(b, v, dim, 0, k), n.out(0).shape), b.reshape(take(b, i, dim, 0, k), n.out(1).shape)};
+    return V{b.reshape(take(b, v, dim, 0, k), n.out(0).shape),
+             b.reshape(take(b, i, dim, 0, k), n.out(1).shape)};
   }
   std::vector<int64_t> perm = other_dims(rank, dim);
   perm.push_back(dim);
@@ -123,12 +124,14 @@ std::pair<Value, Value> median_along(hlo::Builder& b, const Value& x, int64_t di
   Value numbers = b.binary(Binary::Subtract, n, nans);
   // A row of NaNs has its (NaN) median where a row of numbers would, as in PyTorch.
   Value counted = b.select(b.compare(Compare::EQ, numbers, b.full(0, nans.type)), n, numbers);
-  Value pos = b.binary(Binary::Divide, b.binary(Binary::Subtract, skip_nan ? counted : n, one), two);
+  Value pos =
+      b.binary(Binary::Divide, b.binary(Binary::Subtract, skip_nan ? counted : n, one), two);
   if (!skip_nan) {
     Value any_nan = b.compare(Compare::GT, nans, b.full(0, nans.type));
     pos = b.select(any_nan, numbers, pos);
   }
-  Value at = b.compare(Compare::EQ, b.iota(i.type, dim), b.broadcast_in_dim(pos, i.type.shape, rows));
+  Value at =
+      b.compare(Compare::EQ, b.iota(i.type, dim), b.broadcast_in_dim(pos, i.type.shape, rows));
   Value others = b.broadcast_in_dim(lowest(b, v.type.dtype), v.type.shape, {});
   Value value = reduce_extreme(b, b.select(at, v, others), {dim}, true);
   Value index = b.reduce(b.select(at, i, b.full(-1, i.type)), b.constant_int(-1, DType::S64), {dim},
@@ -159,8 +162,8 @@ LowerFn median_all(bool skip_nan) {
 // of halvings): NaNs and unsorted entries then land where CPU's search puts them. The
 // first position whose entry is >= the value (> with `right`); `sorter`, if any, gives
 // each row's order.
-Value search(hlo::Builder& b, const Value& seq_in, const Value& values_in, bool right, DType compute,
-             const TensorType& out, const Value* sorter) {
+Value search(hlo::Builder& b, const Value& seq_in, const Value& values_in, bool right,
+             DType compute, const TensorType& out, const Value* sorter) {
   Value seq = b.convert(seq_in, compute), values = b.convert(values_in, compute);
   const int64_t len = seq.type.shape.empty() ? 1 : seq.type.shape.back();
   const TensorType it{DType::S64, values.type.shape};
@@ -181,7 +184,8 @@ Value search(hlo::Builder& b, const Value& seq_in, const Value& values_in, bool 
   for (int s = 0; s < steps; ++s) {
     Value active = b.compare(Compare::LT, lo, hi);
     Value mid =
-        b.binary(Binary::Add, lo, b.binary(Binary::ShiftRightLogical, b.binary(Binary::Subtract, hi, lo), k(1)));
+        b.binary(Binary::Add, lo,
+                 b.binary(Binary::ShiftRightLogical, b.binary(Binary::Subtract, hi, lo), k(1)));
     Value at = b.select(active, mid, k(0));
     if (sorter) at = b.gather_flat(order, b.binary(Binary::Add, row, at));
     Value entry = b.gather_flat(flat, b.binary(Binary::Add, row, at));
@@ -231,15 +235,17 @@ V lower_mode(Node& n) {
   dj.push_back(rank);
   Value xi = b.broadcast_in_dim(t, pair, di), xj = b.broadcast_in_dim(t, pair, dj);
   Value same = b.compare(Compare::EQ, xi, xj);
-  Value count = b.reduce(b.convert(same, DType::S64), b.constant_int(0, DType::S64), {rank}, Binary::Add);
+  Value count =
+      b.reduce(b.convert(same, DType::S64), b.constant_int(0, DType::S64), {rank}, Binary::Add);
   Value most = b.reduce(count, b.constant_int(0, DType::S64), {rank - 1}, Binary::Maximum);
   Value top = b.compare(Compare::EQ, count, b.broadcast_in_dim(most, count.type.shape, lead));
-  Value value = reduce_extreme(b, b.select(top, t, b.broadcast_in_dim(highest(b, t.type.dtype), t.type.shape, {})),
-                               {rank - 1}, false);
+  Value value = reduce_extreme(
+      b, b.select(top, t, b.broadcast_in_dim(highest(b, t.type.dtype), t.type.shape, {})),
+      {rank - 1}, false);
   Value at = b.compare(Compare::EQ, t, b.broadcast_in_dim(value, t.type.shape, lead));
   TensorType it{DType::S64, t.type.shape};
-  Value index = b.reduce(b.select(at, b.iota(it, rank - 1), b.full(-1, it)), b.constant_int(-1, DType::S64),
-                         {rank - 1}, Binary::Maximum);
+  Value index = b.reduce(b.select(at, b.iota(it, rank - 1), b.full(-1, it)),
+                         b.constant_int(-1, DType::S64), {rank - 1}, Binary::Maximum);
   return {b.reshape(value, n.out(0).shape), b.reshape(index, n.out(1).shape)};
 }
 
@@ -254,10 +260,12 @@ TORCH_TPU_LOWERING(median_dim, {"median.dim", "median.dim_values"}, median_dim(f
 TORCH_TPU_LOWERING(nanmedian, {"nanmedian", "nanmedian.out"}, median_all(true));
 TORCH_TPU_LOWERING(nanmedian_dim, {"nanmedian.dim", "nanmedian.dim_values"}, median_dim(true));
 
-TORCH_TPU_LOWERING(searchsorted, {"searchsorted.Tensor", "searchsorted.Tensor_out", "searchsorted.Scalar",
-                                  "searchsorted.Scalar_out"},
+TORCH_TPU_LOWERING(searchsorted,
+                   {"searchsorted.Tensor", "searchsorted.Tensor_out", "searchsorted.Scalar",
+                    "searchsorted.Scalar_out"},
                    lower_searchsorted);
-TORCH_TPU_LOWERING(bucketize, {"bucketize.Tensor", "bucketize.Tensor_out", "bucketize.Scalar"}, lower_bucketize);
+TORCH_TPU_LOWERING(bucketize, {"bucketize.Tensor", "bucketize.Tensor_out", "bucketize.Scalar"},
+                   lower_bucketize);
 TORCH_TPU_LOWERING(mode, {"mode", "mode.values"}, lower_mode);
 
 }  // namespace torch_tpu::ops

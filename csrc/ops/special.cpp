@@ -93,7 +93,9 @@ LowerFn polynomial(Family f) {
     std::vector<int64_t> all;
     for (int64_t d = 0; d < ni.type.rank(); ++d) all.push_back(d);
     Value needed = m.sel(covered, m.k(0, ni), ni);
-    Value limit = all.empty() ? needed : b.reduce(needed, b.constant_int(0, DType::S64), all, Binary::Maximum);
+    Value limit = all.empty()
+                      ? needed
+                      : b.reduce(needed, b.constant_int(0, DType::S64), all, Binary::Maximum);
     Value r = recurrence(b, x, ni, limit, m.k(1, x), f.first(m, x), f.step);
     r = m.sel(m.eq(ni, m.k(0, ni)), m.k(1, x), r);
     r = m.sel(m.lt(ni, m.k(0, ni)), m.k(0, x), r);
@@ -109,7 +111,9 @@ Value acos(const Math& m, const Value& x) { return m.b.unary(Unary::Acos, x); }
 Value sin(const Math& m, const Value& x) { return m.b.unary(Unary::Sine, x); }
 Value cos(const Math& m, const Value& x) { return m.b.unary(Unary::Cosine, x); }
 // +v or -v by the parity of n.
-Value by_parity(const Math& m, const Value& n, const Value& v) { return m.sel(even(m, n), v, m.neg(v)); }
+Value by_parity(const Math& m, const Value& n, const Value& v) {
+  return m.sel(even(m, n), v, m.neg(v));
+}
 
 // Chebyshev: r = 2 y q - p, with y = x or the shifted 2x - 1.
 template <bool Shifted>
@@ -181,13 +185,15 @@ Cases chebyshev_w(const Math& m, const Value& x, const Value& n, const Value& nx
 Cases no_cases(const Math&, const Value&, const Value&, const Value&) { return {}; }
 
 // Hermite H: H_j = 2x H_{j-1} - 2(j-1) H_{j-2}.
-Value hermite_h_step(const Math& m, const Value& j, const Value& x, const Value& p, const Value& q) {
+Value hermite_h_step(const Math& m, const Value& j, const Value& x, const Value& p,
+                     const Value& q) {
   Value k = m.sub(m.add(j, j), m.k(2, j));
   return m.sub(m.mul(m.add(x, x), q), m.mul(k, p));
 }
 
 // Hermite He: He_j = x He_{j-1} - (j-1) He_{j-2}.
-Value hermite_he_step(const Math& m, const Value& j, const Value& x, const Value& p, const Value& q) {
+Value hermite_he_step(const Math& m, const Value& j, const Value& x, const Value& p,
+                      const Value& q) {
   return m.sub(m.mul(x, q), m.mul(m.sub(j, m.k(1, j)), p));
 }
 
@@ -219,7 +225,10 @@ Value first_2x(const Math& m, const Value& x) { return m.add(x, x); }
 Value first_v(const Math& m, const Value& x) { return m.sub(m.add(x, x), m.k(1, x)); }
 Value first_w(const Math& m, const Value& x) { return m.add(m.add(x, x), m.k(1, x)); }
 Value first_shifted_t(const Math& m, const Value& x) { return shifted(m, x); }
-Value first_shifted_u(const Math& m, const Value& x) { Value y = shifted(m, x); return m.add(y, y); }
+Value first_shifted_u(const Math& m, const Value& x) {
+  Value y = shifted(m, x);
+  return m.add(y, y);
+}
 Value first_shifted_v(const Math& m, const Value& x) {
   Value y = shifted(m, x);
   return m.sub(m.add(y, y), m.k(1, x));
@@ -247,7 +256,8 @@ Value erfcx_nonneg(const Math& m, const Value& y) {
   Value small = m.mul(m.exp(m.mul(y, y)), m.b.unary(Unary::Erfc, y));
   Value inv = m.div(m.k(1, y), m.mul(m.k(2, y), m.mul(y, y)));  // 1 / (2 y^2)
   Value sum = m.k(0, y);
-  for (int k = 8; k >= 1; --k) sum = m.mul(m.mul(m.k(-(2.0 * k - 1), y), inv), m.add(m.k(1, y), sum));
+  for (int k = 8; k >= 1; --k)
+    sum = m.mul(m.mul(m.k(-(2.0 * k - 1), y), inv), m.add(m.k(1, y), sum));
   Value large = m.div(m.add(m.k(1, y), sum), m.mul(y, m.k(std::sqrt(kPi), y)));
   return m.sel(m.le(y, m.k(26, y)), small, large);
 }
@@ -290,7 +300,8 @@ Value spherical_bessel_j0(const Math& m, const Value& x) {
     c.push_back((k % 2 ? -1.0 : 1.0) / fact);
   }
   Value poly = m.k(c.back(), x);
-  for (int k = static_cast<int>(c.size()) - 2; k >= 0; --k) poly = m.add(m.k(c[k], x), m.mul(x2, poly));
+  for (int k = static_cast<int>(c.size()) - 2; k >= 0; --k)
+    poly = m.add(m.k(c[k], x), m.mul(x2, poly));
   Value r = m.sel(m.lt(m.abs(x), m.k(0.5, x)), poly, m.div(sin(m, x), x));
   return m.sel(m.eq(m.abs(x), m.k(INFINITY, x)), m.k(0, x), r);
 }
@@ -361,27 +372,28 @@ Value airy_ai(hlo::Builder& b, const Value& x) {
   Value s = m.div(m.mul(m.mul(k(-2), nx), m.sqrt(m.neg(nx))), k(3));
   Value z = m.div(k(1), s);
   Value zz = m.mul(z, z);
-  Value afn = horner(m, zz, {-1.31696323418331795333e-01, -6.26456544431912369773e-01,
-                             -6.93158036036933542233e-01, -2.79779981545119124951e-01,
-                             -4.91900132609500318020e-02, -4.06265923594885404393e-03,
-                             -1.59276496239262096340e-04, -2.77649108155232920844e-06,
-                             -1.67787698489114633780e-08});
-  Value afd = horner(m, zz, {+1.33560420706553243746e+01, +3.26825032795224613948e+01,
-                             +2.67367040941499554804e+01, +9.18707402907259625840e+00,
-                             +1.47529146771666414581e+00, +1.15687173795188044134e-01,
-                             +4.40291641615211203805e-03, +7.54720348287414296618e-05,
-                             +4.51850092970580378464e-07});
-  Value agn = horner(m, zz, {+1.97339932091685679179e-02, +3.91103029615688277255e-01,
-                             +1.06579897599595591108e+00, +9.39169229816650230044e-01,
-                             +3.51465656105547619242e-01, +6.33888919628925490927e-02,
-                             +5.85804113048388458567e-03, +2.82851600836737019778e-04,
-                             +6.98793669997260967291e-06, +8.11789239554389293311e-08,
-                             +3.41551784765923618484e-10});
-  Value agd = horner(m, zz, {+9.30892908077441974853e+00, +1.98352928718312140417e+01,
-                             +1.55646628932864612953e+01, +5.47686069422975497931e+00,
-                             +9.54293611618961883998e-01, +8.64580826352392193095e-02,
-                             +4.12656523824222607191e-03, +1.01259085116509135510e-04,
-                             +1.17166733214413521882e-06, +4.91834570062930015649e-09});
+  Value afn = horner(
+      m, zz,
+      {-1.31696323418331795333e-01, -6.26456544431912369773e-01, -6.93158036036933542233e-01,
+       -2.79779981545119124951e-01, -4.91900132609500318020e-02, -4.06265923594885404393e-03,
+       -1.59276496239262096340e-04, -2.77649108155232920844e-06, -1.67787698489114633780e-08});
+  Value afd = horner(
+      m, zz,
+      {+1.33560420706553243746e+01, +3.26825032795224613948e+01, +2.67367040941499554804e+01,
+       +9.18707402907259625840e+00, +1.47529146771666414581e+00, +1.15687173795188044134e-01,
+       +4.40291641615211203805e-03, +7.54720348287414296618e-05, +4.51850092970580378464e-07});
+  Value agn =
+      horner(m, zz,
+             {+1.97339932091685679179e-02, +3.91103029615688277255e-01, +1.06579897599595591108e+00,
+              +9.39169229816650230044e-01, +3.51465656105547619242e-01, +6.33888919628925490927e-02,
+              +5.85804113048388458567e-03, +2.82851600836737019778e-04, +6.98793669997260967291e-06,
+              +8.11789239554389293311e-08, +3.41551784765923618484e-10});
+  Value agd =
+      horner(m, zz,
+             {+9.30892908077441974853e+00, +1.98352928718312140417e+01, +1.55646628932864612953e+01,
+              +5.47686069422975497931e+00, +9.54293611618961883998e-01, +8.64580826352392193095e-02,
+              +4.12656523824222607191e-03, +1.01259085116509135510e-04, +1.17166733214413521882e-06,
+              +4.91834570062930015649e-09});
   Value t = m.add(s, m.mul(k(0.25), k(kPi)));
   Value osc = m.sub(m.mul(sin(m, t), m.add(k(1), m.div(m.mul(zz, afn), afd))),
                     m.mul(cos(m, t), m.div(m.mul(z, agn), agd)));
@@ -391,20 +403,22 @@ Value airy_ai(hlo::Builder& b, const Value& x) {
   Value px = m.sel(m.ge(x, k(2.09)), x, k(3));
   Value zeta = m.div(m.mul(m.mul(k(2), px), m.sqrt(px)), k(3));
   Value inv = m.div(k(1), zeta);
-  Value an = horner(m, inv, {+3.46538101525629032477e-01, +1.20075952739645805542e+01,
-                             +7.62796053615234516538e+01, +1.68089224934630576269e+02,
-                             +1.59756391350164413639e+02, +7.05360906840444183113e+01,
-                             +1.40264691163389668864e+01, +9.99999999999999995305e-01});
-  Value ad = horner(m, inv, {+5.67594532638770212846e-01, +1.47562562584847203173e+01,
-                             +8.45138970141474626562e+01, +1.77318088145400459522e+02,
-                             +1.64234692871529701831e+02, +7.14778400825575695274e+01,
-                             +1.40959135607834029598e+01, +1.00000000000000000470e+00});
-  Value positive = m.div(m.mul(k(c), m.div(an, ad)),
-                         m.mul(m.mul(k(2), m.sqrt(m.sqrt(px))), m.exp(zeta)));
+  Value an =
+      horner(m, inv,
+             {+3.46538101525629032477e-01, +1.20075952739645805542e+01, +7.62796053615234516538e+01,
+              +1.68089224934630576269e+02, +1.59756391350164413639e+02, +7.05360906840444183113e+01,
+              +1.40264691163389668864e+01, +9.99999999999999995305e-01});
+  Value ad =
+      horner(m, inv,
+             {+5.67594532638770212846e-01, +1.47562562584847203173e+01, +8.45138970141474626562e+01,
+              +1.77318088145400459522e+02, +1.64234692871529701831e+02, +7.14778400825575695274e+01,
+              +1.40959135607834029598e+01, +1.00000000000000000470e+00});
+  Value positive =
+      m.div(m.mul(k(c), m.div(an, ad)), m.mul(m.mul(k(2), m.sqrt(m.sqrt(px))), m.exp(zeta)));
 
   Value middle = m.and_(m.ge(x, k(-2.09)), m.lt(x, k(2.09)));
-  Value series = airy_series(b, m.sel(middle, x, m.sel(m.is_nan(x), x, k(0))),
-                             m.or_(middle, m.is_nan(x)));
+  Value series =
+      airy_series(b, m.sel(middle, x, m.sel(m.is_nan(x), x, k(0))), m.or_(middle, m.is_nan(x)));
   Value r = m.sel(m.lt(x, k(-2.09)), negative, m.sel(m.ge(x, k(2.09)), positive, series));
   r = m.sel(m.gt(x, k(103.892)), k(0), r);
   return m.sel(m.eq(m.abs(x), k(INFINITY)), k(NAN), r);
@@ -449,14 +463,16 @@ std::pair<Value, Value> bessel_jy_large(const Math& m, const Value& x, int nu) {
   Value c = m.sub(x, m.k((nu / 2.0 + 0.25) * kPi, x));
   Value cs = cos(m, c), sn = sin(m, c);
   Value scale = m.sqrt(m.div(m.k(2 / kPi, x), x));
-  return {m.mul(scale, m.sub(m.mul(p, cs), m.mul(q, sn))), m.mul(scale, m.add(m.mul(p, sn), m.mul(q, cs)))};
+  return {m.mul(scale, m.sub(m.mul(p, cs), m.mul(q, sn))),
+          m.mul(scale, m.add(m.mul(p, sn), m.mul(q, cs)))};
 }
 
 // Terms t_k = (sign x^2 / 4)^k / (k! (k + nu)!) of the series, k = 0..count-1.
 std::vector<Value> series_terms(const Math& m, const Value& x, int nu, double sign, int count) {
   Value z = m.mul(m.k(sign / 4, x), m.mul(x, x));
   std::vector<Value> t{m.k(1, x)};
-  for (int k = 1; k < count; ++k) t.push_back(m.mul(t.back(), m.div(z, m.k(double(k) * (k + nu), x))));
+  for (int k = 1; k < count; ++k)
+    t.push_back(m.mul(t.back(), m.div(z, m.k(double(k) * (k + nu), x))));
   return t;
 }
 
@@ -527,7 +543,8 @@ Value bessel_k(const Math& m, const Value& x, int nu, bool scaled) {
   std::vector<double> a = hankel_coefficients(nu, 18);
   Value inv = m.div(m.k(1, x), x);
   Value poly = m.k(0, x);
-  for (int k = static_cast<int>(a.size()) - 1; k >= 0; --k) poly = m.add(m.mul(poly, inv), m.k(a[k], x));
+  for (int k = static_cast<int>(a.size()) - 1; k >= 0; --k)
+    poly = m.add(m.mul(poly, inv), m.k(a[k], x));
   Value large = m.mul(m.sqrt(m.div(m.k(kPi / 2, x), x)), poly);
   if (!scaled) large = m.mul(large, m.exp(m.neg(x)));
   Value r = m.sel(m.le(x, m.k(9, x)), small, large);
@@ -566,8 +583,12 @@ Value zeta64(hlo::Builder& b, const Value& x, const Value& q) {
                       rm.le(base, rm.k(9, base)));
     Value next = rm.add(base, rm.k(1, base));
     Value t = rm.pow(next, rm.neg(x));
-    return V{r.binary(Binary::Add, i, r.constant_int(1, DType::S64)), x, q, rm.sel(go, next, base),
-             rm.sel(go, t, term), rm.sel(go, rm.add(sum, t), sum)};
+    return V{r.binary(Binary::Add, i, r.constant_int(1, DType::S64)),
+             x,
+             q,
+             rm.sel(go, next, base),
+             rm.sel(go, t, term),
+             rm.sel(go, rm.add(sum, t), sum)};
   });
   Value first = m.pow(q, m.neg(x));
   V loop = b.emit_multi("stablehlo.while", {b.constant_int(0, DType::S64), x, q, q, first, first},
@@ -577,9 +598,9 @@ Value zeta64(hlo::Builder& b, const Value& x, const Value& q) {
   sum = m.sub(sum, m.mul(m.k(0.5, x), term));
   // Bernoulli numbers B_2 .. B_24 give the corrections B_2k / (2k)! * x (x+1) ... (x+2k-2)
   // * w^(-x-2k+1).
-  const double bern[12] = {1.0 / 6, -1.0 / 30, 1.0 / 42, -1.0 / 30, 5.0 / 66, -691.0 / 2730,
-                           7.0 / 6, -3617.0 / 510, 43867.0 / 798, -174611.0 / 330,
-                           854513.0 / 138, -236364091.0 / 2730};
+  const double bern[12] = {1.0 / 6,       -1.0 / 30,       1.0 / 42,       -1.0 / 30,
+                           5.0 / 66,      -691.0 / 2730,   7.0 / 6,        -3617.0 / 510,
+                           43867.0 / 798, -174611.0 / 330, 854513.0 / 138, -236364091.0 / 2730};
   Value rising = m.k(1, x), power = term;  // x (x+1) ... and w^-x / w^(2k-1)
   double fact = 1;
   for (int k = 1; k <= 12; ++k) {
@@ -630,40 +651,59 @@ std::pair<Value, Value> incomplete_gamma(hlo::Builder& b, const Value& a, const 
   std::string scond = b.region({s, t, t, t, t, pt}, [any](hlo::Builder& r, const V& v) {
     Math rm{r};
     Value open = rm.and_(v[5], rm.gt(rm.abs(v[3]), rm.mul(rm.abs(v[4]), rm.k(1e-17, v[4]))));
-    return V{r.binary(Binary::And, r.compare(Compare::LT, v[0], r.constant_int(2000, DType::S64)), any(r, open))};
+    return V{r.binary(Binary::And, r.compare(Compare::LT, v[0], r.constant_int(2000, DType::S64)),
+                      any(r, open))};
   });
   std::string sbody = b.region({s, t, t, t, t, pt}, [](hlo::Builder& r, const V& v) {
     Math rm{r};
     Value nf = r.broadcast_in_dim(r.convert(v[0], DType::F64), v[1].type.shape, {});
     Value term = rm.mul(v[3], rm.div(v[2], rm.add(v[1], nf)));
-    return V{r.binary(Binary::Add, v[0], r.constant_int(1, DType::S64)), v[1], v[2], term, rm.add(v[4], term), v[5]};
+    return V{r.binary(Binary::Add, v[0], r.constant_int(1, DType::S64)),
+             v[1],
+             v[2],
+             term,
+             rm.add(v[4], term),
+             v[5]};
   });
   Value inv_a = m.div(m.k(1, a), a);
-  V sr = b.emit_multi("stablehlo.while", {b.constant_int(1, DType::S64), a, x, inv_a, inv_a, use_series}, "",
+  V sr = b.emit_multi("stablehlo.while",
+                      {b.constant_int(1, DType::S64), a, x, inv_a, inv_a, use_series}, "",
                       {s, t, t, t, t, pt}, {scond, sbody});
   // Continued fraction of Q (modified Lentz), carried: i, a, x, bn, c, d, h, delta, use.
   const double tiny = 1e-300;
   std::string ccond = b.region({s, t, t, t, t, t, t, t, pt}, [any](hlo::Builder& r, const V& v) {
     Math rm{r};
     Value open = rm.and_(v[8], rm.gt(rm.abs(rm.sub(v[7], rm.k(1, v[7]))), rm.k(1e-16, v[7])));
-    return V{r.binary(Binary::And, r.compare(Compare::LT, v[0], r.constant_int(2000, DType::S64)), any(r, open))};
+    return V{r.binary(Binary::And, r.compare(Compare::LT, v[0], r.constant_int(2000, DType::S64)),
+                      any(r, open))};
   });
   std::string cbody = b.region({s, t, t, t, t, t, t, t, pt}, [tiny](hlo::Builder& r, const V& v) {
     Math rm{r};
-    const Value &av = v[1];
+    const Value& av = v[1];
     Value i = r.broadcast_in_dim(r.convert(v[0], DType::F64), av.type.shape, {});
     Value an = rm.neg(rm.mul(i, rm.sub(i, av)));
     Value bn = rm.add(v[3], rm.k(2, av));
-    auto floor_tiny = [&](const Value& z) { return rm.sel(rm.lt(rm.abs(z), rm.k(tiny, z)), rm.k(tiny, z), z); };
+    auto floor_tiny = [&](const Value& z) {
+      return rm.sel(rm.lt(rm.abs(z), rm.k(tiny, z)), rm.k(tiny, z), z);
+    };
     Value d = rm.div(rm.k(1, av), floor_tiny(rm.add(rm.mul(an, v[5]), bn)));
     Value c = floor_tiny(rm.add(bn, rm.div(an, v[4])));
     Value delta = rm.mul(d, c);
-    return V{r.binary(Binary::Add, v[0], r.constant_int(1, DType::S64)), av, v[2], bn, c, d, rm.mul(v[6], delta), delta, v[8]};
+    return V{r.binary(Binary::Add, v[0], r.constant_int(1, DType::S64)),
+             av,
+             v[2],
+             bn,
+             c,
+             d,
+             rm.mul(v[6], delta),
+             delta,
+             v[8]};
   });
   Value b0 = m.add(m.sub(x, a), m.k(1, a));
   Value d0 = m.div(m.k(1, a), b0);
   V cr = b.emit_multi("stablehlo.while",
-                      {b.constant_int(1, DType::S64), a, x, b0, m.k(1 / tiny, a), d0, d0, m.k(0, a), m.not_(use_series)},
+                      {b.constant_int(1, DType::S64), a, x, b0, m.k(1 / tiny, a), d0, d0, m.k(0, a),
+                       m.not_(use_series)},
                       "", {s, t, t, t, t, t, t, t, pt}, {ccond, cbody});
   Value lgam = b.unary(Unary::Lgamma, a);
   Value front = m.exp(m.sub(m.sub(m.mul(a, m.log(x)), x), lgam));
@@ -736,14 +776,18 @@ V lower_polygamma(Node& n) {
 
 }  // namespace
 
-#define POLY(id, name, family)                                                                    \
-  TORCH_TPU_LOWERING(id, {"special_" #name, "special_" #name ".out"},                              \
+#define POLY(id, name, family)                                        \
+  TORCH_TPU_LOWERING(id, {"special_" #name, "special_" #name ".out"}, \
                      full_float(#name "_cpu", polynomial(family)))
 
-POLY(chebyshev_t, chebyshev_polynomial_t, (Family{first_x, chebyshev_step<false>, chebyshev_t<false>}));
-POLY(chebyshev_u, chebyshev_polynomial_u, (Family{first_2x, chebyshev_step<false>, chebyshev_u<false>}));
-POLY(chebyshev_v, chebyshev_polynomial_v, (Family{first_v, chebyshev_step<false>, chebyshev_v<false>}));
-POLY(chebyshev_w, chebyshev_polynomial_w, (Family{first_w, chebyshev_step<false>, chebyshev_w<false>}));
+POLY(chebyshev_t, chebyshev_polynomial_t,
+     (Family{first_x, chebyshev_step<false>, chebyshev_t<false>}));
+POLY(chebyshev_u, chebyshev_polynomial_u,
+     (Family{first_2x, chebyshev_step<false>, chebyshev_u<false>}));
+POLY(chebyshev_v, chebyshev_polynomial_v,
+     (Family{first_v, chebyshev_step<false>, chebyshev_v<false>}));
+POLY(chebyshev_w, chebyshev_polynomial_w,
+     (Family{first_w, chebyshev_step<false>, chebyshev_w<false>}));
 POLY(shifted_chebyshev_t, shifted_chebyshev_polynomial_t,
      (Family{first_shifted_t, chebyshev_step<true>, chebyshev_t<true>}));
 POLY(shifted_chebyshev_u, shifted_chebyshev_polynomial_u,
@@ -759,7 +803,8 @@ POLY(legendre_p, legendre_polynomial_p, (Family{first_x, legendre_step, legendre
 
 #undef POLY
 
-TORCH_TPU_LOWERING(special_erfcx, {"special_erfcx", "special_erfcx.out"}, in_f64("erfcx_cpu", erfcx64));
+TORCH_TPU_LOWERING(special_erfcx, {"special_erfcx", "special_erfcx.out"},
+                   in_f64("erfcx_cpu", erfcx64));
 TORCH_TPU_LOWERING(special_log_ndtr, {"special_log_ndtr", "special_log_ndtr.out"},
                    in_f64("log_ndtr_cpu", log_ndtr));
 TORCH_TPU_LOWERING(spherical_bessel_j0,
@@ -768,14 +813,15 @@ TORCH_TPU_LOWERING(spherical_bessel_j0,
                      return V{spherical_bessel_j0(Math{n.b}, arg_math(n, 0))};
                    }));
 TORCH_TPU_LOWERING(special_airy_ai, {"special_airy_ai", "special_airy_ai.out"},
-                   full_float("airy_ai_cpu", [](Node& n) { return V{airy_ai(n.b, arg_math(n, 0))}; }));
+                   full_float("airy_ai_cpu",
+                              [](Node& n) { return V{airy_ai(n.b, arg_math(n, 0))}; }));
 TORCH_TPU_LOWERING(special_zeta, {"special_zeta", "special_zeta.out"}, lower_zeta);
 TORCH_TPU_LOWERING(polygamma, {"polygamma", "polygamma.out"}, lower_polygamma);
 TORCH_TPU_LOWERING(igamma, {"igamma", "igamma_", "igamma.out"}, lower_igamma(false));
 TORCH_TPU_LOWERING(igammac, {"igammac", "igammac_", "igammac.out"}, lower_igamma(true));
 
-#define BESSEL(id, name, expr)                                                             \
-  TORCH_TPU_LOWERING(id, {"special_" #name, "special_" #name ".out"},                       \
+#define BESSEL(id, name, expr)                                        \
+  TORCH_TPU_LOWERING(id, {"special_" #name, "special_" #name ".out"}, \
                      in_f64(#name "_cpu", [](const Math& m, const Value& x) { return expr; }))
 
 BESSEL(bessel_j0, bessel_j0, bessel_j(m, x, 0));

@@ -9,11 +9,11 @@ namespace {
 
 // The dims that move through memory (size > 1, stride > 0), outermost stride first.
 struct Window {
-  std::vector<int64_t> dims;     // original dim indices, by descending stride
-  std::vector<int64_t> shape;    // reshaped window: [s0, t0/t1, ..., t(m-2)/t(m-1), t(m-1)]
-  int64_t length = 1;            // elements in the window
-  int64_t span = 1;              // elements from the first to the last one viewed, plus one
-  bool regular = true;           // strides nest without overlap
+  std::vector<int64_t> dims;   // original dim indices, by descending stride
+  std::vector<int64_t> shape;  // reshaped window: [s0, t0/t1, ..., t(m-2)/t(m-1), t(m-1)]
+  int64_t length = 1;          // elements in the window
+  int64_t span = 1;            // elements from the first to the last one viewed, plus one
+  bool regular = true;         // strides nest without overlap
 };
 
 Window window(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides) {
@@ -116,7 +116,8 @@ hlo::Value reinterpret_flat(hlo::Builder& b, const hlo::Value& flat, hlo::DType 
   if (hlo::is_complex(dtype)) {
     hlo::Value parts = reinterpret_flat(b, flat, hlo::component(dtype));
     int64_t m = parts.type.shape.at(0);
-    if (m % 2 != 0) throw std::invalid_argument("storage size is not a multiple of the element size");
+    if (m % 2 != 0)
+      throw std::invalid_argument("storage size is not a multiple of the element size");
     hlo::Value pairs = b.reshape(parts, {m / 2, 2});
     hlo::Value re = b.reshape(b.slice(pairs, {0, 0}, {m / 2, 1}, {1, 1}), {m / 2});
     hlo::Value im = b.reshape(b.slice(pairs, {0, 1}, {m / 2, 2}, {1, 1}), {m / 2});
@@ -139,19 +140,15 @@ hlo::Value lower_strided_read(hlo::Builder& b, const hlo::Value& flat, const hlo
                               const std::vector<int64_t>& strides, const StridedLayout& layout) {
   hlo::TensorType out{flat.type.dtype, sizes};
   switch (layout.kind) {
-    case StridedLayout::Kind::Empty:
-      return b.full(0, out);
-    case StridedLayout::Kind::Dense:
-      return b.reshape(flat, sizes);
+    case StridedLayout::Kind::Empty: return b.full(0, out);
+    case StridedLayout::Kind::Dense: return b.reshape(flat, sizes);
     case StridedLayout::Kind::Gather:
       return b.gather_flat(flat, flat_indices(b, offset, sizes, strides));
-    case StridedLayout::Kind::Strided:
-      break;
+    case StridedLayout::Kind::Strided: break;
   }
   Window w = window(sizes, strides);
   hlo::Value source = flat;
-  if (layout.pad > 0)
-    source = b.pad(flat, b.constant(0, flat.type.dtype), {0}, {layout.pad}, {0});
+  if (layout.pad > 0) source = b.pad(flat, b.constant(0, flat.type.dtype), {0}, {layout.pad}, {0});
   hlo::Value x = b.reshape(b.dynamic_slice(source, {offset}, {w.length}), w.shape);
   // Keep the first element of the innermost (stride) axis: x[:s0, :s1, ..., :1].
   std::vector<int64_t> kept;
@@ -176,14 +173,11 @@ hlo::Value lower_strided_write(hlo::Builder& b, const hlo::Value& flat, const hl
                                const hlo::Value& values) {
   int64_t n = flat.type.shape.at(0);
   switch (layout.kind) {
-    case StridedLayout::Kind::Empty:
-      return flat;
-    case StridedLayout::Kind::Dense:
-      return b.reshape(values, {n});
+    case StridedLayout::Kind::Empty: return flat;
+    case StridedLayout::Kind::Dense: return b.reshape(values, {n});
     case StridedLayout::Kind::Gather:
       return b.scatter_flat(flat, flat_indices(b, offset, sizes, strides), values);
-    case StridedLayout::Kind::Strided:
-      break;
+    case StridedLayout::Kind::Strided: break;
   }
   Window w = window(sizes, strides);
   // Values of the moving dims only (stride-0 dims keep their first element), in
@@ -207,8 +201,7 @@ hlo::Value lower_strided_write(hlo::Builder& b, const hlo::Value& flat, const hl
   v = b.reshape(v, update_shape);
 
   hlo::Value source = flat;
-  if (layout.pad > 0)
-    source = b.pad(flat, b.constant(0, flat.type.dtype), {0}, {layout.pad}, {0});
+  if (layout.pad > 0) source = b.pad(flat, b.constant(0, flat.type.dtype), {0}, {layout.pad}, {0});
   hlo::Value window_values = b.reshape(b.dynamic_slice(source, {offset}, {w.length}), w.shape);
   window_values = b.dynamic_update_slice(window_values, v, zero_indices(b, w.shape.size()));
   source = b.dynamic_update_slice(source, b.reshape(window_values, {w.length}), {offset});

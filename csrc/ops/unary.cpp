@@ -43,7 +43,8 @@ LowerFn exact_fn(const char* name, Ints ints, F f) {
     bool is_float = hlo::is_float(n.compute);
     bool is_bool = n.compute == DType::Pred;
     if (!is_float) {
-      if (ints == Ints::Reject || (is_bool && ints == Ints::RejectBool)) not_implemented(name, n.compute);
+      if (ints == Ints::Reject || (is_bool && ints == Ints::RejectBool))
+        not_implemented(name, n.compute);
       if (ints == Ints::Identity) {
         if (is_bool) not_implemented(name, n.compute);
         return V{x};
@@ -184,7 +185,8 @@ Value bessel_i0e(const Math& m, const Value& x_in) {
   for (int k = 1; k < 24; ++k) a.push_back(a.back() * (2.0 * k - 1) * (2.0 * k - 1) / (8.0 * k));
   Value inv = m.div(m.k(1, x), ax);
   Value poly = m.k(a.back(), x);
-  for (int k = static_cast<int>(a.size()) - 2; k >= 0; --k) poly = m.add(m.mul(poly, inv), m.k(a[k], x));
+  for (int k = static_cast<int>(a.size()) - 2; k >= 0; --k)
+    poly = m.add(m.mul(poly, inv), m.k(a[k], x));
   Value large = m.div(poly, m.b.unary(Unary::Sqrt, m.mul(m.k(2 * 3.14159265358979323846, x), ax)));
   return b.convert(m.sel(m.le(ax, m.k(20, x)), small, large), x_in.type.dtype);
 }
@@ -231,7 +233,8 @@ V lower_frexp(Node& n) {
   } else {
     bits = b.bitcast_convert(b.convert(in, float_t), it);
   }
-  const int64_t int_max = wide ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int32_t>::max();
+  const int64_t int_max =
+      wide ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int32_t>::max();
   const int64_t frac_mask = (int64_t{1} << mbits) - 1, half_field = (bias - 1) << mbits;
   Value magnitude = b.binary(Binary::And, bits, k(int_max));
   Value sign = b.binary(Binary::Xor, bits, magnitude);
@@ -242,14 +245,18 @@ V lower_frexp(Node& n) {
   Value mantissa = b.binary(Binary::Or, b.binary(Binary::Or, sign, frac), k(half_field));
   // Subnormals: the leading one of the fraction at bit p becomes the implicit bit.
   Value p = b.binary(Binary::Subtract, k(width - 1), b.unary(Unary::CountLeadingZeros, frac));
-  Value shifted = b.binary(Binary::And, b.binary(Binary::ShiftLeft, frac, b.binary(Binary::Subtract, k(mbits), p)),
-                           k(frac_mask));
+  Value shifted = b.binary(
+      Binary::And, b.binary(Binary::ShiftLeft, frac, b.binary(Binary::Subtract, k(mbits), p)),
+      k(frac_mask));
   Value subnormal = b.compare(hlo::Compare::EQ, field, k(0));
   exponent = b.select(subnormal, b.binary(Binary::Add, p, k(2 - bias - mbits)), exponent);
-  mantissa = b.select(subnormal, b.binary(Binary::Or, b.binary(Binary::Or, sign, shifted), k(half_field)), mantissa);
+  mantissa =
+      b.select(subnormal, b.binary(Binary::Or, b.binary(Binary::Or, sign, shifted), k(half_field)),
+               mantissa);
   Value special = b.binary(Binary::Or, b.compare(hlo::Compare::EQ, magnitude, k(0)),
                            b.compare(hlo::Compare::EQ, field, k(wide ? 0x7FF : 0xFF)));
-  Value m = b.select(special, b.convert(in, float_t), b.bitcast_convert(mantissa, {float_t, in.type.shape}));
+  Value m = b.select(special, b.convert(in, float_t),
+                     b.bitcast_convert(mantissa, {float_t, in.type.shape}));
   exponent = b.select(special, k(0), exponent);
   return {b.convert(m, n.out(0).dtype), b.convert(exponent, n.out(1).dtype)};
 }
@@ -266,10 +273,13 @@ TORCH_TPU_LOWERING(exp2, {"exp2", "exp2_", "exp2.out"},
 TORCH_TPU_LOWERING(expm1, {"expm1", "expm1_", "expm1.out"},
                    float_unary(Unary::ExponentialMinusOne));
 TORCH_TPU_LOWERING(log, {"log", "log_", "log.out"}, float_unary(Unary::Log));
-TORCH_TPU_LOWERING(log2, {"log2", "log2_", "log2.out"},
-                   float_fn([](const Math& m, const Value& x) { return m.div(m.log(x), m.k(kLn2, x)); }));
+TORCH_TPU_LOWERING(log2, {"log2", "log2_", "log2.out"}, float_fn([](const Math& m, const Value& x) {
+                     return m.div(m.log(x), m.k(kLn2, x));
+                   }));
 TORCH_TPU_LOWERING(log10, {"log10", "log10_", "log10.out"},
-                   float_fn([](const Math& m, const Value& x) { return m.div(m.log(x), m.k(kLn10, x)); }));
+                   float_fn([](const Math& m, const Value& x) {
+                     return m.div(m.log(x), m.k(kLn10, x));
+                   }));
 TORCH_TPU_LOWERING(log1p, {"log1p", "log1p_", "log1p.out"}, float_unary(Unary::LogPlusOne));
 TORCH_TPU_LOWERING(sqrt, {"sqrt", "sqrt_", "sqrt.out"}, float_unary(Unary::Sqrt));
 TORCH_TPU_LOWERING(rsqrt, {"rsqrt", "rsqrt_", "rsqrt.out"}, float_unary(Unary::Rsqrt));
@@ -287,8 +297,7 @@ TORCH_TPU_LOWERING(cosh, {"cosh", "cosh_", "cosh.out"}, float_unary(Unary::Cosh)
 TORCH_TPU_LOWERING(asinh, {"asinh", "asinh_", "asinh.out"}, float_unary(Unary::Asinh));
 TORCH_TPU_LOWERING(acosh, {"acosh", "acosh_", "acosh.out"}, float_unary(Unary::Acosh));
 TORCH_TPU_LOWERING(atanh, {"atanh", "atanh_", "atanh.out"}, float_unary(Unary::Atanh));
-TORCH_TPU_LOWERING(sigmoid, {"sigmoid", "sigmoid_", "sigmoid.out"},
-                   float_unary(Unary::Logistic));
+TORCH_TPU_LOWERING(sigmoid, {"sigmoid", "sigmoid_", "sigmoid.out"}, float_unary(Unary::Logistic));
 TORCH_TPU_LOWERING(erf, {"erf", "erf_", "erf.out"}, float_unary(Unary::Erf));
 TORCH_TPU_LOWERING(erfc, {"erfc", "erfc_", "erfc.out"}, float_unary(Unary::Erfc));
 TORCH_TPU_LOWERING(erfinv, {"erfinv", "erfinv_", "erfinv.out"}, float_unary(Unary::ErfInv));
@@ -296,12 +305,15 @@ TORCH_TPU_LOWERING(lgamma, {"lgamma", "lgamma_", "lgamma.out"}, float_unary(Unar
 TORCH_TPU_LOWERING(digamma, {"digamma", "digamma_", "digamma.out"}, float_fn(digamma));
 TORCH_TPU_LOWERING(sinc, {"sinc", "sinc_", "sinc.out"}, float_fn([](const Math& m, const Value& x) {
                      Value px = m.mul(x, m.k(kPi, x));
-                     return m.sel(m.eq(x, m.k(0, x)), m.k(1, x), m.div(m.b.unary(Unary::Sine, px), px));
+                     return m.sel(m.eq(x, m.k(0, x)), m.k(1, x),
+                                  m.div(m.b.unary(Unary::Sine, px), px));
                    }));
 TORCH_TPU_LOWERING(i0, {"i0", "i0_", "i0.out"}, float_fn(bessel_i0));
-TORCH_TPU_LOWERING(modified_bessel_i0, {"special_modified_bessel_i0", "special_modified_bessel_i0.out"},
+TORCH_TPU_LOWERING(modified_bessel_i0,
+                   {"special_modified_bessel_i0", "special_modified_bessel_i0.out"},
                    no_half("modified_bessel_i0_cpu", float_fn(bessel_i0)));
-TORCH_TPU_LOWERING(modified_bessel_i1, {"special_modified_bessel_i1", "special_modified_bessel_i1.out"},
+TORCH_TPU_LOWERING(modified_bessel_i1,
+                   {"special_modified_bessel_i1", "special_modified_bessel_i1.out"},
                    no_half("modified_bessel_i1_cpu", float_fn(bessel_i1)));
 TORCH_TPU_LOWERING(special_i0e, {"special_i0e", "special_i0e.out"}, float_fn(bessel_i0e));
 TORCH_TPU_LOWERING(special_i1e, {"special_i1e", "special_i1e.out"}, float_fn(bessel_i1e));
@@ -321,8 +333,10 @@ TORCH_TPU_LOWERING(logit, {"logit", "logit_", "logit.out"}, lower_logit);
 TORCH_TPU_LOWERING(logit_backward, {"logit_backward", "logit_backward.grad_input"},
                    lower_logit_backward);
 
-TORCH_TPU_LOWERING(neg, {"neg", "neg_", "neg.out"}, exact_unary("neg", Ints::Compute, Unary::Negate));
-TORCH_TPU_LOWERING(abs, {"abs", "abs_", "abs.out"}, exact_unary("abs_cpu", Ints::RejectBool, Unary::Abs));
+TORCH_TPU_LOWERING(neg, {"neg", "neg_", "neg.out"},
+                   exact_unary("neg", Ints::Compute, Unary::Negate));
+TORCH_TPU_LOWERING(abs, {"abs", "abs_", "abs.out"},
+                   exact_unary("abs_cpu", Ints::RejectBool, Unary::Abs));
 TORCH_TPU_LOWERING(sign, {"sign", "sign_", "sign.out", "sgn", "sgn_", "sgn.out"},
                    exact_fn("sign", Ints::Compute, sign));
 TORCH_TPU_LOWERING(floor, {"floor", "floor_", "floor.out"},
@@ -347,9 +361,13 @@ TORCH_TPU_LOWERING(signbit, {"signbit", "signbit.out"}, lower_signbit);
 TORCH_TPU_LOWERING(isnan, {"isnan"},
                    float_predicate([](const Math& m, const Value& x) { return m.is_nan(x); }));
 TORCH_TPU_LOWERING(isposinf, {"isposinf", "isposinf.out"},
-                   float_predicate([](const Math& m, const Value& x) { return m.eq(x, m.k(INFINITY, x)); }));
+                   float_predicate([](const Math& m, const Value& x) {
+                     return m.eq(x, m.k(INFINITY, x));
+                   }));
 TORCH_TPU_LOWERING(isneginf, {"isneginf", "isneginf.out"},
-                   float_predicate([](const Math& m, const Value& x) { return m.eq(x, m.k(-INFINITY, x)); }));
+                   float_predicate([](const Math& m, const Value& x) {
+                     return m.eq(x, m.k(-INFINITY, x));
+                   }));
 TORCH_TPU_LOWERING(nan_to_num, {"nan_to_num", "nan_to_num_", "nan_to_num.out"}, lower_nan_to_num);
 
 }  // namespace torch_tpu::ops

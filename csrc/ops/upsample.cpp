@@ -1,7 +1,7 @@
 // Nearest, (bi/tri)linear, bicubic and antialiased upsampling with gradients. Source
-// positions and weights depend only on the sizes and scales, so they are computed here with PyTorch's own
-// float arithmetic and enter the program as constants: the picked elements are exactly
-// the CPU kernel's. Interpolation is separable and runs one dim at a time.
+// positions and weights depend only on the sizes and scales, so they are computed here with
+// PyTorch's own float arithmetic and enter the program as constants: the picked elements are
+// exactly the CPU kernel's. Interpolation is separable and runs one dim at a time.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -31,7 +31,8 @@ std::optional<double> opt_f64(const Node& n, size_t i) {
 
 template <typename T>
 T scale_value(std::optional<double> scale, int64_t in, int64_t out) {
-  return scale && *scale > 0 ? static_cast<T>(1.0 / *scale) : static_cast<T>(in) / static_cast<T>(out);
+  return scale && *scale > 0 ? static_cast<T>(1.0 / *scale)
+                             : static_cast<T>(in) / static_cast<T>(out);
 }
 
 Ints nearest_index(int64_t in, int64_t out, std::optional<double> scale, bool exact) {
@@ -96,8 +97,8 @@ LowerFn nearest_backward(size_t spatial, bool exact) {
     Sizes s = backward_sizes(n, spatial, 3);
     Value g = n.b.convert(n.in(0), math_dtype(n.out().dtype));
     for (size_t j = 0; j < spatial; ++j)
-      g = scatter_add_along(n.b, g, s.lead + j, nearest_index(s.in[j], s.out[j], s.scales[j], exact),
-                            s.in[j]);
+      g = scatter_add_along(n.b, g, s.lead + j,
+                            nearest_index(s.in[j], s.out[j], s.scales[j], exact), s.in[j]);
     return V{g};
   };
 }
@@ -109,7 +110,8 @@ LowerFn nearest_backward(size_t spatial, bool exact) {
 struct Taps {
   std::vector<Ints> index;
   std::vector<std::vector<double>> weight;
-  explicit Taps(size_t count, int64_t out) : index(count, Ints(out, 0)), weight(count, std::vector<double>(out, 0)) {}
+  explicit Taps(size_t count, int64_t out)
+      : index(count, Ints(out, 0)), weight(count, std::vector<double>(out, 0)) {}
 };
 
 template <typename T>
@@ -122,7 +124,8 @@ T source_scale(int64_t in, int64_t out, bool align_corners, std::optional<double
 // past it clamped to [0, 1] (its guard_index_and_lambda). Linear interpolation clamps
 // negative positions to 0 first; cubic does not.
 template <typename T>
-std::pair<int64_t, T> source_position(T ratio, int64_t o, int64_t in, bool align_corners, bool cubic) {
+std::pair<int64_t, T> source_position(T ratio, int64_t o, int64_t in, bool align_corners,
+                                      bool cubic) {
   T src = align_corners ? ratio * static_cast<T>(o)
                         : ratio * (static_cast<T>(o) + static_cast<T>(0.5)) - static_cast<T>(0.5);
   if (!align_corners && !cubic && src < 0) src = 0;
@@ -235,7 +238,8 @@ Value weights(hlo::Builder& b, const std::vector<double>& w, hlo::DType dtype) {
 
 // x scaled along `dim` by the per-position weights `w`.
 Value scale_along(hlo::Builder& b, const Value& x, int64_t dim, const std::vector<double>& w) {
-  return b.binary(Binary::Multiply, x, b.broadcast_in_dim(weights(b, w, x.type.dtype), x.type.shape, {dim}));
+  return b.binary(Binary::Multiply, x,
+                  b.broadcast_in_dim(weights(b, w, x.type.dtype), x.type.shape, {dim}));
 }
 
 // Separable interpolation: one dim at a time, each a weighted sum of gathered taps.
@@ -269,7 +273,8 @@ LowerFn interpolate_backward(size_t spatial, Mode mode) {
       Taps t = taps_for(mode, g.type.dtype, s.in[j], s.out[j], n.flag(3), s.scales[j]);
       std::optional<Value> sum;
       for (size_t k = 0; k < t.index.size(); ++k) {
-        Value term = scatter_add_along(b, scale_along(b, g, dim, t.weight[k]), dim, t.index[k], s.in[j]);
+        Value term =
+            scatter_add_along(b, scale_along(b, g, dim, t.weight[k]), dim, t.index[k], s.in[j]);
         sum = sum ? b.binary(Binary::Add, *sum, term) : term;
       }
       g = *sum;
@@ -280,14 +285,20 @@ LowerFn interpolate_backward(size_t spatial, Mode mode) {
 
 }  // namespace
 
-TORCH_TPU_LOWERING(upsample_nearest1d, {"upsample_nearest1d", "upsample_nearest1d.out"}, nearest(1, false));
-TORCH_TPU_LOWERING(upsample_nearest2d, {"upsample_nearest2d", "upsample_nearest2d.out"}, nearest(2, false));
-TORCH_TPU_LOWERING(upsample_nearest3d, {"upsample_nearest3d", "upsample_nearest3d.out"}, nearest(3, false));
-TORCH_TPU_LOWERING(upsample_nearest_exact1d, {"_upsample_nearest_exact1d", "_upsample_nearest_exact1d.out"},
+TORCH_TPU_LOWERING(upsample_nearest1d, {"upsample_nearest1d", "upsample_nearest1d.out"},
+                   nearest(1, false));
+TORCH_TPU_LOWERING(upsample_nearest2d, {"upsample_nearest2d", "upsample_nearest2d.out"},
+                   nearest(2, false));
+TORCH_TPU_LOWERING(upsample_nearest3d, {"upsample_nearest3d", "upsample_nearest3d.out"},
+                   nearest(3, false));
+TORCH_TPU_LOWERING(upsample_nearest_exact1d,
+                   {"_upsample_nearest_exact1d", "_upsample_nearest_exact1d.out"},
                    nearest(1, true));
-TORCH_TPU_LOWERING(upsample_nearest_exact2d, {"_upsample_nearest_exact2d", "_upsample_nearest_exact2d.out"},
+TORCH_TPU_LOWERING(upsample_nearest_exact2d,
+                   {"_upsample_nearest_exact2d", "_upsample_nearest_exact2d.out"},
                    nearest(2, true));
-TORCH_TPU_LOWERING(upsample_nearest_exact3d, {"_upsample_nearest_exact3d", "_upsample_nearest_exact3d.out"},
+TORCH_TPU_LOWERING(upsample_nearest_exact3d,
+                   {"_upsample_nearest_exact3d", "_upsample_nearest_exact3d.out"},
                    nearest(3, true));
 TORCH_TPU_LOWERING(upsample_nearest1d_backward,
                    {"upsample_nearest1d_backward", "upsample_nearest1d_backward.grad_input"},
@@ -299,17 +310,23 @@ TORCH_TPU_LOWERING(upsample_nearest3d_backward,
                    {"upsample_nearest3d_backward", "upsample_nearest3d_backward.grad_input"},
                    nearest_backward(3, false));
 TORCH_TPU_LOWERING(upsample_nearest_exact1d_backward,
-                   {"_upsample_nearest_exact1d_backward", "_upsample_nearest_exact1d_backward.grad_input"},
+                   {"_upsample_nearest_exact1d_backward",
+                    "_upsample_nearest_exact1d_backward.grad_input"},
                    nearest_backward(1, true));
 TORCH_TPU_LOWERING(upsample_nearest_exact2d_backward,
-                   {"_upsample_nearest_exact2d_backward", "_upsample_nearest_exact2d_backward.grad_input"},
+                   {"_upsample_nearest_exact2d_backward",
+                    "_upsample_nearest_exact2d_backward.grad_input"},
                    nearest_backward(2, true));
 TORCH_TPU_LOWERING(upsample_nearest_exact3d_backward,
-                   {"_upsample_nearest_exact3d_backward", "_upsample_nearest_exact3d_backward.grad_input"},
+                   {"_upsample_nearest_exact3d_backward",
+                    "_upsample_nearest_exact3d_backward.grad_input"},
                    nearest_backward(3, true));
-TORCH_TPU_LOWERING(upsample_linear1d, {"upsample_linear1d", "upsample_linear1d.out"}, interpolate(1, Mode::Linear));
-TORCH_TPU_LOWERING(upsample_bilinear2d, {"upsample_bilinear2d", "upsample_bilinear2d.out"}, interpolate(2, Mode::Linear));
-TORCH_TPU_LOWERING(upsample_trilinear3d, {"upsample_trilinear3d", "upsample_trilinear3d.out"}, interpolate(3, Mode::Linear));
+TORCH_TPU_LOWERING(upsample_linear1d, {"upsample_linear1d", "upsample_linear1d.out"},
+                   interpolate(1, Mode::Linear));
+TORCH_TPU_LOWERING(upsample_bilinear2d, {"upsample_bilinear2d", "upsample_bilinear2d.out"},
+                   interpolate(2, Mode::Linear));
+TORCH_TPU_LOWERING(upsample_trilinear3d, {"upsample_trilinear3d", "upsample_trilinear3d.out"},
+                   interpolate(3, Mode::Linear));
 TORCH_TPU_LOWERING(upsample_linear1d_backward,
                    {"upsample_linear1d_backward", "upsample_linear1d_backward.grad_input"},
                    interpolate_backward(1, Mode::Linear));
@@ -324,15 +341,18 @@ TORCH_TPU_LOWERING(upsample_bicubic2d, {"upsample_bicubic2d", "upsample_bicubic2
 TORCH_TPU_LOWERING(upsample_bicubic2d_backward,
                    {"upsample_bicubic2d_backward", "upsample_bicubic2d_backward.grad_input"},
                    interpolate_backward(2, Mode::Cubic));
-TORCH_TPU_LOWERING(upsample_bilinear2d_aa, {"_upsample_bilinear2d_aa", "_upsample_bilinear2d_aa.out"},
+TORCH_TPU_LOWERING(upsample_bilinear2d_aa,
+                   {"_upsample_bilinear2d_aa", "_upsample_bilinear2d_aa.out"},
                    interpolate(2, Mode::LinearAA));
 TORCH_TPU_LOWERING(upsample_bilinear2d_aa_backward,
-                   {"_upsample_bilinear2d_aa_backward", "_upsample_bilinear2d_aa_backward.grad_input"},
+                   {"_upsample_bilinear2d_aa_backward",
+                    "_upsample_bilinear2d_aa_backward.grad_input"},
                    interpolate_backward(2, Mode::LinearAA));
 TORCH_TPU_LOWERING(upsample_bicubic2d_aa, {"_upsample_bicubic2d_aa", "_upsample_bicubic2d_aa.out"},
                    interpolate(2, Mode::CubicAA));
 TORCH_TPU_LOWERING(upsample_bicubic2d_aa_backward,
-                   {"_upsample_bicubic2d_aa_backward", "_upsample_bicubic2d_aa_backward.grad_input"},
+                   {"_upsample_bicubic2d_aa_backward",
+                    "_upsample_bicubic2d_aa_backward.grad_input"},
                    interpolate_backward(2, Mode::CubicAA));
 
 }  // namespace torch_tpu::ops

@@ -110,8 +110,8 @@ Value scatter_slice(hlo::Builder& b, const Value& self, const Value& src, int64_
   low[dim] = start;
   high[dim] = size - (start + (len - 1) * step + 1);
   interior[dim] = step - 1;
-  Value spread = b.pad(b.convert(src, self.type.dtype), b.constant(0, self.type.dtype), low, high,
-                       interior);
+  Value spread =
+      b.pad(b.convert(src, self.type.dtype), b.constant(0, self.type.dtype), low, high, interior);
   // Positions along dim that the slice covers.
   TensorType index_type{DType::S64, self.type.shape};
   Value i = b.iota(index_type, dim);
@@ -214,12 +214,14 @@ V lower_unfold(Node& n) {
 TORCH_TPU_GRAPH_LOWERING(diagonal, {"diagonal", "diagonal_copy"}, lower_diagonal);
 TORCH_TPU_GRAPH_LOWERING(diagonal_scatter, {"diagonal_scatter"}, lower_diagonal_scatter);
 TORCH_TPU_GRAPH_LOWERING(unfold, {"unfold", "unfold_copy"}, lower_unfold);
-TORCH_TPU_GRAPH_LOWERING(view, {"view", "_unsafe_view", "view_copy", "unsqueeze",
-                                "unsqueeze_copy", "squeeze", "squeeze.dim", "squeeze.dims",
-                                "squeeze_copy", "squeeze_copy.dim", "squeeze_copy.dims"},
+TORCH_TPU_GRAPH_LOWERING(view,
+                         {"view", "_unsafe_view", "view_copy", "unsqueeze", "unsqueeze_copy",
+                          "squeeze", "squeeze.dim", "squeeze.dims", "squeeze_copy",
+                          "squeeze_copy.dim", "squeeze_copy.dims"},
                          reshape);
-TORCH_TPU_GRAPH_LOWERING(alias, {"alias", "alias_copy", "detach", "detach_copy", "clone",
-                                 "lift_fresh_copy", "lift_fresh"},
+TORCH_TPU_GRAPH_LOWERING(alias,
+                         {"alias", "alias_copy", "detach", "detach_copy", "clone",
+                          "lift_fresh_copy", "lift_fresh"},
                          identity);
 TORCH_TPU_GRAPH_LOWERING(to_copy, {"_to_copy"}, convert);
 TORCH_TPU_GRAPH_LOWERING(copy, {"copy"}, lower_copy);
@@ -229,8 +231,9 @@ TORCH_TPU_GRAPH_LOWERING(transpose, {"t", "t_copy", "transpose.int", "transpose_
 TORCH_TPU_GRAPH_LOWERING(expand, {"expand", "expand_copy"}, lower_expand);
 TORCH_TPU_GRAPH_LOWERING(slice, {"slice.Tensor", "slice_copy.Tensor"}, lower_slice);
 TORCH_TPU_GRAPH_LOWERING(select, {"select.int", "select_copy.int"}, lower_select);
-TORCH_TPU_GRAPH_LOWERING(split, {"split.Tensor", "split_with_sizes", "split_copy.Tensor",
-                                 "split_with_sizes_copy"},
+TORCH_TPU_GRAPH_LOWERING(split,
+                         {"split.Tensor", "split_with_sizes", "split_copy.Tensor",
+                          "split_with_sizes_copy"},
                          pieces(false));
 TORCH_TPU_GRAPH_LOWERING(unbind, {"unbind.int", "unbind_copy.int"}, pieces(true));
 TORCH_TPU_GRAPH_LOWERING(slice_scatter, {"slice_scatter"}, lower_slice_scatter);

@@ -38,7 +38,8 @@ Client::Client(std::shared_ptr<Plugin> plugin, const std::vector<CreateOption>& 
   auto devs = TORCH_TPU_PJRT_ARGS(PJRT_Client_AddressableDevices_Args);
   devs.client = client_;
   plugin_->check(api->PJRT_Client_AddressableDevices(&devs), "PJRT_Client_AddressableDevices");
-  devices_.assign(devs.addressable_devices, devs.addressable_devices + devs.num_addressable_devices);
+  devices_.assign(devs.addressable_devices,
+                  devs.addressable_devices + devs.num_addressable_devices);
 
   auto name = TORCH_TPU_PJRT_ARGS(PJRT_Client_PlatformName_Args);
   name.client = client_;
@@ -55,15 +56,19 @@ Client::~Client() {
   auto args = TORCH_TPU_PJRT_ARGS(PJRT_Client_Destroy_Args);
   args.client = client_;
   if (PJRT_Error* e = plugin_->api()->PJRT_Client_Destroy(&args)) {
-    try { plugin_->check(e, "PJRT_Client_Destroy"); } catch (...) {}
+    try {
+      plugin_->check(e, "PJRT_Client_Destroy");
+    } catch (...) {
+    }
   }
 }
 
 PJRT_Device* Client::device(size_t index) const {
   if (index >= devices_.size()) {
-    throw Error(PJRT_Error_Code_INVALID_ARGUMENT, "device index " + std::to_string(index) + " is out of range: the " +
-                       platform_name_ + " client has " + std::to_string(devices_.size()) +
-                       " device(s)");
+    throw Error(PJRT_Error_Code_INVALID_ARGUMENT,
+                "device index " + std::to_string(index) + " is out of range: the " +
+                    platform_name_ + " client has " + std::to_string(devices_.size()) +
+                    " device(s)");
   }
   return devices_[index];
 }
@@ -100,7 +105,10 @@ bool Client::memory_stats(size_t index, int64_t* in_use, int64_t* limit) const {
   auto args = TORCH_TPU_PJRT_ARGS(PJRT_Device_MemoryStats_Args);
   args.device = device(index);
   if (PJRT_Error* e = api->PJRT_Device_MemoryStats(&args)) {
-    try { plugin_->check(e, "PJRT_Device_MemoryStats"); } catch (const Error&) {}
+    try {
+      plugin_->check(e, "PJRT_Device_MemoryStats");
+    } catch (const Error&) {
+    }
     return false;  // XLA:CPU does not implement it: callers fall back to their own accounting
   }
   *in_use = args.bytes_in_use;

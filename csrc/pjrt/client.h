@@ -42,8 +42,7 @@ class Client {
   // Copies dense row-major host data to a new buffer on device `index`. The host
   // memory may be reused when this returns.
   std::unique_ptr<Buffer> buffer_from_host(const void* data, PJRT_Buffer_Type type,
-                                           const std::vector<int64_t>& dims,
-                                           size_t index) const;
+                                           const std::vector<int64_t>& dims, size_t index) const;
   // A buffer on device `index` that may use the host memory in place (XLA:CPU does when
   // it is aligned; other plugins copy it). The caller keeps the memory valid and
   // unchanged for as long as any program may read the buffer: XLA:CPU reports it free at

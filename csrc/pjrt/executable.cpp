@@ -24,18 +24,23 @@ Executable::~Executable() {
     auto args = TORCH_TPU_PJRT_ARGS(PJRT_Executable_Destroy_Args);
     args.executable = unloaded_;
     if (PJRT_Error* e = api->PJRT_Executable_Destroy(&args)) {
-      try { plugin_->check(e, "PJRT_Executable_Destroy"); } catch (...) {}
+      try {
+        plugin_->check(e, "PJRT_Executable_Destroy");
+      } catch (...) {
+      }
     }
   }
   auto args = TORCH_TPU_PJRT_ARGS(PJRT_LoadedExecutable_Destroy_Args);
   args.executable = executable_;
   if (PJRT_Error* e = api->PJRT_LoadedExecutable_Destroy(&args)) {
-    try { plugin_->check(e, "PJRT_LoadedExecutable_Destroy"); } catch (...) {}
+    try {
+      plugin_->check(e, "PJRT_LoadedExecutable_Destroy");
+    } catch (...) {
+    }
   }
 }
 
-std::vector<std::unique_ptr<Buffer>> Executable::execute(PJRT_Buffer* const* args,
-                                                         size_t num_args,
+std::vector<std::unique_ptr<Buffer>> Executable::execute(PJRT_Buffer* const* args, size_t num_args,
                                                          PJRT_Device* device,
                                                          std::unique_ptr<Event>* done,
                                                          const std::vector<int64_t>& keep) const {

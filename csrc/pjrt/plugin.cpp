@@ -22,11 +22,13 @@ std::shared_ptr<Plugin> Plugin::load(const std::string& path) {
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* why = dlerror();
-    throw Error(PJRT_Error_Code_NOT_FOUND, "cannot load PJRT plugin '" + path + "': " + (why ? why : "unknown error"));
+    throw Error(PJRT_Error_Code_NOT_FOUND,
+                "cannot load PJRT plugin '" + path + "': " + (why ? why : "unknown error"));
   }
   auto get_api = reinterpret_cast<GetPjrtApiFn>(dlsym(handle, "GetPjrtApi"));
   if (get_api == nullptr) {
-    throw Error(PJRT_Error_Code_NOT_FOUND, "'" + path + "' is not a PJRT plugin: it does not export GetPjrtApi");
+    throw Error(PJRT_Error_Code_NOT_FOUND,
+                "'" + path + "' is not a PJRT plugin: it does not export GetPjrtApi");
   }
   const PJRT_Api* api = get_api();
   if (api == nullptr) {
@@ -35,10 +37,11 @@ std::shared_ptr<Plugin> Plugin::load(const std::string& path) {
   const int major = api->pjrt_api_version.major_version;
   const int minor = api->pjrt_api_version.minor_version;
   if (major != PJRT_API_MAJOR) {
-    throw Error(PJRT_Error_Code_FAILED_PRECONDITION, "PJRT plugin '" + path + "' has API version " + std::to_string(major) + "." +
-                       std::to_string(minor) + " but torch_tpu was built against " +
-                       std::to_string(PJRT_API_MAJOR) + "." + std::to_string(PJRT_API_MINOR) +
-                       "; the major versions must match");
+    throw Error(PJRT_Error_Code_FAILED_PRECONDITION,
+                "PJRT plugin '" + path + "' has API version " + std::to_string(major) + "." +
+                    std::to_string(minor) + " but torch_tpu was built against " +
+                    std::to_string(PJRT_API_MAJOR) + "." + std::to_string(PJRT_API_MINOR) +
+                    "; the major versions must match");
   }
   std::shared_ptr<Plugin> plugin(new Plugin(api, path));
   if (api->PJRT_Plugin_Initialize != nullptr) {

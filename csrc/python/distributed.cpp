@@ -23,14 +23,13 @@ void bind_distributed(py::module& m) {
   m.def("_quiesce_host_staged", &distributed::quiesce_host_staged,
         py::call_guard<py::gil_scoped_release>());
   // `fallback` (a host-staged backend, or None) runs what the in-program transport does not.
-  m.def("_in_program_backend",
-        [](int rank, int size, std::vector<int> devices, const std::string& key,
-           std::chrono::milliseconds timeout,
-           std::optional<c10::intrusive_ptr<c10d::Backend>> fallback) {
-          return distributed::make_in_program_backend(
-              rank, size, std::move(devices), key, timeout,
-              fallback ? *fallback : c10::intrusive_ptr<c10d::Backend>());
-        });
+  m.def("_in_program_backend", [](int rank, int size, std::vector<int> devices,
+                                  const std::string& key, std::chrono::milliseconds timeout,
+                                  std::optional<c10::intrusive_ptr<c10d::Backend>> fallback) {
+    return distributed::make_in_program_backend(
+        rank, size, std::move(devices), key, timeout,
+        fallback ? *fallback : c10::intrusive_ptr<c10d::Backend>());
+  });
   m.def("_tpu_dist_transport", [](c10::intrusive_ptr<c10d::Backend> backend) {
     return distributed::transport_of(backend);
   });

@@ -32,8 +32,7 @@ void bind_distributed(py::module& m);
 namespace {
 
 aten::TpuGenerator& generator(int device) {
-  return *aten::default_generator(static_cast<c10::DeviceIndex>(device))
-              .get<aten::TpuGenerator>();
+  return *aten::default_generator(static_cast<c10::DeviceIndex>(device)).get<aten::TpuGenerator>();
 }
 
 // A counter's reported name: `_ns` fields are reported in seconds (runtime/metrics.h).
@@ -52,16 +51,16 @@ py::object metric_value(const std::string& field, int64_t v) {
 py::dict metrics_dict() {
   auto& m = runtime::metrics();
   py::dict d;
-#define TORCH_TPU_METRIC_READ(name, doc) d[py::str(metric_key(#name))] = metric_value(#name, m.name.load());
+#define TORCH_TPU_METRIC_READ(name, doc) \
+  d[py::str(metric_key(#name))] = metric_value(#name, m.name.load());
   TORCH_TPU_METRICS(TORCH_TPU_METRIC_READ)
   TORCH_TPU_PROCESS_METRICS(TORCH_TPU_METRIC_READ)
 #undef TORCH_TPU_METRIC_READ
   py::dict fallbacks;
   for (const auto& [op, count] : m.fallbacks()) fallbacks[py::str(op)] = count;
   d["fallbacks"] = fallbacks;
-  const runtime::DiskCacheStats* disk = runtime::Runtime::initialized()
-                                            ? &runtime::Runtime::get().disk_cache().stats()
-                                            : nullptr;
+  const runtime::DiskCacheStats* disk =
+      runtime::Runtime::initialized() ? &runtime::Runtime::get().disk_cache().stats() : nullptr;
 #define TORCH_TPU_DISK_METRIC_READ(name, doc) d["disk_" #name] = disk ? disk->name.load() : 0;
   TORCH_TPU_DISK_METRICS(TORCH_TPU_DISK_METRIC_READ)
 #undef TORCH_TPU_DISK_METRIC_READ
@@ -87,8 +86,10 @@ py::dict host_memory_stats() {
   const at::HostStats s = aten::host_allocator().get_stats();
   py::dict d;
   const std::pair<const char*, const c10::CachingAllocator::Stat*> stats[] = {
-      {"active_requests", &s.active_requests}, {"active_bytes", &s.active_bytes},
-      {"allocations", &s.allocations}, {"allocated_bytes", &s.allocated_bytes}};
+      {"active_requests", &s.active_requests},
+      {"active_bytes", &s.active_bytes},
+      {"allocations", &s.allocations},
+      {"allocated_bytes", &s.allocated_bytes}};
   for (const auto& [name, stat] : stats) {
     const std::string key(name);
     d[py::str(key + ".current")] = stat->current;
@@ -107,10 +108,11 @@ py::list settings_table() {
   for (const auto& s : runtime::settings::table()) {
     py::dict names;
     for (const auto& [word, v] : s.names) names[py::str(word)] = v;
-    out.append(py::dict(py::arg("name") = s.name, py::arg("type") = runtime::settings::type_name(s.type),
-                        py::arg("default") = s.fallback ? py::object(py::str(s.fallback)) : py::none(),
-                        py::arg("doc") = s.doc, py::arg("words") = s.words, py::arg("min") = s.min,
-                        py::arg("names") = names));
+    out.append(
+        py::dict(py::arg("name") = s.name, py::arg("type") = runtime::settings::type_name(s.type),
+                 py::arg("default") = s.fallback ? py::object(py::str(s.fallback)) : py::none(),
+                 py::arg("doc") = s.doc, py::arg("words") = s.words, py::arg("min") = s.min,
+                 py::arg("names") = names));
   }
   return out;
 }
@@ -202,9 +204,8 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_platform", [] {
     const auto& client = runtime::Runtime::get().client();
-    return py::make_tuple(client.platform_name(), client.platform_version(),
-                          client.plugin().path(), client.plugin().major_version(),
-                          client.plugin().minor_version());
+    return py::make_tuple(client.platform_name(), client.platform_version(), client.plugin().path(),
+                          client.plugin().major_version(), client.plugin().minor_version());
   });
   m.def("_device_kind", [](int d) { return runtime::Runtime::get().client().device_kind(d); });
   m.def("_memory_stats", [](int d) {
@@ -285,10 +286,14 @@ PYBIND11_MODULE(_C, m) {
     std::vector<pjrt::OptionOverride> list;
     for (auto [k, v] : options) {
       pjrt::OptionOverride o{py::str(k)};
-      if (py::isinstance<py::bool_>(v)) o.value = v.cast<bool>();
-      else if (py::isinstance<py::int_>(v)) o.value = v.cast<int64_t>();
-      else if (py::isinstance<py::float_>(v)) o.value = v.cast<double>();
-      else o.value = v.cast<std::string>();
+      if (py::isinstance<py::bool_>(v))
+        o.value = v.cast<bool>();
+      else if (py::isinstance<py::int_>(v))
+        o.value = v.cast<int64_t>();
+      else if (py::isinstance<py::float_>(v))
+        o.value = v.cast<double>();
+      else
+        o.value = v.cast<std::string>();
       list.push_back(std::move(o));
     }
     runtime::push_overrides(std::move(list));
@@ -330,8 +335,10 @@ PYBIND11_MODULE(_C, m) {
              std::vector<int64_t> sizes;
              inputs.reserve(args.size());
              for (py::handle a : args) {
-               if (py::isinstance<py::int_>(a)) sizes.push_back(a.cast<int64_t>());
-               else inputs.push_back(a.cast<at::Tensor>());
+               if (py::isinstance<py::int_>(a))
+                 sizes.push_back(a.cast<int64_t>());
+               else
+                 inputs.push_back(a.cast<at::Tensor>());
              }
              args.attr("clear")();
              return g.for_current_precision().run(inputs, sizes);

@@ -118,10 +118,11 @@ std::string CompileLog::reason(const std::string& what, const std::string& signa
 void CompileLog::add(CompileRecord record) {
   if (print_) {
     const bool loaded = record.from_disk();
-    std::fprintf(stderr, "torch_tpu: %s %s (%s): %s%s%s, %.1f ms\n",
-                 loaded ? "loaded" : "compiled", record.what.c_str(), record.signature.c_str(),
-                 record.reason.c_str(),
-                 loaded ? ", from disk" : record.disk == DiskOutcome::off ? "" : ", disk ",
+    std::fprintf(stderr, "torch_tpu: %s %s (%s): %s%s%s, %.1f ms\n", loaded ? "loaded" : "compiled",
+                 record.what.c_str(), record.signature.c_str(), record.reason.c_str(),
+                 loaded                            ? ", from disk"
+                 : record.disk == DiskOutcome::off ? ""
+                                                   : ", disk ",
                  loaded || record.disk == DiskOutcome::off ? "" : disk_outcome_name(record.disk),
                  record.seconds * 1e3);
   }
@@ -146,7 +147,8 @@ void CompileLog::clear() {
 void CompileLog::check_allowed(const std::string& what, const std::string& signature,
                                const std::string& reason, DiskOutcome disk) const {
   if (forbid_depth() <= 0) return;
-  std::string where = disk == DiskOutcome::off ? "" : std::string(", disk ") + disk_outcome_name(disk);
+  std::string where =
+      disk == DiskOutcome::off ? "" : std::string(", disk ") + disk_outcome_name(disk);
   throw CompileForbidden("torch_tpu: " + what + " (" + signature + ") needs an XLA compile (" +
                          reason + where +
                          ") where compiles are forbidden (torch_tpu.no_compile() or "

@@ -27,7 +27,7 @@ struct CompileRecord {
   std::string signature;  // argument and result types: "f32[3,4], i64[] -> f32[3,4]"
   std::string reason;     // why tier 1 missed: see CompileLog::reason
   DiskOutcome disk = DiskOutcome::off;
-  double seconds = 0;     // building, compiling or loading, and serializing
+  double seconds = 0;  // building, compiling or loading, and serializing
   bool from_disk() const { return disk == DiskOutcome::hit; }
 };
 

@@ -64,8 +64,10 @@ void pop_overrides() {
 
 void set_global_override(pjrt::OptionOverride option, bool set) {
   std::lock_guard<std::mutex> lock(global_mutex);
-  if (set) global_options[option.name] = std::move(option);
-  else global_options.erase(option.name);
+  if (set)
+    global_options[option.name] = std::move(option);
+  else
+    global_options.erase(option.name);
   global_version.fetch_add(1, std::memory_order_release);
 }
 

@@ -128,7 +128,9 @@ void DiskCache::write_entry(const std::string& path, const std::string& payload)
   std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << kMagic << '\n' << identity_ << '\n' << hlo::fingerprint(payload) << '\n'
+    out << kMagic << '\n'
+        << identity_ << '\n'
+        << hlo::fingerprint(payload) << '\n'
         << payload.size() << '\n';
     out.write(payload.data(), static_cast<std::streamsize>(payload.size()));
     out.close();

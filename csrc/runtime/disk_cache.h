@@ -33,7 +33,7 @@ enum class DiskOutcome { off, hit, miss, bad_entry };
 
 // The disk tier's counters, named once: X(field, doc); torch_tpu.metrics reports them
 // as disk_<field>.
-#define TORCH_TPU_DISK_METRICS(X)                                              \
+#define TORCH_TPU_DISK_METRICS(X)                                             \
   X(hits, "programs loaded from the disk cache")                              \
   X(misses, "programs the disk cache lacked")                                 \
   X(writes, "programs written to the disk cache")                             \
@@ -54,9 +54,10 @@ class DiskCache {
   // otherwise produced by `compile` (which returns T and its bytes) and stored. `compile`
   // is told what the tier found.
   template <typename T>
-  std::unique_ptr<T> get(const std::string& fingerprint,
-                         const std::function<std::unique_ptr<T>(const std::string&)>& load,
-                         const std::function<std::unique_ptr<T>(std::string*, DiskOutcome)>& compile) {
+  std::unique_ptr<T> get(
+      const std::string& fingerprint,
+      const std::function<std::unique_ptr<T>(const std::string&)>& load,
+      const std::function<std::unique_ptr<T>(std::string*, DiskOutcome)>& compile) {
     std::unique_ptr<T> result;
     lookup(
         fingerprint,

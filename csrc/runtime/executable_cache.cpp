@@ -68,8 +68,8 @@ void ExecutableCache::keep_within_mapping_budget() {
   evict_locked(target);
 }
 
-std::shared_ptr<const CompiledProgram> ExecutableCache::get(
-    const ProgramKey& program_key, const std::function<Program()>& build) {
+std::shared_ptr<const CompiledProgram> ExecutableCache::get(const ProgramKey& program_key,
+                                                            const std::function<Program()>& build) {
   // Compile options set for this block (compile_overrides.h) make another program.
   const CompileOverrides& overrides = current_overrides();
   ProgramKey with_overrides;
@@ -142,8 +142,8 @@ std::shared_ptr<const CompiledProgram> ExecutableCache::get(
     traced.name("tpu::compile " + compiled->label);
     traced.text("program", compiled->fingerprint);
     traced.text("cache", compiled_here ? "miss: compiled" : "miss: loaded from disk");
-    traced.number("seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                                           start).count());
+    traced.number("seconds",
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     record.seconds = ns / 1e9;
     log.add(std::move(record));
     promise.set_value(compiled);

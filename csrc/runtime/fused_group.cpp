@@ -201,8 +201,8 @@ void FusedGroup::flush_locked() {
   // reference (a buffer read twice, or still cached as a scalar, is not).
   std::vector<bool> donate(externals_.size());
   for (size_t i = 0; i < externals_.size(); ++i)
-    donate[i] = Runtime::donation_enabled() && externals_[i].use_count() == 1 &&
-                !external_scalar_[i];
+    donate[i] =
+        Runtime::donation_enabled() && externals_[i].use_count() == 1 && !external_scalar_[i];
 
   std::vector<OpRecord> ops;
   std::vector<std::shared_ptr<pjrt::Buffer>> externals;

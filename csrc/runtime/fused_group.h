@@ -85,7 +85,7 @@ class FusedGroup {
   // Ops recorded per group before it flushes by itself (TORCH_TPU_FUSED_MAX_OPS).
   static size_t max_ops();
 
- // Whether groups reuse traces (TORCH_TPU_FUSED_REUSE; tests and benchmarks switch it).
+  // Whether groups reuse traces (TORCH_TPU_FUSED_REUSE; tests and benchmarks switch it).
   void set_reuse(bool on);
   bool reuse() const { return reuse_; }
   // Forgets the traces (their programs are dropped when the cache is cleared).
@@ -121,8 +121,8 @@ class FusedGroup {
   std::unordered_map<DeviceBuffer*, int64_t> bound_;
   bool reuse_;
   std::vector<std::shared_ptr<const Trace>> traces_;  // most recently run first
-  std::shared_ptr<const Trace> replaying_;  // the trace ops_ repeats, or null
-  size_t repeated_ = 0;                     // leading ops of ops_ that are replaying_'s
+  std::shared_ptr<const Trace> replaying_;            // the trace ops_ repeats, or null
+  size_t repeated_ = 0;                               // leading ops of ops_ that are replaying_'s
 };
 
 }  // namespace torch_tpu::runtime

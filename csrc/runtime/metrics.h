@@ -13,7 +13,7 @@ namespace torch_tpu::runtime {
 // under its field name, except that a field ending in `_ns` is reported in seconds under
 // the name ending in `_seconds`; its docstring lists these docs.
 // Counters reset() zeroes:
-#define TORCH_TPU_METRICS(X)                                                                \
+#define TORCH_TPU_METRICS(X)                                                               \
   X(compiles, "XLA compiles")                                                              \
   X(compile_ns, "time spent in XLA compiles")                                              \
   X(cache_hits, "programs found in the in-memory cache")                                   \
@@ -38,8 +38,8 @@ namespace torch_tpu::runtime {
   X(host_staged_bytes, "bytes that transport copied from the devices")                     \
   X(in_program_collectives, "collectives tpu_dist ran as one replicated program")
 // Counters of the process's life, which reset() leaves:
-#define TORCH_TPU_PROCESS_METRICS(X)                                                        \
-  X(host_staged_groups, "tpu_dist backends created with the host-staged transport")        \
+#define TORCH_TPU_PROCESS_METRICS(X)                                                \
+  X(host_staged_groups, "tpu_dist backends created with the host-staged transport") \
   X(in_program_groups, "tpu_dist backends created with the in-program transport")
 
 struct Metrics {

@@ -149,8 +149,8 @@ std::string Runtime::cache_identity() const {
   const pjrt::Plugin& plugin = client_->plugin();
   std::string id = "torch_tpu " TORCH_TPU_VERSION "; pjrt " +
                    std::to_string(plugin.major_version()) + "." +
-                   std::to_string(plugin.minor_version()) + "; " + client_->platform_name() +
-                   " " + client_->platform_version() + "; " + config_.plugin_path;
+                   std::to_string(plugin.minor_version()) + "; " + client_->platform_name() + " " +
+                   client_->platform_version() + "; " + config_.plugin_path;
   struct stat st {};
   if (::stat(config_.plugin_path.c_str(), &st) == 0)
     id += " " + std::to_string(st.st_size) + " " + std::to_string(st.st_mtime);
@@ -168,13 +168,15 @@ Runtime::Runtime(RuntimeConfig config)
         std::vector<pjrt::OptionOverride> options = current_overrides().options;
         const int64_t fast = fast_compile_elements();
         const bool small = fast > 0 && largest_tensor(mlir) <= fast;
-        if (options.empty()) return client_->compile(mlir, small ? fast_compile_options_ : compile_options_);
+        if (options.empty())
+          return client_->compile(mlir, small ? fast_compile_options_ : compile_options_);
         // A block's own options, plus the small-program level unless the block sets one.
         const bool sets_level = std::any_of(options.begin(), options.end(), [](const auto& o) {
           return o.name == kOptimizationLevel;
         });
         if (small && !sets_level) options.push_back({kOptimizationLevel, kFastOptimizationLevel});
-        return client_->compile(mlir, pjrt::encode_compile_options(1, 1, /*portable=*/true, options));
+        return client_->compile(mlir,
+                                pjrt::encode_compile_options(1, 1, /*portable=*/true, options));
       }),
       compile_options_(pjrt::encode_compile_options(1, 1, /*portable=*/true)),
       fast_compile_options_(pjrt::encode_compile_options(
@@ -196,9 +198,8 @@ Runtime::Runtime(RuntimeConfig config)
   if (config_.virtual_devices()) options.push_back({"cpu_device_count", config_.num_devices});
   client_ = std::make_unique<pjrt::Client>(std::move(plugin), options);
   disk_ = std::make_unique<DiskCache>(disk_cache_config_from_env(), cache_identity());
-  cache_.set_disk_tier(disk_.get(), [this](const std::string& bytes) {
-    return client_->deserialize(bytes);
-  });
+  cache_.set_disk_tier(disk_.get(),
+                       [this](const std::string& bytes) { return client_->deserialize(bytes); });
   pending_->per_device.resize(client_->devices().size());
   pending_->retired.resize(client_->devices().size());
   for (size_t i = 0; i < client_->devices().size(); ++i) {

@@ -29,9 +29,9 @@ struct Setting {
   Type type;
   const char* fallback;  // the default as the variable would spell it; nullptr: none here
   const char* doc;       // one line: what it does (README's "effect" column)
-  std::vector<std::string> words = {};                        // choice, words
-  int64_t min = 0;                                            // integer
-  std::vector<std::pair<std::string, int64_t>> names = {};    // integer: named values
+  std::vector<std::string> words = {};                      // choice, words
+  int64_t min = 0;                                          // integer
+  std::vector<std::pair<std::string, int64_t>> names = {};  // integer: named values
 };
 
 // A bad value, or a name the table lacks. std::invalid_argument: Python sees ValueError.

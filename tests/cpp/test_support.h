@@ -37,14 +37,36 @@ inline const pjrt::Client& client() {
 
 inline std::string compile_options() { return pjrt::encode_compile_options(1, 1, true); }
 
-template <class T> constexpr hlo::DType dtype_of();
-template <> constexpr hlo::DType dtype_of<float>() { return hlo::DType::F32; }
-template <> constexpr hlo::DType dtype_of<double>() { return hlo::DType::F64; }
-template <> constexpr hlo::DType dtype_of<int8_t>() { return hlo::DType::S8; }
-template <> constexpr hlo::DType dtype_of<int32_t>() { return hlo::DType::S32; }
-template <> constexpr hlo::DType dtype_of<int64_t>() { return hlo::DType::S64; }
-template <> constexpr hlo::DType dtype_of<uint8_t>() { return hlo::DType::U8; }
-template <> constexpr hlo::DType dtype_of<uint32_t>() { return hlo::DType::U32; }
+template <class T>
+constexpr hlo::DType dtype_of();
+template <>
+constexpr hlo::DType dtype_of<float>() {
+  return hlo::DType::F32;
+}
+template <>
+constexpr hlo::DType dtype_of<double>() {
+  return hlo::DType::F64;
+}
+template <>
+constexpr hlo::DType dtype_of<int8_t>() {
+  return hlo::DType::S8;
+}
+template <>
+constexpr hlo::DType dtype_of<int32_t>() {
+  return hlo::DType::S32;
+}
+template <>
+constexpr hlo::DType dtype_of<int64_t>() {
+  return hlo::DType::S64;
+}
+template <>
+constexpr hlo::DType dtype_of<uint8_t>() {
+  return hlo::DType::U8;
+}
+template <>
+constexpr hlo::DType dtype_of<uint32_t>() {
+  return hlo::DType::U32;
+}
 
 // Host data on device `device` of `c`. `dtype` overrides the element type (uint8_t
 // data as Pred).
@@ -71,9 +93,9 @@ inline std::vector<PJRT_Buffer*> raw(const std::vector<const pjrt::Buffer*>& arg
 }
 
 // Compiles `b`'s module returning `outputs` and runs it once on device 0 of client().
-inline std::vector<std::unique_ptr<pjrt::Buffer>> run(const hlo::Builder& b,
-                                                      const std::vector<hlo::Value>& outputs,
-                                                      const std::vector<const pjrt::Buffer*>& args) {
+inline std::vector<std::unique_ptr<pjrt::Buffer>> run(
+    const hlo::Builder& b, const std::vector<hlo::Value>& outputs,
+    const std::vector<const pjrt::Buffer*>& args) {
   const pjrt::Client& c = client();
   auto exe = c.compile(b.module(outputs), compile_options());
   std::vector<PJRT_Buffer*> raw_args = raw(args);

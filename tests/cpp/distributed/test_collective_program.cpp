@@ -103,8 +103,9 @@ TEST(CollectiveProgram, BitwiseReductionsFoldAfterAllGather) {
     PerRank out = run(s, args);
     std::vector<int32_t> want(3);
     for (int i = 0; i < 3; ++i)
-      want[i] = op == Reduce::BitAnd ? (x[i] & y[i]) : op == Reduce::BitOr ? (x[i] | y[i])
-                                                                           : (x[i] ^ y[i]);
+      want[i] = op == Reduce::BitAnd  ? (x[i] & y[i])
+                : op == Reduce::BitOr ? (x[i] | y[i])
+                                      : (x[i] ^ y[i]);
     for (int r = 0; r < 2; ++r) EXPECT_EQ(download<int32_t>(*out[r].at(0)), want);
   }
 }
@@ -126,8 +127,8 @@ TEST(CollectiveProgram, BroadcastMovesTheRootsBitsExactly) {
   s.root = 1;
   PerRank args(2);
   for (int r = 0; r < 2; ++r) {
-    args[r].push_back(upload<uint8_t>({static_cast<uint8_t>(r == 1)}, {}, DType::Pred,
-                                      two_devices(), r));
+    args[r].push_back(
+        upload<uint8_t>({static_cast<uint8_t>(r == 1)}, {}, DType::Pred, two_devices(), r));
     auto values = r == 1 ? on<float>(r, {{-0.0f, nan, 1.5f, -7}}) : on<float>(r, {{1, 2, 3, 4}});
     args[r].push_back(std::move(values[0]));
   }
@@ -195,8 +196,7 @@ TEST(CollectiveProgram, SignatureNamesWhatRanksMustAgreeOn) {
   CollectiveSpec s = spec(Collective::AllReduce, "all_reduce", DType::F32, {3, 2}, {3, 2});
   s.reduce = Reduce::PremulSum;
   s.premul = 0.5;
-  EXPECT_EQ(distributed::signature(s),
-            "all_reduce(op=8*0.500000, dtype=f32, in=[3,2], out=[3,2])");
+  EXPECT_EQ(distributed::signature(s), "all_reduce(op=8*0.500000, dtype=f32, in=[3,2], out=[3,2])");
   CollectiveSpec other = s;
   other.inputs = {3, 3};
   EXPECT_NE(distributed::signature(other), distributed::signature(s));

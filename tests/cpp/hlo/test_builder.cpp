@@ -67,7 +67,8 @@ TEST(Builder, ModuleTextNamesItsOps) {
   Builder b;
   Value x = b.parameter({DType::F32, {2, 3}});
   Value y = b.parameter({DType::F32, {2, 3}});
-  Value s = b.reduce(b.binary(hlo::Binary::Add, x, y), b.constant(0, DType::F32), {1}, hlo::Binary::Add);
+  Value s =
+      b.reduce(b.binary(hlo::Binary::Add, x, y), b.constant(0, DType::F32), {1}, hlo::Binary::Add);
   std::string text = b.module({s});
   EXPECT_TRUE(contains(text, "func.func public @main(%v0: tensor<2x3xf32>, %v1: tensor<2x3xf32>)"))
       << text;
@@ -146,7 +147,8 @@ TEST(Builder, DotGeneral) {
 }
 
 TEST(Builder, MatmulPrecisionOnF32ProductsOnly) {
-  for (auto [p, name] : {std::pair{Precision::Highest, "HIGHEST"}, {Precision::High, "HIGH"},
+  for (auto [p, name] : {std::pair{Precision::Highest, "HIGHEST"},
+                         {Precision::High, "HIGH"},
                          {Precision::Default, "DEFAULT"}}) {
     Builder b;
     b.set_matmul_precision(p);
@@ -163,17 +165,16 @@ TEST(Builder, MatmulPrecisionOnF32ProductsOnly) {
     ASSERT_NE(first, std::string::npos) << text;
     size_t second = text.find(attr, first + 1);
     ASSERT_NE(second, std::string::npos);
-    EXPECT_EQ(text.find("precision_config", text.find("precision_config") + 1),
-              std::string::npos);
+    EXPECT_EQ(text.find("precision_config", text.find("precision_config") + 1), std::string::npos);
     auto bx = upload<float>({1, 2, 3, 4, 5, 6}, {2, 3});
     auto by = upload<float>({1, 0, 0, 1, 1, 1}, {3, 2});
     Builder one;
     one.set_matmul_precision(p);
     Value a = one.parameter({DType::F32, {2, 3}});
     Value c = one.parameter({DType::F32, {3, 2}});
-    EXPECT_EQ(run1<float>(one, one.dot_general(a, c, {}, {}, {1}, {0}, DType::F32),
-                          {bx.get(), by.get()}),
-              (std::vector<float>{4, 5, 10, 11}));
+    EXPECT_EQ(
+        run1<float>(one, one.dot_general(a, c, {}, {}, {1}, {0}, DType::F32), {bx.get(), by.get()}),
+        (std::vector<float>{4, 5, 10, 11}));
   }
 }
 
@@ -293,10 +294,9 @@ TEST(Builder, PadWithInterior) {
   Value p = b.pad(x, b.constant_int(-1, DType::S32), {1, 0}, {0, 1}, {0, 1});
   EXPECT_EQ(p.type.shape, (std::vector<int64_t>{3, 4}));
   auto bx = upload<int32_t>({1, 2, 3, 4}, {2, 2});
-  EXPECT_EQ(run1<int32_t>(b, p, {bx.get()}),
-            (std::vector<int32_t>{-1, -1, -1, -1,  //
-                                  1, -1, 2, -1,    //
-                                  3, -1, 4, -1}));
+  EXPECT_EQ(run1<int32_t>(b, p, {bx.get()}), (std::vector<int32_t>{-1, -1, -1, -1,  //
+                                                                   1, -1, 2, -1,    //
+                                                                   3, -1, 4, -1}));
 }
 
 TEST(Builder, SliceWithStride) {
@@ -358,9 +358,9 @@ TEST(Builder, NonFiniteConstants) {
 
 TEST(Builder, FiniteAndIntegerConstants) {
   Builder b;
-  std::vector<Value> outs = {b.constant(0.1, DType::F64), b.constant(-2.9, DType::S32),
+  std::vector<Value> outs = {b.constant(0.1, DType::F64),    b.constant(-2.9, DType::S32),
                              b.constant_int(255, DType::U8), b.constant(0.25, DType::Pred),
-                             b.constant_int(3, DType::F32), b.constant(70000, DType::F16)};
+                             b.constant_int(3, DType::F32),  b.constant(70000, DType::F16)};
   auto out = test::run(b, outs, {});
   EXPECT_EQ(test::download<double>(*out[0])[0], 0.1);
   EXPECT_EQ(test::download<int32_t>(*out[1])[0], -2);

@@ -49,8 +49,7 @@ TEST(PaddedRead, WholePermutedMergedAndBroadcastViews) {
   EXPECT_EQ(merged->bound, (std::vector<int64_t>{2, 24}));
   EXPECT_EQ(merged->probe, (std::vector<int64_t>{2, 27}));
   // unsqueeze + expand
-  auto wide = ops::plan_padded_read(kLogical, kPhysical, kDynamic, {2, 4, 5, 3},
-                                    {15, 0, 3, 1}, 0);
+  auto wide = ops::plan_padded_read(kLogical, kPhysical, kDynamic, {2, 4, 5, 3}, {15, 0, 3, 1}, 0);
   ASSERT_TRUE(wide);
   EXPECT_EQ(wide->bound, (std::vector<int64_t>{2, 4, 8, 3}));
 }
@@ -87,7 +86,8 @@ TEST(PaddedRead, ConcatenationAndReductionAtTheBoundAreExact) {
   std::vector<float> y_data = {-1, -2, -3, -4, -5, -6};
   for (int i = 0; i < 2; ++i)
     for (int r = 0; r < 5; ++r)
-      for (int c = 0; c < 3; ++c) storage[(i * 8 + r) * 3 + c] = static_cast<float>(i * 100 + r * 10 + c);
+      for (int c = 0; c < 3; ++c)
+        storage[(i * 8 + r) * 3 + c] = static_cast<float>(i * 100 + r * 10 + c);
   auto plan = ops::plan_padded_read(kLogical, kPhysical, kDynamic, {2, 5, 3}, {15, 3, 1}, 0);
   ASSERT_TRUE(plan);
   Builder b;

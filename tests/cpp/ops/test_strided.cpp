@@ -77,7 +77,7 @@ const View kColumnExpand{{4, 3}, {5, 0}, 2};  // x[:, 2:3].expand(4, 3)
 TEST(Classify, Kinds) {
   EXPECT_EQ(ops::classify({4, 5}, {5, 1}, 0, 20).kind, Kind::Dense);
   EXPECT_EQ(ops::classify({4, 1, 5}, {5, 7, 1}, 0, 20).kind, Kind::Dense);  // size-1 stride ignored
-  EXPECT_EQ(ops::classify({4, 5}, {5, 1}, 0, 40).kind, Kind::Strided);     // part of the storage
+  EXPECT_EQ(ops::classify({4, 5}, {5, 1}, 0, 40).kind, Kind::Strided);      // part of the storage
   EXPECT_EQ(ops::classify(kTranspose.sizes, kTranspose.strides, 0, 20).kind, Kind::Strided);
   EXPECT_EQ(ops::classify(kSlice.sizes, kSlice.strides, 7, 20).kind, Kind::Strided);
   EXPECT_EQ(ops::classify(kRowExpand.sizes, kRowExpand.strides, 5, 20).kind, Kind::Strided);
@@ -97,13 +97,11 @@ TEST(Classify, PadOnlyWhenTheWindowRunsPastTheEnd) {
   EXPECT_EQ(ops::classify(kColumnExpand.sizes, kColumnExpand.strides, 2, 20).pad, 4);
 }
 
-TEST(StridedRead, Dense) {
-  EXPECT_EQ(read({{4, 5}, {5, 1}, 0}), base());
-}
+TEST(StridedRead, Dense) { EXPECT_EQ(read({{4, 5}, {5, 1}, 0}), base()); }
 
 TEST(StridedRead, Transpose) {
-  EXPECT_EQ(read(kTranspose), (std::vector<float>{0, 5, 10, 15, 1, 6, 11, 16, 2, 7,
-                                                  12, 17, 3, 8, 13, 18, 4, 9, 14, 19}));
+  EXPECT_EQ(read(kTranspose), (std::vector<float>{0,  5,  10, 15, 1,  6,  11, 16, 2,  7,
+                                                  12, 17, 3,  8,  13, 18, 4,  9,  14, 19}));
 }
 
 TEST(StridedRead, SliceWithRuntimeOffset) {
@@ -121,8 +119,7 @@ TEST(StridedRead, SteppedSlice) {
 }
 
 TEST(StridedRead, Expand) {
-  EXPECT_EQ(read(kRowExpand),
-            (std::vector<float>{5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7, 8, 9}));
+  EXPECT_EQ(read(kRowExpand), (std::vector<float>{5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7, 8, 9}));
   EXPECT_EQ(read(kColumnExpand), (std::vector<float>{2, 2, 2, 7, 7, 7, 12, 12, 12, 17, 17, 17}));
 }
 
@@ -136,9 +133,7 @@ TEST(StridedRead, SizeOneDimsAnyStride) {
   EXPECT_EQ(read({{1, 5, 1}, {99, 1, 7}, 5}), (std::vector<float>{5, 6, 7, 8, 9}));
 }
 
-TEST(StridedRead, ScalarElement) {
-  EXPECT_EQ(read({{}, {}, 13}), (std::vector<float>{13}));
-}
+TEST(StridedRead, ScalarElement) { EXPECT_EQ(read({{}, {}, 13}), (std::vector<float>{13})); }
 
 TEST(StridedRead, EmptyHasTheViewShape) {
   Builder b;
@@ -165,9 +160,7 @@ TEST(StridedWrite, Transpose) {
                                 102, 106, 110, 114, 118, 103, 107, 111, 115, 119}));
 }
 
-TEST(StridedWrite, Slice) {
-  EXPECT_EQ(write(kSlice), base_with({7, 8, 9, 12, 13, 14}));
-}
+TEST(StridedWrite, Slice) { EXPECT_EQ(write(kSlice), base_with({7, 8, 9, 12, 13, 14})); }
 
 TEST(StridedWrite, SliceThatNeedsPadding) {
   EXPECT_EQ(write(kSliceAtEnd), base_with({12, 13, 14, 17, 18, 19}));

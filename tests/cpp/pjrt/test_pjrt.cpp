@@ -54,8 +54,8 @@ TEST(Plugin, LibraryWithoutGetPjrtApiIsRejected) {
 TEST(CompileOptions, HandEncodedBytes) {
   // ExecutableBuildOptions {device_ordinal: -1 (10-byte varint), num_replicas: 1,
   // num_partitions: 1} in field 3, then compile_portable_executable (field 4) = 1.
-  const unsigned char expected[] = {0x1A, 0x0F, 0x08, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
-                                    0xFF, 0xFF, 0xFF, 0x01, 0x20, 0x01, 0x28, 0x01, 0x20, 0x01};
+  const unsigned char expected[] = {0x1A, 0x0F, 0x08, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
+                                    0xFF, 0xFF, 0x01, 0x20, 0x01, 0x28, 0x01, 0x20, 0x01};
   EXPECT_EQ(pjrt::encode_compile_options(1, 1, true),
             std::string(reinterpret_cast<const char*>(expected), sizeof(expected)));
   // Without portability the trailing field is absent; 200 replicas is a 2-byte varint.
@@ -69,10 +69,11 @@ TEST(CompileOptions, OverridesAreMapEntries) {
   // env_option_overrides (field 7) holds one map entry per option: key (field 1), and
   // the OptionOverrideProto value (field 2) with int_field 3 / bool_field 2.
   const std::string base = pjrt::encode_compile_options(1, 1, false);
-  const std::string with = pjrt::encode_compile_options(
-      1, 1, false, {{"opt", int64_t{2}}, {"flag", true}});
-  const unsigned char entries[] = {0x3A, 0x09, 0x0A, 0x03, 'o', 'p', 't', 0x12, 0x02, 0x18, 0x02,
-                                   0x3A, 0x0A, 0x0A, 0x04, 'f', 'l', 'a', 'g', 0x12, 0x02, 0x10, 0x01};
+  const std::string with =
+      pjrt::encode_compile_options(1, 1, false, {{"opt", int64_t{2}}, {"flag", true}});
+  const unsigned char entries[] = {0x3A, 0x09, 0x0A, 0x03, 'o',  'p',  't',  0x12,
+                                   0x02, 0x18, 0x02, 0x3A, 0x0A, 0x0A, 0x04, 'f',
+                                   'l',  'a',  'g',  0x12, 0x02, 0x10, 0x01};
   EXPECT_EQ(with, base + std::string(reinterpret_cast<const char*>(entries), sizeof(entries)));
 }
 
@@ -164,8 +165,8 @@ TEST(Buffer, DimsTypeSizeAndRoundTrip) {
 TEST(Buffer, ViewOfHostMemoryIsThatMemoryUntilDestroyed) {
   alignas(64) float data[3] = {1, 2, 3};
   bool deleted = false;
-  auto view = client().view_of_memory(data, PJRT_Buffer_Type_F32, {3}, 0,
-                                      [&deleted] { deleted = true; });
+  auto view =
+      client().view_of_memory(data, PJRT_Buffer_Type_F32, {3}, 0, [&deleted] { deleted = true; });
   ASSERT_NE(view, nullptr);
   EXPECT_TRUE(view->borrowed());
   EXPECT_EQ(view->unsafe_pointer(), static_cast<void*>(data));
@@ -195,8 +196,9 @@ TEST(Executable, TwoOutputs) {
   hlo::Builder b;
   hlo::Value x = b.parameter({DType::F32, {2}});
   hlo::Value y = b.parameter({DType::F32, {2}});
-  auto exe = client().compile(b.module({b.binary(hlo::Binary::Add, x, y), b.binary(hlo::Binary::Multiply, x, y)}),
-                              test::compile_options());
+  auto exe = client().compile(
+      b.module({b.binary(hlo::Binary::Add, x, y), b.binary(hlo::Binary::Multiply, x, y)}),
+      test::compile_options());
   EXPECT_EQ(exe->num_outputs(), 2u);
   auto bx = upload<float>({2, 3}, {2});
   auto by = upload<float>({5, -1}, {2});
@@ -252,7 +254,6 @@ TEST(Executable, WrongArgumentsThrow) {
 TEST(Executable, DeserializeGarbageThrows) {
   EXPECT_THROW(client().deserialize("not an executable"), pjrt::Error);
 }
-
 
 // Bounded dynamic dimensions, as compiled graphs use them (csrc/compile/graph.h): a
 // parameter of the bound marked with its real size by set_dimension_size, every later
@@ -317,8 +318,10 @@ module @bounded {
   // The gathered outputs are plain buffers a static program takes.
   hlo::Builder b;
   hlo::Value p = b.parameter({DType::F32, {8, 4}});
-  auto soft = download<float>(*test::run(b, {b.binary(hlo::Binary::Add, p, b.full(0, p.type))}, {out[3].get()})[0]);
-  auto sorted = download<float>(*test::run(b, {b.binary(hlo::Binary::Add, p, b.full(0, p.type))}, {out[4].get()})[0]);
+  auto soft = download<float>(
+      *test::run(b, {b.binary(hlo::Binary::Add, p, b.full(0, p.type))}, {out[3].get()})[0]);
+  auto sorted = download<float>(
+      *test::run(b, {b.binary(hlo::Binary::Add, p, b.full(0, p.type))}, {out[4].get()})[0]);
   for (int r = 0; r < 3; ++r) {
     EXPECT_NEAR(soft[r * 4], std::exp(static_cast<double>(r)) / total, 1e-6) << r;
     EXPECT_EQ(sorted[r * 4], static_cast<float>(2 - r)) << r;

@@ -54,8 +54,9 @@ TEST(CompileLogTest, ForbiddenCompilesThrowNamingWhatAndWhy) {
     log.check_allowed("mul", "f32[2]", "new shape", DiskOutcome::miss);
     ADD_FAILURE() << "no exception";
   } catch (const runtime::CompileForbidden& e) {
-    EXPECT_NE(std::string(e.what()).find("mul (f32[2]) needs an XLA compile (new shape, disk miss)"),
-              std::string::npos)
+    EXPECT_NE(
+        std::string(e.what()).find("mul (f32[2]) needs an XLA compile (new shape, disk miss)"),
+        std::string::npos)
         << e.what();
   }
   log.allow();

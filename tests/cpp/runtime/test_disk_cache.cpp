@@ -137,7 +137,8 @@ TEST_F(DiskCacheTest, EntryThePluginRejectsIsRebuilt) {
 TEST_F(DiskCacheTest, EvictionKeepsTheDirectoryUnderTheCap) {
   int compiles = 0;
   DiskCache cache(config(/*max_bytes=*/5000), "id");
-  for (int i = 0; i < 10; ++i) get(cache, "fp" + std::to_string(i), std::string(1000, 'a'), &compiles);
+  for (int i = 0; i < 10; ++i)
+    get(cache, "fp" + std::to_string(i), std::string(1000, 'a'), &compiles);
   EXPECT_LE(cache.bytes_on_disk(), 5000);
   EXPECT_GT(cache.stats().evictions, 0);
   // the newest entry survived

@@ -53,7 +53,7 @@ std::vector<float> run_scale(const runtime::CompiledProgram& p, std::vector<floa
 
 // The process-wide runtime with two virtual devices; configured before its first use.
 runtime::Runtime& rt() {
-  static runtime::Runtime& instance = [] () -> runtime::Runtime& {
+  static runtime::Runtime& instance = []() -> runtime::Runtime& {
     runtime::Runtime::configure({test::plugin_path(), 2});
     return runtime::Runtime::get();
   }();
