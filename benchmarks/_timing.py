@@ -30,9 +30,14 @@ def run_script(code: str, args, env: dict) -> dict:
     import os
     import subprocess
     import sys
-    proc = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True,
-                          text=True, env=dict(os.environ, **env))
+
+    proc = subprocess.run(
+        [sys.executable, "-c", code, *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, **env),
+    )
     lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
     if not lines:
         raise RuntimeError(f"{args} {env}: {proc.stderr[-2000:]}")
-    return json.loads(lines[0][len("RESULT "):])
+    return json.loads(lines[0][len("RESULT ") :])

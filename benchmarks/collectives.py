@@ -33,13 +33,16 @@ def worker(rank, world, port, sizes, queue):
     # One intra-op thread per rank: the ranks share the cores, and the host copies of
     # staging otherwise wait on each other's OpenMP threads.
     torch.set_num_threads(1)
-    dist.init_process_group("cpu:gloo,tpu:tpu_dist", init_method=f"tcp://127.0.0.1:{port}",
-                            rank=rank, world_size=world)
+    dist.init_process_group(
+        "cpu:gloo,tpu:tpu_dist", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world
+    )
     results = {}
     for nbytes in sizes:
         reps = max(2, min(50, (8 << 20) // nbytes))
-        tensors = {"gloo": torch.zeros(nbytes // 4),
-                   "tpu_dist": torch.zeros(nbytes // 4, device="tpu")}
+        tensors = {
+            "gloo": torch.zeros(nbytes // 4),
+            "tpu_dist": torch.zeros(nbytes // 4, device="tpu"),
+        }
         syncs = {"gloo": lambda: None, "tpu_dist": torch.tpu.synchronize}
         times = {k: [] for k in tensors}
         for name, t in tensors.items():  # warm-up: compiles, connections
@@ -66,8 +69,7 @@ def measure(world, sizes, checks):
         port = s.getsockname()[1]
     ctx = multiprocessing.get_context("spawn")
     queue = ctx.Queue()
-    procs = [ctx.Process(target=worker, args=(r, world, port, sizes, queue))
-             for r in range(world)]
+    procs = [ctx.Process(target=worker, args=(r, world, port, sizes, queue)) for r in range(world)]
     for p in procs:
         p.start()
     results = queue.get(timeout=900)
@@ -92,8 +94,13 @@ def in_program_worker(world, sizes):
 
     def rank_body(rank):
         torch.tpu.set_device(rank)
-        dist.init_process_group("tpu_dist", store=store, rank=rank, world_size=world,
-                                timeout=datetime.timedelta(seconds=300))
+        dist.init_process_group(
+            "tpu_dist",
+            store=store,
+            rank=rank,
+            world_size=world,
+            timeout=datetime.timedelta(seconds=300),
+        )
         assert torch_tpu.metrics.dist_transport() == "in_program"
         for nbytes in sizes:
             reps = max(2, min(50, (8 << 20) // nbytes))
@@ -126,11 +133,22 @@ def measure_in_program(world, sizes):
     import sys
 
     env = dict(os.environ, TORCH_TPU_NUM_DEVICES=str(world))
-    proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--_worker", str(world),
-                           "--max-mib", str(sizes[-1] >> 20 if sizes[-1] >= 1 << 20 else 1)],
-                          capture_output=True, text=True, env=env, check=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            os.path.abspath(__file__),
+            "--_worker",
+            str(world),
+            "--max-mib",
+            str(sizes[-1] >> 20 if sizes[-1] >= 1 << 20 else 1),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
     line = [l for l in proc.stdout.splitlines() if l.startswith("RESULTS ")][-1]
-    return {int(k): v for k, v in json.loads(line[len("RESULTS "):]).items()}
+    return {int(k): v for k, v in json.loads(line[len("RESULTS ") :]).items()}
 
 
 def main():
@@ -149,8 +167,10 @@ def main():
         return
     if args.in_program:
         per_world = {w: measure_in_program(w, sizes) for w in args.in_program}
-        print("all_reduce (sum, float32), tpu_dist in-program over N virtual devices in one "
-              "process; median time per call; bus GB/s = 2(N-1)/N * size / time")
+        print(
+            "all_reduce (sum, float32), tpu_dist in-program over N virtual devices in one "
+            "process; median time per call; bus GB/s = 2(N-1)/N * size / time"
+        )
         print(f"{'size':>8}" + "".join(f" {f'N={w}':>10} {'bus GB/s':>9}" for w in per_world))
         for nbytes in sizes:
             size = f"{nbytes >> 20} MiB" if nbytes >= 1 << 20 else f"{nbytes >> 10} KiB"
@@ -162,17 +182,24 @@ def main():
         return
     checked = measure(args.ranks, sizes, checks=True)
     unchecked = measure(args.ranks, sizes, checks=False)
-    print(f"all_reduce (sum, float32) over {args.ranks} processes; median time per call; "
-          "each ratio against the gloo column of its own run (load: "
-          + ", ".join(f"{x:.1f}" for x in os.getloadavg()) + ")")
-    print(f"{'size':>8} {'gloo cpu':>10} {'tpu_dist':>10} {'ratio':>6} {'gloo cpu':>10} "
-          f"{'no check':>10} {'ratio':>6} {'tpu_dist GB/s':>14}")
+    print(
+        f"all_reduce (sum, float32) over {args.ranks} processes; median time per call; "
+        "each ratio against the gloo column of its own run (load: "
+        + ", ".join(f"{x:.1f}" for x in os.getloadavg())
+        + ")"
+    )
+    print(
+        f"{'size':>8} {'gloo cpu':>10} {'tpu_dist':>10} {'ratio':>6} {'gloo cpu':>10} "
+        f"{'no check':>10} {'ratio':>6} {'tpu_dist GB/s':>14}"
+    )
     for nbytes in sizes:
         g, t = checked[nbytes]["gloo"], checked[nbytes]["tpu_dist"]
         g2, u = unchecked[nbytes]["gloo"], unchecked[nbytes]["tpu_dist"]
         size = f"{nbytes >> 20} MiB" if nbytes >= 1 << 20 else f"{nbytes >> 10} KiB"
-        print(f"{size:>8} {g * 1e6:>8.0f}us {t * 1e6:>8.0f}us {t / g:>6.2f} {g2 * 1e6:>8.0f}us "
-              f"{u * 1e6:>8.0f}us {u / g2:>6.2f} {nbytes / t / 1e9:>14.2f}")
+        print(
+            f"{size:>8} {g * 1e6:>8.0f}us {t * 1e6:>8.0f}us {t / g:>6.2f} {g2 * 1e6:>8.0f}us "
+            f"{u * 1e6:>8.0f}us {u / g2:>6.2f} {nbytes / t / 1e9:>14.2f}"
+        )
 
 
 if __name__ == "__main__":

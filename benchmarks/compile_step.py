@@ -90,6 +90,7 @@ def build_family(name: str, device: str):
 
         def loss_of(out):
             return F.mse_loss(out.sample, target["noise"])
+
     cycle = itertools.cycle(pool)
 
     def batch():
@@ -169,14 +170,18 @@ def child(args) -> None:
     start = time.perf_counter()
     import torch._dynamo  # noqa: F401
     import torch._functorch.aot_autograd  # noqa: F401
+
     result["import_s"] = time.perf_counter() - start
     device, _, how = args.mode.partition("-")
     if device == "tpu":
         import torch_tpu
+
         sync = torch.tpu.synchronize
     else:
+
         def sync():
             pass
+
     model, optimizers, batch, loss_of = build(args.model, device)
     model.train()
     run = model
@@ -194,8 +199,11 @@ def child(args) -> None:
     result["first_step_s"] = time.perf_counter() - start
     if device == "tpu":
         m = torch_tpu.metrics.snapshot()
-        result.update(first_step_compiles=m["compiles"], first_step_xla_s=m["compile_seconds"],
-                      first_step_graph_build_s=m["graph_build_seconds"])
+        result.update(
+            first_step_compiles=m["compiles"],
+            first_step_xla_s=m["compile_seconds"],
+            first_step_graph_build_s=m["graph_build_seconds"],
+        )
     if args.first_step_only:
         print(json.dumps(result))
         return
@@ -208,10 +216,15 @@ def child(args) -> None:
     result.update(step_s=statistics.median(rounds), rounds_s=rounds, final_loss=loss.item())
     if device == "tpu":
         m = torch_tpu.metrics.snapshot()
-        result.update(timed_compiles=m["compiles"], graph_runs=m["graph_runs"],
-                      graph_fallbacks=m["graph_fallbacks"], executions=m["executions"],
-                      fused_groups=m["fused_groups"], fused_reuses=m["fused_reuses"],
-                      device_name=torch.tpu.get_device_name(0))
+        result.update(
+            timed_compiles=m["compiles"],
+            graph_runs=m["graph_runs"],
+            graph_fallbacks=m["graph_fallbacks"],
+            executions=m["executions"],
+            fused_groups=m["fused_groups"],
+            fused_reuses=m["fused_reuses"],
+            device_name=torch.tpu.get_device_name(0),
+        )
     print(json.dumps(result))
 
 
@@ -219,8 +232,21 @@ def run_child(mode: str, model: str, args, env_extra=None, first_step_only=False
     env = dict(os.environ, **(env_extra or {}))
     if mode.startswith("cpu"):
         env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
-    cmd = [sys.executable, __file__, "--child", "--mode", mode, "--model", model,
-           "--warmup", str(args.warmup), "--rounds", str(args.rounds), "--steps", str(args.steps)]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--child",
+        "--mode",
+        mode,
+        "--model",
+        model,
+        "--warmup",
+        str(args.warmup),
+        "--rounds",
+        str(args.rounds),
+        "--steps",
+        str(args.steps),
+    ]
     if first_step_only:
         cmd.append("--first-step-only")
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, env=env, text=True)
@@ -247,35 +273,48 @@ def main():
     print(f"warm-up {args.warmup} steps, median of {args.rounds} rounds x {args.steps} steps")
     for model in args.models:
         with tempfile.TemporaryDirectory() as cache:
-            r = {mode: run_child(mode, model, args, {"TORCH_TPU_CACHE_DIR": cache})
-                 for mode in MODES}
-        print(f"\n{model} {CONFIGS[model]}: {r['tpu-compiled']['device_name']}, "
-              f"CPU threads {r['cpu-eager']['threads']}")
+            r = {
+                mode: run_child(mode, model, args, {"TORCH_TPU_CACHE_DIR": cache}) for mode in MODES
+            }
+        print(
+            f"\n{model} {CONFIGS[model]}: {r['tpu-compiled']['device_name']}, "
+            f"CPU threads {r['cpu-eager']['threads']}"
+        )
         print(f"{'':<14} {'step ms':>9} {'first step s':>13} {'final loss':>11}")
         for mode in MODES:
-            print(f"{mode:<14} {r[mode]['step_s'] * 1e3:>9.2f} {r[mode]['first_step_s']:>13.2f} "
-                  f"{r[mode]['final_loss']:>11.4f}")
+            print(
+                f"{mode:<14} {r[mode]['step_s'] * 1e3:>9.2f} {r[mode]['first_step_s']:>13.2f} "
+                f"{r[mode]['final_loss']:>11.4f}"
+            )
         c = r["tpu-compiled"]
         for other in MODES[1:]:
             print(f"tpu-compiled / {other:<13} {c['step_s'] / r[other]['step_s']:>6.2f}")
-        print(f"tpu-compiled timed steps: {c['timed_compiles']} compiles, "
-              f"{c['graph_fallbacks']} graphs run op by op, "
-              f"{c['executions'] / (args.rounds * args.steps):.1f} programs per step")
+        print(
+            f"tpu-compiled timed steps: {c['timed_compiles']} compiles, "
+            f"{c['graph_fallbacks']} graphs run op by op, "
+            f"{c['executions'] / (args.rounds * args.steps):.1f} programs per step"
+        )
 
         with tempfile.TemporaryDirectory() as cache:
             env = {"TORCH_TPU_CACHE_DIR": cache}
             cold = run_child("tpu-compiled", model, args, env, first_step_only=True)
             warm = run_child("tpu-compiled", model, args, env, first_step_only=True)
-        print("first compiled step in a fresh process (import: loading PyTorch's compile "
-              "stack; graph build: lowering the graphs and compiling or loading their programs):")
+        print(
+            "first compiled step in a fresh process (import: loading PyTorch's compile "
+            "stack; graph build: lowering the graphs and compiling or loading their programs):"
+        )
         for name, r in (("cold disk cache", cold), ("warm disk cache", warm)):
-            print(f"  {name}: import {r['import_s']:.2f} s + first step {r['first_step_s']:.2f} s; "
-                  f"{r['first_step_compiles']} compiles ({r['first_step_xla_s']:.2f} s XLA), "
-                  f"graph build {r['first_step_graph_build_s']:.2f} s")
+            print(
+                f"  {name}: import {r['import_s']:.2f} s + first step {r['first_step_s']:.2f} s; "
+                f"{r['first_step_compiles']} compiles ({r['first_step_xla_s']:.2f} s XLA), "
+                f"graph build {r['first_step_graph_build_s']:.2f} s"
+            )
         whole = [r["import_s"] + r["first_step_s"] for r in (cold, warm)]
-        print(f"  warm / cold: first step {warm['first_step_s'] / cold['first_step_s']:.2f}, "
-              f"with the import {whole[1] / whole[0]:.2f}, graph build "
-              f"{warm['first_step_graph_build_s'] / cold['first_step_graph_build_s']:.2f}")
+        print(
+            f"  warm / cold: first step {warm['first_step_s'] / cold['first_step_s']:.2f}, "
+            f"with the import {whole[1] / whole[0]:.2f}, graph build "
+            f"{warm['first_step_graph_build_s'] / cold['first_step_graph_build_s']:.2f}"
+        )
 
 
 if __name__ == "__main__":

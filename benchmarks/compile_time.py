@@ -71,7 +71,6 @@ def run(args, device, env):
     return run_script(CHILD, [args.sizes, args.rows, args.reps, device], env)
 
 
-
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--sizes", type=int, default=6, help="fresh sizes per op (compiles)")
@@ -81,21 +80,28 @@ def main():
     r = {}
     for name, limit in (("default options", "0"), ("fast options", "")):
         with tempfile.TemporaryDirectory() as cache:
-            r[name] = run(args, "tpu", {"TORCH_TPU_CACHE_DIR": cache,
-                                        "TORCH_TPU_FAST_COMPILE_ELEMENTS": limit})
+            r[name] = run(
+                args,
+                "tpu",
+                {"TORCH_TPU_CACHE_DIR": cache, "TORCH_TPU_FAST_COMPILE_ELEMENTS": limit},
+            )
     r["CPU eager"] = run(args, "cpu", {})
     cols = list(r)
     print(f"inputs [{args.rows}..{args.rows + args.sizes - 1}, 64], {args.sizes} sizes per op")
     print(f"{'':<14}" + "".join(f"{c:>17}" for c in cols))
     print(f"{'compiles':<14}" + "".join(f"{r[c].get('compiles', '-'):>17}" for c in cols))
     for key, label in (("compile_ms", "ms / compile"), ("compile_cpu_ms", "CPU ms / comp.")):
-        print(f"{label:<14}" + "".join(
-            f"{r[c][key]:>17.1f}" if key in r[c] else f"{'-':>17}" for c in cols))
+        print(
+            f"{label:<14}"
+            + "".join(f"{r[c][key]:>17.1f}" if key in r[c] else f"{'-':>17}" for c in cols)
+        )
     print("warm run, CPU us per call:")
     for op in r["CPU eager"]:
         print(f"  {op:<12}" + "".join(f"{r[c][op]:>17.1f}" for c in cols))
     before, after = r["default options"], r["fast options"]
-    print(f"compile CPU time: fast / default = {after['compile_cpu_ms'] / before['compile_cpu_ms']:.2f}")
+    print(
+        f"compile CPU time: fast / default = {after['compile_cpu_ms'] / before['compile_cpu_ms']:.2f}"
+    )
     ops = list(r["CPU eager"])
     run_ratio = sum(after[o] for o in ops) / sum(before[o] for o in ops)
     print(f"warm run time (sum over ops): fast / default = {run_ratio:.2f}")

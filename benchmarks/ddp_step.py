@@ -32,15 +32,22 @@ def worker(rank, world, port, args, queue):
     from data import CharDataset, make_text
     from train import build, make_optimizer, train_step
 
-    dist.init_process_group("cpu:gloo,tpu:tpu_dist", init_method=f"tcp://127.0.0.1:{port}",
-                            rank=rank, world_size=world)
+    dist.init_process_group(
+        "cpu:gloo,tpu:tpu_dist", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world
+    )
     dataset = CharDataset(make_text())
     syncs = {"tpu": torch.tpu.synchronize, "cpu": lambda: None}
     results = {}
     for device in ("tpu", "cpu"):
         for mode in ("single", "ddp"):
-            model = build(dataset.vocab_size, CONFIG["block"], CONFIG["layers"],
-                          CONFIG["heads"], CONFIG["d"], seed=0).to(device)
+            model = build(
+                dataset.vocab_size,
+                CONFIG["block"],
+                CONFIG["layers"],
+                CONFIG["heads"],
+                CONFIG["d"],
+                seed=0,
+            ).to(device)
             if mode == "ddp":
                 model = DDP(model)
             optimizer = make_optimizer(model, 1e-3)
@@ -72,15 +79,19 @@ def main():
         port = s.getsockname()[1]
     ctx = multiprocessing.get_context("spawn")
     queue = ctx.Queue()
-    procs = [ctx.Process(target=worker, args=(r, args.ranks, port, args, queue))
-             for r in range(args.ranks)]
+    procs = [
+        ctx.Process(target=worker, args=(r, args.ranks, port, args, queue))
+        for r in range(args.ranks)
+    ]
     for proc in procs:
         proc.start()
     r = queue.get(timeout=1800)
     for proc in procs:
         proc.join()
-    print(f"minGPT step, batch {CONFIG['batch']} per rank, {args.ranks} processes, median of "
-          f"{args.rounds} rounds x {args.steps} steps (ms)")
+    print(
+        f"minGPT step, batch {CONFIG['batch']} per rank, {args.ranks} processes, median of "
+        f"{args.rounds} rounds x {args.steps} steps (ms)"
+    )
     print(f"{'':<16} {'tpu':>8} {'cpu':>8} {'tpu/cpu':>8}")
     for mode, label in (("single", "one process"), ("ddp", f"DDP x{args.ranks}")):
         t, c = r[("tpu", mode)], r[("cpu", mode)]

@@ -18,8 +18,12 @@ import tempfile
 from compile_step import CONFIGS, run_child
 
 MODES = ("tpu-eager", "tpu-fused", "tpu-compiled", "cpu-eager")
-NAMES = {"tpu-eager": "tpu op mode", "tpu-fused": "tpu fused mode",
-         "tpu-compiled": "tpu compiled", "cpu-eager": "CPU eager"}
+NAMES = {
+    "tpu-eager": "tpu op mode",
+    "tpu-fused": "tpu fused mode",
+    "tpu-compiled": "tpu compiled",
+    "cpu-eager": "CPU eager",
+}
 
 
 def main():
@@ -33,23 +37,30 @@ def main():
     print(f"warm-up {args.warmup} steps, median of {args.rounds} rounds x {args.steps} steps")
     for model in args.models:
         with tempfile.TemporaryDirectory() as cache:
-            r = {mode: run_child(mode, model, args, {"TORCH_TPU_CACHE_DIR": cache})
-                 for mode in MODES}
-        print(f"\n{model} {CONFIGS[model]}: {r['tpu-fused']['device_name']}, "
-              f"CPU threads {r['cpu-eager']['threads']}")
+            r = {
+                mode: run_child(mode, model, args, {"TORCH_TPU_CACHE_DIR": cache}) for mode in MODES
+            }
+        print(
+            f"\n{model} {CONFIGS[model]}: {r['tpu-fused']['device_name']}, "
+            f"CPU threads {r['cpu-eager']['threads']}"
+        )
         print(f"{'':<16} {'step ms':>9} {'programs/step':>14} {'final loss':>11}")
         steps = args.rounds * args.steps
         for mode in MODES:
             per_step = f"{r[mode]['executions'] / steps:.1f}" if "executions" in r[mode] else "-"
-            print(f"{NAMES[mode]:<16} {r[mode]['step_s'] * 1e3:>9.2f} {per_step:>14} "
-                  f"{r[mode]['final_loss']:>11.4f}")
+            print(
+                f"{NAMES[mode]:<16} {r[mode]['step_s'] * 1e3:>9.2f} {per_step:>14} "
+                f"{r[mode]['final_loss']:>11.4f}"
+            )
         fused = r["tpu-fused"]["step_s"]
         print(f"fused / compiled {fused / r['tpu-compiled']['step_s']:>6.2f}")
         print(f"op / fused       {r['tpu-eager']['step_s'] / fused:>6.2f}")
         print(f"fused / CPU      {fused / r['cpu-eager']['step_s']:>6.2f}")
         f = r["tpu-fused"]
-        print(f"fused mode after warm-up: {f['timed_compiles']} compiles, {f['fused_reuses']} "
-              f"of {f['fused_groups']} groups reused their trace")
+        print(
+            f"fused mode after warm-up: {f['timed_compiles']} compiles, {f['fused_reuses']} "
+            f"of {f['fused_groups']} groups reused their trace"
+        )
 
 
 if __name__ == "__main__":

@@ -43,17 +43,19 @@ for label, length in (("first", 16), ("second", 23)):
 print("RESULT " + json.dumps(out))
 """
 
-MODES = {"tpu op": ("tpu", {"TORCH_TPU_EAGER_MODE": "op"}),
-         "tpu fused": ("tpu", {"TORCH_TPU_EAGER_MODE": "fused"}),
-         "CPU": ("cpu", {})}
+MODES = {
+    "tpu op": ("tpu", {"TORCH_TPU_EAGER_MODE": "op"}),
+    "tpu fused": ("tpu", {"TORCH_TPU_EAGER_MODE": "fused"}),
+    "CPU": ("cpu", {}),
+}
 
 
 def run(model, new_tokens, device, env):
     examples = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples")
     with tempfile.TemporaryDirectory() as cache:
-        return run_script(CHILD, [model, new_tokens, device, examples],
-                          dict(env, TORCH_TPU_CACHE_DIR=cache))
-
+        return run_script(
+            CHILD, [model, new_tokens, device, examples], dict(env, TORCH_TPU_CACHE_DIR=cache)
+        )
 
 
 def main():
@@ -65,15 +67,19 @@ def main():
         r = {mode: run(model, args.new_tokens, *spec) for mode, spec in MODES.items()}
         cpu = r["CPU"]
         print(f"\n{model}-tiny, generate {args.new_tokens} new tokens, empty caches")
-        print(f"{'':<10} {'1st s':>8} {'x CPU':>8} {'compiles':>9} {'compile s':>10}"
-              f" {'2nd s':>8} {'x CPU':>8} {'compiles':>9}  same tokens as CPU")
+        print(
+            f"{'':<10} {'1st s':>8} {'x CPU':>8} {'compiles':>9} {'compile s':>10}"
+            f" {'2nd s':>8} {'x CPU':>8} {'compiles':>9}  same tokens as CPU"
+        )
         for mode, x in r.items():
             a, b = x["first"], x["second"]
             same = a["tokens"] == cpu["first"]["tokens"] and b["tokens"] == cpu["second"]["tokens"]
-            print(f"{mode:<10} {a['seconds']:>8.2f} {a['seconds'] / cpu['first']['seconds']:>8.1f}"
-                  f" {a.get('compiles', '-'):>9} {a.get('compile_seconds', 0):>10.1f}"
-                  f" {b['seconds']:>8.2f} {b['seconds'] / cpu['second']['seconds']:>8.1f}"
-                  f" {b.get('compiles', '-'):>9}  {same}")
+            print(
+                f"{mode:<10} {a['seconds']:>8.2f} {a['seconds'] / cpu['first']['seconds']:>8.1f}"
+                f" {a.get('compiles', '-'):>9} {a.get('compile_seconds', 0):>10.1f}"
+                f" {b['seconds']:>8.2f} {b['seconds'] / cpu['second']['seconds']:>8.1f}"
+                f" {b.get('compiles', '-'):>9}  {same}"
+            )
 
 
 if __name__ == "__main__":

@@ -30,15 +30,15 @@ BLOCKS = 100  # ten ops each
 def step(a, b, w, acc):
     """1,000 ATen calls; 900 of them run on the device (the transpose is a view)."""
     for _ in range(BLOCKS):
-        t = a + b                 # binary
-        t = t * 0.5               # with a Python scalar
-        t = t.tanh()              # unary
-        s = t.sum(0)              # reduction
-        t = t - s                 # broadcast
-        t = t.t()                 # view
-        t = t.mm(w)               # matmul, reading the transposed view
+        t = a + b  # binary
+        t = t * 0.5  # with a Python scalar
+        t = t.tanh()  # unary
+        s = t.sum(0)  # reduction
+        t = t - s  # broadcast
+        t = t.t()  # view
+        t = t.mm(w)  # matmul, reading the transposed view
         t = t.relu()
-        acc.add_(t, alpha=0.25)   # in-place
+        acc.add_(t, alpha=0.25)  # in-place
         a = t.amax(1, keepdim=True)  # the next block's a + b broadcasts it
     return a
 
@@ -84,30 +84,38 @@ def main():
     first = time.perf_counter() - start
     sync()
     _C._set_trace_reuse(False)
-    results["tpu fused, full record"] = host_seconds(lambda: fused_step(fn), sync, args.rounds,
-                                                     args.steps)
+    results["tpu fused, full record"] = host_seconds(
+        lambda: fused_step(fn), sync, args.rounds, args.steps
+    )
     _C._set_trace_reuse(True)
     fused_step(fn)  # records the trace the timed steps repeat
     before = torch_tpu.metrics.snapshot()
-    results["tpu fused, reused trace"] = host_seconds(lambda: fused_step(fn), sync,
-                                                      args.rounds, args.steps)
+    results["tpu fused, reused trace"] = host_seconds(
+        lambda: fused_step(fn), sync, args.rounds, args.steps
+    )
     after = torch_tpu.metrics.snapshot()
     torch_tpu.set_eager_mode("op")
 
     timed = args.rounds * args.steps
     recorded = (after["fused_ops"] - before["fused_ops"]) / timed
-    print(f"torch {torch.__version__}, torch_tpu {torch_tpu.__version__}, "
-          f"{torch.tpu.get_device_name(0)}, CPU threads {torch.get_num_threads()}")
-    print(f"{ops} ATen calls per step, {recorded:.0f} "
-          f"of them recorded ops in fused mode, "
-          f"{(after['fused_groups'] - before['fused_groups']) / timed:.1f} program(s) per fused "
-          f"step; {after['fused_reuses'] - before['fused_reuses']} of the {timed} timed "
-          f"reuse steps repeated the trace; median of {args.rounds} rounds x {args.steps} steps")
+    print(
+        f"torch {torch.__version__}, torch_tpu {torch_tpu.__version__}, "
+        f"{torch.tpu.get_device_name(0)}, CPU threads {torch.get_num_threads()}"
+    )
+    print(
+        f"{ops} ATen calls per step, {recorded:.0f} "
+        f"of them recorded ops in fused mode, "
+        f"{(after['fused_groups'] - before['fused_groups']) / timed:.1f} program(s) per fused "
+        f"step; {after['fused_reuses'] - before['fused_reuses']} of the {timed} timed "
+        f"reuse steps repeated the trace; median of {args.rounds} rounds x {args.steps} steps"
+    )
     print(f"{'':<26} {'us/call':>8} {'us/recorded op':>15} {'x CPU':>7}")
     print(f"{'CPU eager':<26} {cpu / ops * 1e6:>8.2f} {'':>15} {1:>7.2f}")
     for name, seconds in results.items():
-        print(f"{name:<26} {seconds / ops * 1e6:>8.2f} {seconds / recorded * 1e6:>15.2f} "
-              f"{seconds / cpu:>7.2f}")
+        print(
+            f"{name:<26} {seconds / ops * 1e6:>8.2f} {seconds / recorded * 1e6:>15.2f} "
+            f"{seconds / cpu:>7.2f}"
+        )
     print(f"first fused step (records and compiles its program): {first * 1e3:.0f} ms")
     return results
 

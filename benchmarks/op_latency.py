@@ -37,17 +37,28 @@ def per_op_seconds(fn, sync, iters, repeats=7):
 def main():
     torch.manual_seed(0)
     cases = {
-        "add 4x4": (lambda d: (torch.randn(4, 4).to(d), torch.randn(4, 4).to(d)),
-                    lambda a, b: a + b, 2000),
-        "max 4x4": (lambda d: (torch.randn(4, 4).to(d), torch.randn(4, 4).to(d)),
-                    torch.maximum, 2000),
+        "add 4x4": (
+            lambda d: (torch.randn(4, 4).to(d), torch.randn(4, 4).to(d)),
+            lambda a, b: a + b,
+            2000,
+        ),
+        "max 4x4": (
+            lambda d: (torch.randn(4, 4).to(d), torch.randn(4, 4).to(d)),
+            torch.maximum,
+            2000,
+        ),
         "exp 4x4": (lambda d: (torch.randn(4, 4).to(d),), torch.exp, 2000),
         "sum 4x4": (lambda d: (torch.randn(4, 4).to(d),), lambda a: a.sum(0), 2000),
-        "mm 512x512": (lambda d: (torch.randn(512, 512).to(d), torch.randn(512, 512).to(d)),
-                       torch.mm, 50),
+        "mm 512x512": (
+            lambda d: (torch.randn(512, 512).to(d), torch.randn(512, 512).to(d)),
+            torch.mm,
+            50,
+        ),
     }
-    print(f"torch {torch.__version__}, torch_tpu {torch_tpu.__version__}, "
-          f"{torch.tpu.get_device_name(0)}, CPU threads {torch.get_num_threads()}")
+    print(
+        f"torch {torch.__version__}, torch_tpu {torch_tpu.__version__}, "
+        f"{torch.tpu.get_device_name(0)}, CPU threads {torch.get_num_threads()}"
+    )
     print(f"{'op':<12} {'tpu us':>10} {'cpu us':>10} {'tpu/cpu':>8}")
     results = {}
     for name, (make, fn, iters) in cases.items():

@@ -45,8 +45,9 @@ def child(args) -> None:
     baseline = rss_kib("VmRSS")
     width = int((args.params / args.layers) ** 0.5)
     with torch.device("tpu"):
-        model = torch.nn.Sequential(*[torch.nn.Linear(width, width, bias=False)
-                                      for _ in range(args.layers)])
+        model = torch.nn.Sequential(
+            *[torch.nn.Linear(width, width, bias=False) for _ in range(args.layers)]
+        )
     n_params = sum(p.numel() for p in model.parameters())
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     x = torch.randn(4, width, device="tpu")
@@ -63,10 +64,18 @@ def child(args) -> None:
     torch.tpu.synchronize()
     peak = rss_kib("VmHWM")
     state_bytes = 4 * n_params * 4  # parameters, gradients, exp_avg, exp_avg_sq in f32
-    print(json.dumps({"params": n_params, "baseline_mib": baseline / 1024,
-                      "before_step_mib": before_step / 1024, "peak_mib": peak / 1024,
-                      "ratio": (peak - baseline) * 1024 / state_bytes,
-                      "mode": torch_tpu.get_eager_mode()}))
+    print(
+        json.dumps(
+            {
+                "params": n_params,
+                "baseline_mib": baseline / 1024,
+                "before_step_mib": before_step / 1024,
+                "peak_mib": peak / 1024,
+                "ratio": (peak - baseline) * 1024 / state_bytes,
+                "mode": torch_tpu.get_eager_mode(),
+            }
+        )
+    )
 
 
 def main():
@@ -78,21 +87,39 @@ def main():
     if args.child:
         child(args)
         return
-    print(f"AdamW step, {args.params / 1e6:.0f}M parameters in {args.layers} Linear layers; "
-          "peak RSS above the process baseline / (parameters + gradients + states)")
-    print(f"{'mode':<8} {'donation':<9} {'state MiB':>10} {'before MiB':>12} {'peak MiB':>9} "
-          f"{'ratio':>6}")
+    print(
+        f"AdamW step, {args.params / 1e6:.0f}M parameters in {args.layers} Linear layers; "
+        "peak RSS above the process baseline / (parameters + gradients + states)"
+    )
+    print(
+        f"{'mode':<8} {'donation':<9} {'state MiB':>10} {'before MiB':>12} {'peak MiB':>9} "
+        f"{'ratio':>6}"
+    )
     for mode in ("op", "fused"):
         for donate in ("1", "0"):
             env = dict(os.environ, TORCH_TPU_EAGER_MODE=mode, TORCH_TPU_DONATE=donate)
-            out = subprocess.run([sys.executable, __file__, "--child", "--params", str(args.params),
-                                  "--layers", str(args.layers)], env=env, check=True,
-                                 stdout=subprocess.PIPE, text=True).stdout
+            out = subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--child",
+                    "--params",
+                    str(args.params),
+                    "--layers",
+                    str(args.layers),
+                ],
+                env=env,
+                check=True,
+                stdout=subprocess.PIPE,
+                text=True,
+            ).stdout
             r = json.loads(out.strip().splitlines()[-1])
             state = 16 * r["params"] / 2**20
-            print(f"{mode:<8} {'on' if donate == '1' else 'off':<9} {state:>10.0f} "
-                  f"{r['before_step_mib'] - r['baseline_mib']:>12.0f} "
-                  f"{r['peak_mib'] - r['baseline_mib']:>9.0f} {r['ratio']:>6.2f}")
+            print(
+                f"{mode:<8} {'on' if donate == '1' else 'off':<9} {state:>10.0f} "
+                f"{r['before_step_mib'] - r['baseline_mib']:>12.0f} "
+                f"{r['peak_mib'] - r['baseline_mib']:>9.0f} {r['ratio']:>6.2f}"
+            )
 
 
 if __name__ == "__main__":

@@ -50,9 +50,11 @@ def main():
 
     for _ in range(args.warmup):
         step().item()
-    variants = {"no profiler": None,
-                "profiler CPU + tpu": [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1],
-                "profiler CPU only": [ProfilerActivity.CPU]}
+    variants = {
+        "no profiler": None,
+        "profiler CPU + tpu": [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1],
+        "profiler CPU only": [ProfilerActivity.CPU],
+    }
     times = {name: [] for name in variants}
     for _ in range(args.rounds):
         for name, activities in variants.items():
@@ -63,17 +65,22 @@ def main():
         step()
         torch.tpu.synchronize()
     executions = torch_tpu.metrics.snapshot()["executions"]
-    device_events = [e for e in prof.events()
-                     if e.device_type == torch.autograd.DeviceType.PrivateUse1]
+    device_events = [
+        e for e in prof.events() if e.device_type == torch.autograd.DeviceType.PrivateUse1
+    ]
 
     base = statistics.median(times["no profiler"])
-    print(f"minGPT eager step ({args.mode} mode), median of {args.rounds} rounds x "
-          f"{args.steps} steps")
+    print(
+        f"minGPT eager step ({args.mode} mode), median of {args.rounds} rounds x "
+        f"{args.steps} steps"
+    )
     for name in variants:
         t = statistics.median(times[name])
         print(f"  {name:<22} {t * 1e3:8.2f} ms   {t / base:5.3f}x")
-    print(f"  one profiled step: {executions} programs run, {len(device_events)} device "
-          f"events, {sum(e.device_time for e in device_events) / 1e3:.2f} ms device time")
+    print(
+        f"  one profiled step: {executions} programs run, {len(device_events)} device "
+        f"events, {sum(e.device_time for e in device_events) / 1e3:.2f} ms device time"
+    )
 
 
 if __name__ == "__main__":

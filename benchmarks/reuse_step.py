@@ -35,8 +35,9 @@ def main():
     eager = make_step(model, model, optimizers, batch, loss_of)
     copy, copy_optimizers, copy_batch, copy_loss_of = build(args.model, "tpu")
     copy.train()
-    compiled = make_step(torch.compile(copy, backend="tpu"), copy, copy_optimizers, copy_batch,
-                         copy_loss_of)
+    compiled = make_step(
+        torch.compile(copy, backend="tpu"), copy, copy_optimizers, copy_batch, copy_loss_of
+    )
 
     def use(variant):
         fused = variant.startswith("fused")
@@ -61,14 +62,18 @@ def main():
     torch_tpu._C._set_trace_reuse(True)
 
     ms = {variant: statistics.median(t) * 1e3 for variant, t in times.items()}
-    print(f"{args.model} {CONFIGS[args.model]}: {torch.tpu.get_device_name(0)}, median of "
-          f"{args.rounds} rounds x {args.steps} steps per variant; {reuses} fused groups "
-          f"reused their trace")
+    print(
+        f"{args.model} {CONFIGS[args.model]}: {torch.tpu.get_device_name(0)}, median of "
+        f"{args.rounds} rounds x {args.steps} steps per variant; {reuses} fused groups "
+        f"reused their trace"
+    )
     for variant in VARIANTS:
         print(f"{variant:<22} {ms[variant]:>9.2f} ms")
     for fused in ("fused, full record", "fused, reused trace"):
-        print(f"{fused:<22} / compiled {ms[fused] / ms['compiled']:>5.2f}, "
-              f"op / it {ms['op'] / ms[fused]:>5.2f}")
+        print(
+            f"{fused:<22} / compiled {ms[fused] / ms['compiled']:>5.2f}, "
+            f"op / it {ms['op'] / ms[fused]:>5.2f}"
+        )
 
 
 if __name__ == "__main__":

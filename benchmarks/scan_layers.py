@@ -84,33 +84,46 @@ def main():
     p.add_argument("--rounds", type=int, default=5, help="timed rounds (the best is kept)")
     args = p.parse_args()
     import os
+
     here = os.path.dirname(os.path.abspath(__file__))
     rows = {}
     for variant in ("one", "unrolled", "scan", "cpu one", "cpu"):
         steps = max(1, args.steps // 10) if variant == "cpu" else args.steps
         with tempfile.TemporaryDirectory() as cache:
             env = {"TORCH_TPU_CACHE_DIR": cache, "TORCHINDUCTOR_CACHE_DIR": cache}
-            rows[variant] = run_script(CHILD, [variant, args.layers, args.dim, args.batch,
-                                               steps, args.rounds, here], env)
-    print(f"{args.layers} layers of h + W2 relu(W1 h + b1), dim {args.dim}, batch {args.batch}; "
-          "training step (forward + backward)")
-    print(f"{'variant':<10}{'first step s':>14}{'(CPU s)':>9}{'XLA compile s':>15}{'step ms':>10}"
-          f"{'vs CPU eager':>14}")
+            rows[variant] = run_script(
+                CHILD, [variant, args.layers, args.dim, args.batch, steps, args.rounds, here], env
+            )
+    print(
+        f"{args.layers} layers of h + W2 relu(W1 h + b1), dim {args.dim}, batch {args.batch}; "
+        "training step (forward + backward)"
+    )
+    print(
+        f"{'variant':<10}{'first step s':>14}{'(CPU s)':>9}{'XLA compile s':>15}{'step ms':>10}"
+        f"{'vs CPU eager':>14}"
+    )
     for variant, r in rows.items():
         cpu = rows["cpu one" if variant in ("one", "cpu one") else "cpu"]["step_ms"]
-        print(f"{variant:<10}{r['first_step_s']:>14.2f}{r['first_step_cpu_s']:>9.2f}"
-              f"{r.get('xla_compile_s', float('nan')):>15.2f}"
-              f"{r['step_ms']:>10.2f}{cpu / r['step_ms']:>13.2f}x")
+        print(
+            f"{variant:<10}{r['first_step_s']:>14.2f}{r['first_step_cpu_s']:>9.2f}"
+            f"{r.get('xla_compile_s', float('nan')):>15.2f}"
+            f"{r['step_ms']:>10.2f}{cpu / r['step_ms']:>13.2f}x"
+        )
     one, unrolled, scanned = rows["one"], rows["unrolled"], rows["scan"]
 
     def vs_one(r):
-        return (f"first step {r['first_step_s'] / one['first_step_s']:.2f}x "
-                f"(CPU time {r['first_step_cpu_s'] / one['first_step_cpu_s']:.2f}x), "
-                f"XLA {r['xla_compile_s'] / one['xla_compile_s']:.2f}x")
+        return (
+            f"first step {r['first_step_s'] / one['first_step_s']:.2f}x "
+            f"(CPU time {r['first_step_cpu_s'] / one['first_step_cpu_s']:.2f}x), "
+            f"XLA {r['xla_compile_s'] / one['xla_compile_s']:.2f}x"
+        )
+
     print(f"compile vs one layer: scan {vs_one(scanned)}; unrolled {vs_one(unrolled)}")
-    print(f"scan step vs unrolled: {scanned['step_ms'] / unrolled['step_ms']:.2f}x; "
-          f"losses scan {scanned['loss']:.6f} unrolled {unrolled['loss']:.6f} "
-          f"cpu {rows['cpu']['loss']:.6f}")
+    print(
+        f"scan step vs unrolled: {scanned['step_ms'] / unrolled['step_ms']:.2f}x; "
+        f"losses scan {scanned['loss']:.6f} unrolled {unrolled['loss']:.6f} "
+        f"cpu {rows['cpu']['loss']:.6f}"
+    )
 
 
 if __name__ == "__main__":

@@ -52,13 +52,19 @@ def bench_vllm(path: str, ids: list[list[int]], eager: bool) -> dict:
     import vllm
 
     start = time.perf_counter()
-    llm = vllm.LLM(model=path, dtype="float32", enforce_eager=eager,
-                   max_model_len=PROMPT_LEN + OUTPUT_LEN, max_num_seqs=NUM_REQUESTS,
-                   max_num_batched_tokens=512, kv_cache_memory_bytes=256 << 20, seed=0,
-                   disable_log_stats=False)  # per-request metrics (first-token latency)
+    llm = vllm.LLM(
+        model=path,
+        dtype="float32",
+        enforce_eager=eager,
+        max_model_len=PROMPT_LEN + OUTPUT_LEN,
+        max_num_seqs=NUM_REQUESTS,
+        max_num_batched_tokens=512,
+        kv_cache_memory_bytes=256 << 20,
+        seed=0,
+        disable_log_stats=False,
+    )  # per-request metrics (first-token latency)
     startup = time.perf_counter() - start
-    params = vllm.SamplingParams(temperature=0.0, max_tokens=OUTPUT_LEN,
-                                 min_tokens=OUTPUT_LEN)
+    params = vllm.SamplingParams(temperature=0.0, max_tokens=OUTPUT_LEN, min_tokens=OUTPUT_LEN)
     reqs = [{"prompt_token_ids": p} for p in ids]
     # Warmed up on the same workload, as the HF rows are: vLLM's small per-batch-size
     # ops (input staging, logits of the sampled rows) compile once per size.
@@ -71,9 +77,13 @@ def bench_vllm(path: str, ids: list[list[int]], eager: bool) -> dict:
     # All requests arrive at once: the batch's time to first token is the latest one.
     ttft = [o.metrics.first_token_latency for o in outs if o.metrics is not None]
     del llm
-    return dict(tokens=tokens, seconds=seconds, startup=startup,
-                ttft=max(ttft) if ttft else float("nan"),
-                compiles=torch_tpu.metrics.snapshot()["compiles"] - before)
+    return dict(
+        tokens=tokens,
+        seconds=seconds,
+        startup=startup,
+        ttft=max(ttft) if ttft else float("nan"),
+        compiles=torch_tpu.metrics.snapshot()["compiles"] - before,
+    )
 
 
 def bench_sglang(path: str, ids: list[list[int]]) -> dict | None:
@@ -86,8 +96,11 @@ def bench_sglang(path: str, ids: list[list[int]]) -> dict | None:
     with tempfile.TemporaryDirectory() as tmp:
         out = pathlib.Path(tmp) / "sglang.json"
         (pathlib.Path(tmp) / "ids.json").write_text(json.dumps(ids))
-        subprocess.run([str(python), "-P", __file__, "--sglang-row", path, tmp], check=True,
-                       env={**os.environ, "SGLANG_PLATFORM": "tpu"})
+        subprocess.run(
+            [str(python), "-P", __file__, "--sglang-row", path, tmp],
+            check=True,
+            env={**os.environ, "SGLANG_PLATFORM": "tpu"},
+        )
         return json.loads(out.read_text())
 
 
@@ -103,16 +116,22 @@ def sglang_row(path: str, tmp: str) -> None:
     start = time.perf_counter()
     # Chunks of 512 tokens, as vLLM's row batches: token buckets 16 to 512 by
     # block-table widths 64 and 128, all compiled during start-up.
-    llm = sgl.Engine(model_path=path, device="tpu", dtype="float32", random_seed=0,
-                     context_length=PROMPT_LEN + OUTPUT_LEN, chunked_prefill_size=512,
-                     max_running_requests=NUM_REQUESTS, disable_radix_cache=True,
-                     max_total_tokens=NUM_REQUESTS * (PROMPT_LEN + OUTPUT_LEN) * 2,
-                     log_level="warning")
+    llm = sgl.Engine(
+        model_path=path,
+        device="tpu",
+        dtype="float32",
+        random_seed=0,
+        context_length=PROMPT_LEN + OUTPUT_LEN,
+        chunked_prefill_size=512,
+        max_running_requests=NUM_REQUESTS,
+        disable_radix_cache=True,
+        max_total_tokens=NUM_REQUESTS * (PROMPT_LEN + OUTPUT_LEN) * 2,
+        log_level="warning",
+    )
     startup = time.perf_counter() - start
 
     def run(new_tokens):
-        params = {"temperature": 0.0, "max_new_tokens": new_tokens,
-                  "min_new_tokens": new_tokens}
+        params = {"temperature": 0.0, "max_new_tokens": new_tokens, "min_new_tokens": new_tokens}
         return llm.generate(input_ids=ids, sampling_params=params)
 
     def compiles():
@@ -128,9 +147,14 @@ def sglang_row(path: str, tmp: str) -> None:
     start = time.perf_counter()
     outs = run(OUTPUT_LEN)
     seconds = time.perf_counter() - start
-    row = dict(tokens=sum(len(o["output_ids"]) for o in outs), seconds=seconds,
-               startup=startup, ttft=ttft, compiles=compiles() - before,
-               warmup=json.loads(stats.read_text()))
+    row = dict(
+        tokens=sum(len(o["output_ids"]) for o in outs),
+        seconds=seconds,
+        startup=startup,
+        ttft=ttft,
+        compiles=compiles() - before,
+        warmup=json.loads(stats.read_text()),
+    )
     llm.shutdown()
     (pathlib.Path(tmp) / "sglang.json").write_text(json.dumps(row))
 
@@ -148,8 +172,9 @@ def bench_hf(path: str, ids: list[list[int]], device: str) -> dict:
 
     def run(new_tokens):
         with torch.no_grad():
-            out = model.generate(input_ids, max_new_tokens=new_tokens,
-                                 min_new_tokens=new_tokens, **kw)
+            out = model.generate(
+                input_ids, max_new_tokens=new_tokens, min_new_tokens=new_tokens, **kw
+            )
         return out[:, PROMPT_LEN:].cpu()
 
     run(OUTPUT_LEN)  # warm-up: compiles every program of the timed run
@@ -160,8 +185,13 @@ def bench_hf(path: str, ids: list[list[int]], device: str) -> dict:
     start = time.perf_counter()
     out = run(OUTPUT_LEN)
     seconds = time.perf_counter() - start
-    return dict(tokens=out.numel(), seconds=seconds, ttft=ttft, startup=float("nan"),
-                compiles=torch_tpu.metrics.snapshot()["compiles"] - before)
+    return dict(
+        tokens=out.numel(),
+        seconds=seconds,
+        ttft=ttft,
+        startup=float("nan"),
+        compiles=torch_tpu.metrics.snapshot()["compiles"] - before,
+    )
 
 
 STARTUP_PROMPTS = ["Hello", "The quick brown fox", "Once upon a time"]
@@ -176,9 +206,16 @@ def startup_run(engine: str, mode: str, path: str) -> None:
         import vllm
         from torch._dynamo.utils import counters
 
-        llm = vllm.LLM(model=path, dtype="float32", enforce_eager=eager, max_model_len=128,
-                       max_num_seqs=8, max_num_batched_tokens=64,
-                       kv_cache_memory_bytes=16 << 20, seed=0)
+        llm = vllm.LLM(
+            model=path,
+            dtype="float32",
+            enforce_eager=eager,
+            max_model_len=128,
+            max_num_seqs=8,
+            max_num_batched_tokens=64,
+            kv_cache_memory_bytes=16 << 20,
+            seed=0,
+        )
         params = vllm.SamplingParams(temperature=0.0, max_tokens=8, min_tokens=8)
         llm.generate(STARTUP_PROMPTS, params, use_tqdm=False)
         seconds = time.perf_counter() - start
@@ -190,10 +227,17 @@ def startup_run(engine: str, mode: str, path: str) -> None:
         stats = pathlib.Path(tempfile.mkdtemp()) / "stats.json"
         os.environ["TORCH_TPU_SGLANG_STATS"] = str(stats)
         os.environ["TORCH_TPU_SGLANG_EAGER"] = "1" if eager else "0"
-        llm = sgl.Engine(model_path=path, device="tpu", dtype="float32", random_seed=0,
-                         context_length=128, max_total_tokens=2048,
-                         chunked_prefill_size=64, max_running_requests=8,
-                         log_level="warning")
+        llm = sgl.Engine(
+            model_path=path,
+            device="tpu",
+            dtype="float32",
+            random_seed=0,
+            context_length=128,
+            max_total_tokens=2048,
+            chunked_prefill_size=64,
+            max_running_requests=8,
+            log_level="warning",
+        )
         llm.generate(STARTUP_PROMPTS, {"temperature": 0.0, "max_new_tokens": 8})
         seconds = time.perf_counter() - start
         warmup = json.loads(stats.read_text())
@@ -218,35 +262,52 @@ def bench_startup(engines: list[str]) -> None:
                 continue
             for mode in ("compiled", "eager"):
                 caches = pathlib.Path(tmp) / f"{engine}-{mode}"
-                env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(caches / "inductor"),
-                       "TORCH_TPU_CACHE_DIR": str(caches / "tpu"),
-                       "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "SGLANG_PLATFORM": "tpu"}
+                env = {
+                    **os.environ,
+                    "TORCHINDUCTOR_CACHE_DIR": str(caches / "inductor"),
+                    "TORCH_TPU_CACHE_DIR": str(caches / "tpu"),
+                    "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+                    "SGLANG_PLATFORM": "tpu",
+                }
                 runs = []
                 for _ in ("cold", "warm"):
-                    out = subprocess.run([str(python), "-P", __file__, "--startup-run",
-                                          engine, mode, path], env=env, check=True,
-                                         capture_output=True, text=True).stdout
+                    out = subprocess.run(
+                        [str(python), "-P", __file__, "--startup-run", engine, mode, path],
+                        env=env,
+                        check=True,
+                        capture_output=True,
+                        text=True,
+                    ).stdout
                     runs.append(json.loads(out.strip().splitlines()[-1]))
                 warm[engine, mode] = runs[1]["seconds"]
-                print(f"{engine + ' ' + mode:22} {runs[0]['seconds']:7.1f} "
-                      f"{runs[1]['seconds']:7.1f} {runs[1]['frames']:12d} "
-                      f"{runs[1]['compiles']:14d}")
+                print(
+                    f"{engine + ' ' + mode:22} {runs[0]['seconds']:7.1f} "
+                    f"{runs[1]['seconds']:7.1f} {runs[1]['frames']:12d} "
+                    f"{runs[1]['compiles']:14d}"
+                )
         for engine in engines:
             if (engine, "compiled") in warm and (engine, "eager") in warm:
-                print(f"  {engine}: warm compiled start = "
-                      f"{warm[engine, 'compiled'] / warm[engine, 'eager']:.2f}x warm eager")
+                print(
+                    f"  {engine}: warm compiled start = "
+                    f"{warm[engine, 'compiled'] / warm[engine, 'eager']:.2f}x warm eager"
+                )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", default="hf-cpu,hf-tpu,vllm,sglang")
     parser.add_argument("--eager", action="store_true", help="vLLM without compiled steps")
-    parser.add_argument("--sglang-row", nargs=2, metavar=("MODEL", "DIR"),
-                        help=argparse.SUPPRESS)  # the SGLang row, in the SGLang venv
-    parser.add_argument("--startup", action="store_true",
-                        help="engine start-up times instead (--rows picks vllm, sglang)")
-    parser.add_argument("--startup-run", nargs=3, metavar=("ENGINE", "MODE", "MODEL"),
-                        help=argparse.SUPPRESS)  # one start, in that engine's venv
+    parser.add_argument(
+        "--sglang-row", nargs=2, metavar=("MODEL", "DIR"), help=argparse.SUPPRESS
+    )  # the SGLang row, in the SGLang venv
+    parser.add_argument(
+        "--startup",
+        action="store_true",
+        help="engine start-up times instead (--rows picks vllm, sglang)",
+    )
+    parser.add_argument(
+        "--startup-run", nargs=3, metavar=("ENGINE", "MODE", "MODEL"), help=argparse.SUPPRESS
+    )  # one start, in that engine's venv
     args = parser.parse_args()
     if args.startup_run:
         startup_run(*args.startup_run)
@@ -269,33 +330,42 @@ def main() -> None:
         results = {}
         for row in rows:
             if row == "vllm":
-                results["vLLM on tpu" + (" (eager)" if args.eager else "")] = \
-                    bench_vllm(path, ids, args.eager)
+                results["vLLM on tpu" + (" (eager)" if args.eager else "")] = bench_vllm(
+                    path, ids, args.eager
+                )
             elif row == "sglang":
                 result = bench_sglang(path, ids)
                 if result is not None:
                     results["SGLang on tpu"] = result
                     w = result["warmup"]
-                    print(f"SGLang warm-up: token buckets {w['token_buckets']} x widths "
-                          f"{w['width_buckets']}: {w['warmup_graphs']} step graphs, "
-                          f"{w['warmup_compiles']} compiles, {w['warmup_disk_hits']} "
-                          f"disk-cache loads, {w['warmup_seconds']} s")
+                    print(
+                        f"SGLang warm-up: token buckets {w['token_buckets']} x widths "
+                        f"{w['width_buckets']}: {w['warmup_graphs']} step graphs, "
+                        f"{w['warmup_compiles']} compiles, {w['warmup_disk_hits']} "
+                        f"disk-cache loads, {w['warmup_seconds']} s"
+                    )
             elif row == "hf-tpu":
                 results["HF generate on tpu (static cache)"] = bench_hf(path, ids, "tpu")
             elif row == "hf-cpu":
                 results["HF generate on CPU"] = bench_hf(path, ids, "cpu")
             else:
                 raise SystemExit(f"unknown row {row!r}")
-    print(f"{NUM_REQUESTS} requests x {PROMPT_LEN} prompt + {OUTPUT_LEN} output tokens, "
-          f"greedy, Llama of {params / 1e6:.1f}M parameters (random weights)")
+    print(
+        f"{NUM_REQUESTS} requests x {PROMPT_LEN} prompt + {OUTPUT_LEN} output tokens, "
+        f"greedy, Llama of {params / 1e6:.1f}M parameters (random weights)"
+    )
     print(f"{'':36} {'tokens/s':>9} {'TTFT s':>8} {'startup s':>10} {'compiles':>9}")
     for name, r in results.items():
-        print(f"{name:36} {r['tokens'] / r['seconds']:9.1f} {r['ttft']:8.2f} "
-              f"{r['startup']:10.1f} {r['compiles']:9d}")
+        print(
+            f"{name:36} {r['tokens'] / r['seconds']:9.1f} {r['ttft']:8.2f} "
+            f"{r['startup']:10.1f} {r['compiles']:9d}"
+        )
     base = results.get("HF generate on CPU")
     if base:
         for name, r in results.items():
-            print(f"  {name}: {r['tokens'] / r['seconds'] / (base['tokens'] / base['seconds']):.2f}x HF CPU")
+            print(
+                f"  {name}: {r['tokens'] / r['seconds'] / (base['tokens'] / base['seconds']):.2f}x HF CPU"
+            )
 
 
 if __name__ == "__main__":

@@ -56,37 +56,48 @@ def run(steps, dim, device, env, how="eager"):
     return run_script(CHILD, [steps, dim, device, how], env)
 
 
-
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--dim", type=int, default=64)
     args = p.parse_args()
     r = {}
-    runs = {"op": ({"TORCH_TPU_EAGER_MODE": "op"}, "eager"),
-            "fused": ({"TORCH_TPU_EAGER_MODE": "fused"}, "eager"),
-            "compiled": ({}, "compiled"),
-            "per_shape": ({"TORCH_TPU_SHAPE_BUCKETS": "off"}, "compiled"),
-            "fixed": ({}, "fixed")}
+    runs = {
+        "op": ({"TORCH_TPU_EAGER_MODE": "op"}, "eager"),
+        "fused": ({"TORCH_TPU_EAGER_MODE": "fused"}, "eager"),
+        "compiled": ({}, "compiled"),
+        "per_shape": ({"TORCH_TPU_SHAPE_BUCKETS": "off"}, "compiled"),
+        "fixed": ({}, "fixed"),
+    }
     for key, (env, how) in runs.items():
         with tempfile.TemporaryDirectory() as cache:  # cold: no program on disk either
             r[key] = run(args.steps, args.dim, "tpu", {**env, "TORCH_TPU_CACHE_DIR": cache}, how)
     r["cpu"] = run(args.steps, args.dim, "cpu", {})
     print(f"{args.steps} steps, context 1..{args.steps}, d={args.dim}, cold caches")
     print(f"{'':<30} {'total s':>8} {'compiles':>9} {'compile s':>10} {'vs CPU':>8}")
-    for name, key in (("tpu op mode", "op"), ("tpu fused mode", "fused"),
-                      ("tpu compiled, buckets", "compiled"),
-                      ("tpu compiled, per shape", "per_shape"),
-                      (f"tpu compiled, fixed {args.steps}", "fixed"), ("CPU eager", "cpu")):
+    for name, key in (
+        ("tpu op mode", "op"),
+        ("tpu fused mode", "fused"),
+        ("tpu compiled, buckets", "compiled"),
+        ("tpu compiled, per shape", "per_shape"),
+        (f"tpu compiled, fixed {args.steps}", "fixed"),
+        ("CPU eager", "cpu"),
+    ):
         x = r[key]
-        print(f"{name:<30} {x['seconds']:>8.2f} {x.get('compiles', '-'):>9} "
-              f"{x.get('compile_seconds', 0):>10.2f} {x['seconds'] / r['cpu']['seconds']:>7.0f}x")
-    print(f"op / fused: {r['op']['seconds'] / r['fused']['seconds']:.2f}; compiled buckets / "
-          f"fixed shape: {r['compiled']['seconds'] / r['fixed']['seconds']:.2f}")
+        print(
+            f"{name:<30} {x['seconds']:>8.2f} {x.get('compiles', '-'):>9} "
+            f"{x.get('compile_seconds', 0):>10.2f} {x['seconds'] / r['cpu']['seconds']:>7.0f}x"
+        )
+    print(
+        f"op / fused: {r['op']['seconds'] / r['fused']['seconds']:.2f}; compiled buckets / "
+        f"fixed shape: {r['compiled']['seconds'] / r['fixed']['seconds']:.2f}"
+    )
     for key in ("per_shape", "op"):  # the context feeds back 40 times: rounding compounds
         diff = max(abs(a - b) for a, b in zip(r["compiled"]["last"], r[key]["last"]))
         scale = max(abs(a) for a in r[key]["last"])
-        print(f"last token, compiled with buckets vs {key}: max diff {diff:.1e} (values up to {scale:.1f})")
+        print(
+            f"last token, compiled with buckets vs {key}: max diff {diff:.1e} (values up to {scale:.1f})"
+        )
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ def child(args) -> None:
     import torch._dynamo  # noqa: F401
     import torch._functorch.aot_autograd  # noqa: F401
     from torch._dynamo.utils import counters
+
     result["import_s"] = time.perf_counter() - start
     device, _, how = args.mode.partition("-")
     if device == "tpu":
@@ -65,12 +66,17 @@ def child(args) -> None:
     result["loss"] = loss.item()
     result["first_step_s"] = time.perf_counter() - start
     result["dynamo_frames"] = counters["stats"]["unique_graphs"]
-    result["aot_traces"] = counters["aot_autograd"]["autograd_cache_miss"] + \
-        counters["aot_autograd"]["autograd_cache_bypass"]
+    result["aot_traces"] = (
+        counters["aot_autograd"]["autograd_cache_miss"]
+        + counters["aot_autograd"]["autograd_cache_bypass"]
+    )
     if device == "tpu":
         m = torch_tpu.metrics.snapshot()
-        result.update(compiles=m["compiles"], xla_s=m["compile_seconds"],
-                      graph_build_s=m["graph_build_seconds"])
+        result.update(
+            compiles=m["compiles"],
+            xla_s=m["compile_seconds"],
+            graph_build_s=m["graph_build_seconds"],
+        )
     if how == "precompiled" and not args.warm:
         with open(artifacts, "wb") as f:
             f.write(torch.compiler.save_cache_artifacts()[0])
@@ -78,16 +84,20 @@ def child(args) -> None:
 
 
 def run_child(mode: str, args, caches: str, warm: bool) -> dict:
-    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=os.path.join(caches, "inductor"),
-               TORCH_TPU_CACHE_DIR=os.path.join(caches, "tpu"))
+    env = dict(
+        os.environ,
+        TORCHINDUCTOR_CACHE_DIR=os.path.join(caches, "inductor"),
+        TORCH_TPU_CACHE_DIR=os.path.join(caches, "tpu"),
+    )
     if mode.startswith("cpu"):
         env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
     env["PYTHONPATH"] = os.path.dirname(os.path.abspath(__file__))
     cmd = [sys.executable, __file__, "--child", "--mode", mode, "--model", args.model]
     if warm:
         cmd.append("--warm")
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, env=env, text=True,
-                          cwd=tempfile.gettempdir())
+    proc = subprocess.run(
+        cmd, stdout=subprocess.PIPE, env=env, text=True, cwd=tempfile.gettempdir()
+    )
     if proc.returncode != 0:
         raise SystemExit(f"{mode} failed with exit code {proc.returncode}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -106,10 +116,14 @@ def main():
         child(args)
         return
 
-    print(f"{args.model}: first training step in a fresh process, seconds (import of the "
-          "compile stack apart)")
-    print(f"{'mode':<16} {'run':>3} {'import':>7} {'cold':>7} {'warm':>7} {'warm/cold':>9} "
-          f"{'warm: frames':>12} {'AOT traces':>10} {'compiles':>8}")
+    print(
+        f"{args.model}: first training step in a fresh process, seconds (import of the "
+        "compile stack apart)"
+    )
+    print(
+        f"{'mode':<16} {'run':>3} {'import':>7} {'cold':>7} {'warm':>7} {'warm/cold':>9} "
+        f"{'warm: frames':>12} {'AOT traces':>10} {'compiles':>8}"
+    )
     results = {}
     for repeat in range(args.repeats):
         for mode in args.modes:
@@ -119,19 +133,24 @@ def main():
             if abs(cold["loss"] - warm["loss"]) > 1e-4:
                 raise SystemExit(f"{mode}: warm loss {warm['loss']} != cold {cold['loss']}")
             results.setdefault(mode, []).append((cold, warm))
-            print(f"{mode:<16} {repeat + 1:>3} {warm['import_s']:>7.2f} "
-                  f"{cold['first_step_s']:>7.2f} {warm['first_step_s']:>7.2f} "
-                  f"{warm['first_step_s'] / cold['first_step_s']:>9.2f} "
-                  f"{warm['dynamo_frames']:>12} {warm['aot_traces']:>10} "
-                  f"{warm.get('compiles', '-'):>8}", flush=True)
+            print(
+                f"{mode:<16} {repeat + 1:>3} {warm['import_s']:>7.2f} "
+                f"{cold['first_step_s']:>7.2f} {warm['first_step_s']:>7.2f} "
+                f"{warm['first_step_s'] / cold['first_step_s']:>9.2f} "
+                f"{warm['dynamo_frames']:>12} {warm['aot_traces']:>10} "
+                f"{warm.get('compiles', '-'):>8}",
+                flush=True,
+            )
 
     def best(mode, which):
         return min(r[which]["first_step_s"] for r in results[mode])
 
     if "tpu-compiled" in results:
         ours_cold = best("tpu-compiled", 0)
-        print("\nratios of the best runs (target: warm <= 0.25x our cold compiled step, and "
-              "<= Inductor's warm one)")
+        print(
+            "\nratios of the best runs (target: warm <= 0.25x our cold compiled step, and "
+            "<= Inductor's warm one)"
+        )
         for mode in ("tpu-compiled", "tpu-async", "tpu-precompiled"):
             if mode not in results:
                 continue

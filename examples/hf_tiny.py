@@ -11,8 +11,14 @@ import argparse
 import time
 
 import torch
-from transformers import (LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM,
-                          Qwen3MoeConfig, Qwen3MoeForCausalLM)
+from transformers import (
+    LlamaConfig,
+    LlamaForCausalLM,
+    Qwen3Config,
+    Qwen3ForCausalLM,
+    Qwen3MoeConfig,
+    Qwen3MoeForCausalLM,
+)
 
 VOCAB = 128
 
@@ -22,18 +28,31 @@ def build(name: str, seed: int = 0, layers: int = 2, hidden: int = 64) -> torch.
     (4 query heads sharing 2 key/value heads); Qwen3 ties its embedding and head; Qwen3-MoE
     routes each token to 2 of 4 experts (Hugging Face's grouped_mm experts: sort, histc,
     _grouped_mm)."""
-    common = dict(vocab_size=VOCAB, hidden_size=hidden, intermediate_size=2 * hidden,
-                  num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
-                  max_position_embeddings=128, pad_token_id=0, bos_token_id=1,
-                  eos_token_id=2)
+    common = dict(
+        vocab_size=VOCAB,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+    )
     if name == "llama":
         config, cls = LlamaConfig(**common), LlamaForCausalLM
     elif name == "qwen3":
         config = Qwen3Config(head_dim=hidden // 4, tie_word_embeddings=True, **common)
         cls = Qwen3ForCausalLM
     elif name == "qwen3_moe":
-        config = Qwen3MoeConfig(head_dim=hidden // 4, num_experts=4, num_experts_per_tok=2,
-                                moe_intermediate_size=hidden // 2, **common)
+        config = Qwen3MoeConfig(
+            head_dim=hidden // 4,
+            num_experts=4,
+            num_experts_per_tok=2,
+            moe_intermediate_size=hidden // 2,
+            **common,
+        )
         cls = Qwen3MoeForCausalLM
     else:
         raise ValueError(f"unknown model {name!r} (llama, qwen3 or qwen3_moe)")
@@ -47,9 +66,15 @@ def batches(steps: int, batch: int, seq: int, seed: int = 0) -> list[torch.Tenso
     return [torch.randint(3, VOCAB, (batch, seq), generator=g) for _ in range(steps)]
 
 
-def train(model: torch.nn.Module, data: list[torch.Tensor], device: str, lr: float = 1e-3,
-          on_step=None, compile: str | None = None,
-          clip_grad_norm=torch.nn.utils.clip_grad_norm_) -> list[torch.Tensor]:
+def train(
+    model: torch.nn.Module,
+    data: list[torch.Tensor],
+    device: str,
+    lr: float = 1e-3,
+    on_step=None,
+    compile: str | None = None,
+    clip_grad_norm=torch.nn.utils.clip_grad_norm_,
+) -> list[torch.Tensor]:
     """One AdamW step per batch of `data` (the labels are the inputs: the model shifts them);
     returns the per-step losses as tensors on `device`. With `compile` (a torch.compile
     backend name) the model's forward and backward run compiled. `clip_grad_norm(params,
@@ -84,23 +109,34 @@ def main():
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--seq", type=int, default=32)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--compile", action="store_true",
-                   help="torch.compile the model (backend tpu, or inductor on the CPU)")
+    p.add_argument(
+        "--compile",
+        action="store_true",
+        help="torch.compile the model (backend tpu, or inductor on the CPU)",
+    )
     args = p.parse_args()
 
     model = build(args.model, args.seed).to(args.device)
-    print(f"{type(model).__name__}: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M "
-          f"parameters, device {args.device}")
+    print(
+        f"{type(model).__name__}: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M "
+        f"parameters, device {args.device}"
+    )
     start = time.perf_counter()
     backend = ("tpu" if args.device == "tpu" else "inductor") if args.compile else None
-    train(model, batches(args.steps, args.batch, args.seq, args.seed), args.device,
-          on_step=lambda step, loss: print(f"step {step:3d}  loss {loss.item():.4f}  "
-                                           f"({time.perf_counter() - start:.1f} s)"),
-          compile=backend)
+    train(
+        model,
+        batches(args.steps, args.batch, args.seq, args.seed),
+        args.device,
+        on_step=lambda step, loss: print(
+            f"step {step:3d}  loss {loss.item():.4f}  " f"({time.perf_counter() - start:.1f} s)"
+        ),
+        compile=backend,
+    )
     prompt = batches(1, 1, 8, args.seed + 1)[0].to(args.device)
     print("greedy:", greedy(model, prompt, 16)[0].tolist())
     if args.device == "tpu":
         import torch_tpu
+
         print(torch_tpu.metrics.report())
 
 

@@ -40,8 +40,15 @@ class CountingSequences(torch.utils.data.Dataset):
         return {"input_ids": self.ids[i], "labels": self.ids[i]}
 
 
-def fine_tune(device: str, steps: int, batch: int = 8, seq: int = 32, lr: float = 3e-3,
-              seed: int = 0, output_dir: str | None = None):
+def fine_tune(
+    device: str,
+    steps: int,
+    batch: int = 8,
+    seq: int = 32,
+    lr: float = 3e-3,
+    seed: int = 0,
+    output_dir: str | None = None,
+):
     """Runs `Trainer.train` for `steps` steps; returns (trainer, per-step losses)."""
     from transformers import Trainer, TrainingArguments
 
@@ -50,12 +57,23 @@ def fine_tune(device: str, steps: int, batch: int = 8, seq: int = 32, lr: float 
     model = build("llama", seed=seed)
     args = TrainingArguments(
         output_dir=output_dir or tempfile.mkdtemp(prefix="hf_trainer_"),
-        use_cpu=device == "cpu", max_steps=steps, per_device_train_batch_size=batch,
-        learning_rate=lr, lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0,
-        logging_steps=1, save_strategy="no", report_to="none", seed=seed,
-        dataloader_pin_memory=False, disable_tqdm=True)
-    trainer = Trainer(model=model, args=args,
-                      train_dataset=CountingSequences(steps * batch, seq, seed))
+        use_cpu=device == "cpu",
+        max_steps=steps,
+        per_device_train_batch_size=batch,
+        learning_rate=lr,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        weight_decay=0.0,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        seed=seed,
+        dataloader_pin_memory=False,
+        disable_tqdm=True,
+    )
+    trainer = Trainer(
+        model=model, args=args, train_dataset=CountingSequences(steps * batch, seq, seed)
+    )
     trainer.train()
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
     return trainer, losses
@@ -72,14 +90,16 @@ def main():
     args = p.parse_args()
 
     start = time.perf_counter()
-    trainer, losses = fine_tune(args.device, args.steps, args.batch, args.seq, args.lr,
-                                args.seed)
+    trainer, losses = fine_tune(args.device, args.steps, args.batch, args.seq, args.lr, args.seed)
     seconds = time.perf_counter() - start
-    print(f"trained on {trainer.args.device}: loss {losses[0]:.3f} -> {losses[-1]:.3f} in "
-          f"{len(losses)} steps, {seconds:.1f} s "
-          f"({args.steps * args.batch * args.seq / seconds:.0f} tokens/s, compiles included)")
+    print(
+        f"trained on {trainer.args.device}: loss {losses[0]:.3f} -> {losses[-1]:.3f} in "
+        f"{len(losses)} steps, {seconds:.1f} s "
+        f"({args.steps * args.batch * args.seq / seconds:.0f} tokens/s, compiles included)"
+    )
     if args.device == "tpu":
         import torch_tpu
+
         fallbacks = torch_tpu.metrics.snapshot()["fallbacks"]
         print(f"CPU fallbacks: {fallbacks or 'none'}")
 

@@ -7,6 +7,7 @@ left on disk, because a fresh CI machine has none. scripts/test.sh names one fre
 (TORCH_TPU_TEST_CACHE_DIR), so the fused-mode pass reuses what the op-mode pass compiled,
 as the stages of one CI run always do; a session started any other way gets an empty
 directory of its own. Tests of the disk tier make their own directories."""
+
 import atexit
 import os
 import shutil

@@ -4,6 +4,7 @@ Importing it (which `import torch` does through the `torch.backends` entry point
 registers the device; the PJRT plugin itself loads at first device use.
 """
 
+
 def _autoload() -> None:
     """Entry point for torch's device-backend autoload: importing this module is the work.
     Defined before `import torch`, which looks it up on this half-imported module when
@@ -13,12 +14,12 @@ def _autoload() -> None:
 import torch  # noqa: E402
 
 
-
 def __getattr__(name: str):
     # The version is written once, in pyproject.toml; reading the installed metadata
     # takes ~30 ms, so only when asked (every `import torch` imports this module).
     if name == "__version__":
         from importlib.metadata import version
+
         return version("torch_tpu")
     raise AttributeError(f"module 'torch_tpu' has no attribute '{name}'")
 
@@ -43,7 +44,8 @@ def _start() -> None:
 
     torch._register_device_module("tpu", tpu)
     torch.utils.generate_methods_for_privateuse1_backend(
-        for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True)
+        for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
+    )
     install_printing()
     from torch_tpu import _default_backend, _distributed, _eager, _meta
 
@@ -79,5 +81,14 @@ else:
     from torch_tpu._no_compile import no_compile
 
 
-__all__ = ["metrics", "tpu", "set_cpu_fallback", "cpu_fallback_enabled", "set_eager_mode",
-           "get_eager_mode", "flush", "no_compile", "__version__"]
+__all__ = [
+    "metrics",
+    "tpu",
+    "set_cpu_fallback",
+    "cpu_fallback_enabled",
+    "set_eager_mode",
+    "get_eager_mode",
+    "flush",
+    "no_compile",
+    "__version__",
+]

@@ -33,11 +33,11 @@ aten = torch.ops.aten
 
 # --- which graphs stay exact -------------------------------------------------------
 
+
 def _dynamic_dims(val) -> list:
     if not isinstance(val, torch.Tensor):
         return []
-    return [d for d, s in enumerate(val.shape)
-            if isinstance(s, torch.SymInt) and free_symbols(s)]
+    return [d for d, s in enumerate(val.shape) if isinstance(s, torch.SymInt) and free_symbols(s)]
 
 
 def _is_symbolic(x) -> bool:
@@ -51,33 +51,69 @@ def _symbolic_arg(a) -> bool:
 
 # Ops that move or reinterpret elements without computing across them; sizes given to
 # them may be symbolic (they compile at the bound, which is consistent).
-_VIEWS = {aten.view.default, aten._unsafe_view.default, aten.reshape.default,
-          aten.expand.default, aten.permute.default, aten.transpose.int, aten.t.default,
-          aten.unsqueeze.default, aten.squeeze.dim, aten.squeeze.dims, aten.squeeze.default,
-          aten.clone.default, aten.alias.default, aten.detach.default,
-          aten._to_copy.default}
-_SIZE_ARGS = {aten.view.default, aten._unsafe_view.default, aten.reshape.default,
-              aten.expand.default}
+_VIEWS = {
+    aten.view.default,
+    aten._unsafe_view.default,
+    aten.reshape.default,
+    aten.expand.default,
+    aten.permute.default,
+    aten.transpose.int,
+    aten.t.default,
+    aten.unsqueeze.default,
+    aten.squeeze.dim,
+    aten.squeeze.dims,
+    aten.squeeze.default,
+    aten.clone.default,
+    aten.alias.default,
+    aten.detach.default,
+    aten._to_copy.default,
+}
+_SIZE_ARGS = {
+    aten.view.default,
+    aten._unsafe_view.default,
+    aten.reshape.default,
+    aten.expand.default,
+}
 # Elementwise by position (the real block of the bound is the exact result).
 _POSITIONAL = {aten.tril.default, aten.triu.default}
 # Contractions and reductions XLA masks: exact over dynamic dimensions.
-_MASKED = {aten.mm.default, aten.bmm.default, aten.addmm.default,
-           aten.sum.dim_IntList, aten.sum.default, aten.amax.default, aten.amin.default,
-           aten._softmax.default, aten._log_softmax.default,
-           aten._softmax_backward_data.default, aten._log_softmax_backward_data.default}
+_MASKED = {
+    aten.mm.default,
+    aten.bmm.default,
+    aten.addmm.default,
+    aten.sum.dim_IntList,
+    aten.sum.default,
+    aten.amax.default,
+    aten.amin.default,
+    aten._softmax.default,
+    aten._log_softmax.default,
+    aten._softmax_backward_data.default,
+    aten._log_softmax_backward_data.default,
+}
 # Exact when the dimensions they compute across (by count) are static.
-_STATIC_REDUCED = {aten.mean.dim, aten.native_layer_norm.default,
-                   aten.native_layer_norm_backward.default}
+_STATIC_REDUCED = {
+    aten.mean.dim,
+    aten.native_layer_norm.default,
+    aten.native_layer_norm_backward.default,
+}
 
 
 # Tensors created with a dynamic size: the program creates them at the bound and marks
 # them with the real size (Plan.marks), so later reductions see only the real part.
 # op -> the positions of its arguments that may hold a dynamic size (as a size only).
-_CREATION = {aten.full.default: (0,), aten.zeros.default: (0,), aten.ones.default: (0,),
-             aten.empty.memory_format: (0,), aten.new_full.default: (1,),
-             aten.new_zeros.default: (1,), aten.new_ones.default: (1,),
-             aten.new_empty.default: (1,), aten.arange.default: (0,),
-             aten.arange.start: (1,), aten.arange.start_step: (1,)}
+_CREATION = {
+    aten.full.default: (0,),
+    aten.zeros.default: (0,),
+    aten.ones.default: (0,),
+    aten.empty.memory_format: (0,),
+    aten.new_full.default: (1,),
+    aten.new_zeros.default: (1,),
+    aten.new_ones.default: (1,),
+    aten.new_empty.default: (1,),
+    aten.arange.default: (0,),
+    aten.arange.start: (1,),
+    aten.arange.start_step: (1,),
+}
 
 
 def _why_not_created(node: fx.Node, target, val) -> str | None:
@@ -93,14 +129,20 @@ def _why_not_created(node: fx.Node, target, val) -> str | None:
 
 
 # Exact along a static dimension: op -> position of its `dim` argument.
-_ALONG_DIM = {aten.slice.Tensor: 1, aten.select.int: 1, aten.cat.default: 1,
-              aten.split.Tensor: 2, aten.split_with_sizes.default: 2}
+_ALONG_DIM = {
+    aten.slice.Tensor: 1,
+    aten.select.int: 1,
+    aten.cat.default: 1,
+    aten.split.Tensor: 2,
+    aten.split_with_sizes.default: 2,
+}
 
 
 def _splits_merged_dim(before, after) -> bool:
     """Whether a view does more than merge whole dimensions where a dynamic one is
     involved: XLA's padder cannot split a dynamic dimension (it would give the dynamic
     size to the most major part), nor split and merge at once."""
+
     def sized(shape):
         # Symbols stand for distinct large primes: products then match only when the
         # dimensions do. Static 1s do not matter.
@@ -152,7 +194,7 @@ def _whole_slice(node: fx.Node) -> bool:
     start, end, step = args[2], args[3], args[4]
     if isinstance(end, fx.Node):
         return False
-    return start in (None, 0) and step in (None, 1) and (end is None or end >= 2 ** 62)
+    return start in (None, 0) and step in (None, 1) and (end is None or end >= 2**62)
 
 
 def _reduced_dims(node: fx.Node, val) -> list:
@@ -195,8 +237,12 @@ def _why_not(node: fx.Node) -> str | None:
         return None
     if target in _SIZE_ARGS and _splits_merged_dim(inputs[0], val):
         return f"{name} splits a dimension that merges a dynamic one (XLA cannot tell how)"
-    if target in _VIEWS or target in _MASKED or target in _POSITIONAL or \
-            torch.Tag.pointwise in target.tags:
+    if (
+        target in _VIEWS
+        or target in _MASKED
+        or target in _POSITIONAL
+        or torch.Tag.pointwise in target.tags
+    ):
         return None
     if target in _STATIC_REDUCED:
         first = inputs[0]
@@ -235,8 +281,11 @@ def _batched_linear(graph: fx.Graph, view: fx.Node):
     if view.op != "call_function" or view.target not in _SIZE_ARGS:
         return None
     mm = view.args[0]
-    if not isinstance(mm, fx.Node) or mm.target not in (aten.mm.default, aten.addmm.default) \
-            or mm.kwargs:  # (addmm's beta and alpha: 1)
+    if (
+        not isinstance(mm, fx.Node)
+        or mm.target not in (aten.mm.default, aten.addmm.default)
+        or mm.kwargs
+    ):  # (addmm's beta and alpha: 1)
         return None
     lhs, rhs = mm.args[-2:]
     if not isinstance(lhs, fx.Node) or lhs.target not in _SIZE_ARGS:
@@ -245,19 +294,24 @@ def _batched_linear(graph: fx.Graph, view: fx.Node):
     xv, wv, outv = x.meta.get("val"), rhs.meta.get("val"), view.meta.get("val")
     if not all(isinstance(v, torch.Tensor) for v in (xv, wv, outv)):
         return None
-    if xv.dim() != 3 or outv.dim() != 3 or wv.dim() != 2 or \
-            any(isinstance(s, torch.SymInt) for s in wv.shape) or \
-            [str(s) for s in xv.shape[:2]] != [str(s) for s in outv.shape[:2]] or \
-            not _splits_merged_dim(mm.meta["val"], outv):
+    if (
+        xv.dim() != 3
+        or outv.dim() != 3
+        or wv.dim() != 2
+        or any(isinstance(s, torch.SymInt) for s in wv.shape)
+        or [str(s) for s in xv.shape[:2]] != [str(s) for s in outv.shape[:2]]
+        or not _splits_merged_dim(mm.meta["val"], outv)
+    ):
         return None
     if isinstance(sizes[0], int) and sizes[0] < 0:
         return None
     k, m = (int(s) for s in wv.shape)
     mode = xv.fake_mode
     with graph.inserting_before(view):
-        w3 = graph.call_function(aten.expand.default,
-                                 (graph.call_function(aten.unsqueeze.default, (rhs, 0)),
-                                  [sizes[0], k, m]))
+        w3 = graph.call_function(
+            aten.expand.default,
+            (graph.call_function(aten.unsqueeze.default, (rhs, 0)), [sizes[0], k, m]),
+        )
         out = graph.call_function(aten.bmm.default, (x, w3))
         with mode:
             w3.args[0].meta["val"] = wv.unsqueeze(0)
@@ -306,16 +360,23 @@ class Plan:
         plain = {e for dims in self.tensor_dims.values() for _, e in dims if e.is_Symbol}
         for expr in self.number_inputs.values():
             if expr.free_symbols - plain:
-                return self._refuse(f"a size input {expr} is no function of the inputs' "
-                                    "dynamic dimensions")
+                return self._refuse(
+                    f"a size input {expr} is no function of the inputs' " "dynamic dimensions"
+                )
         for dims in self.tensor_dims.values():
             for _, expr in dims:
                 if expr.free_symbols - plain:
-                    return self._refuse(f"an input has the size expression {expr}, whose "
-                                        "symbols no input dimension gives alone")
+                    return self._refuse(
+                        f"an input has the size expression {expr}, whose "
+                        "symbols no input dimension gives alone"
+                    )
         for node in gm.graph.nodes:
-            if node.op == "call_function" and node.target is aten.copy_.default and \
-                    node.args[0].op == "placeholder" and _dynamic_dims(node.args[0].meta.get("val")):
+            if (
+                node.op == "call_function"
+                and node.target is aten.copy_.default
+                and node.args[0].op == "placeholder"
+                and _dynamic_dims(node.args[0].meta.get("val"))
+            ):
                 return self._refuse("the graph writes into an input of dynamic size")
             why = _why_not(node)
             if why is not None:
@@ -382,8 +443,11 @@ class Plan:
 
     def dynamic_outputs(self) -> list:
         """(output index, [dim]) of the outputs with dynamic dimensions."""
-        return [(k, [d for d, _ in p[1]]) for k, p in enumerate(self.outputs)
-                if p is not None and p[0] == "tensor"]
+        return [
+            (k, [d for d, _ in p[1]])
+            for k, p in enumerate(self.outputs)
+            if p is not None and p[0] == "tensor"
+        ]
 
     def size_index(self, symbol) -> int:
         """Which of the runtime sizes (see dynamic()) is `symbol`'s."""
@@ -391,8 +455,7 @@ class Plan:
         return order.index(symbol)
 
     def sizes(self, real: dict) -> list:
-        return [int(e.subs(real)) for i, dims in sorted(self.tensor_dims.items())
-                for _, e in dims]
+        return [int(e.subs(real)) for i, dims in sorted(self.tensor_dims.items()) for _, e in dims]
 
     def unpadded(self, outs, real: dict) -> list:
         """The outputs cut back to their real sizes (contiguous, as computed)."""

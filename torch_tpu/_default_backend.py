@@ -43,12 +43,14 @@ class _InductorUnlessTpu(torch._TorchCompileInductorWrapper):
             raise RuntimeError(
                 "torch.compile(backend='inductor') cannot compile tpu tensors: Inductor "
                 "generates CPU and GPU code. Use backend='tpu', or no backend (which picks "
-                "'tpu' for tpu tensors).")
+                "'tpu' for tpu tensors)."
+            )
         if self.inductor_options:
             raise ValueError(
                 f"torch.compile: options {sorted(self.inductor_options)} are Inductor's, and "
                 "these tensors are compiled by backend 'tpu'; pass backend='tpu' and its "
-                "options instead.")
+                "options instead."
+            )
         from torch_tpu._dynamo import tpu_backend
 
         return tpu_backend(model_, inputs_, mode=self.tpu_mode)

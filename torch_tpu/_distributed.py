@@ -40,12 +40,14 @@ def _transport_setting() -> str:
 def _host_staged(options):
     # The store is already prefixed for this group and device, so this gloo group's keys
     # never meet those of a "cpu:gloo" backend of the same process group.
-    gloo = dist.ProcessGroupGloo(options.store, options.group_rank, options.group_size,
-                                 options.timeout)
+    gloo = dist.ProcessGroupGloo(
+        options.store, options.group_rank, options.group_size, options.timeout
+    )
     # gloo's split maps the split's ranks through these (only the process's first gloo
     # group may leave them empty).
-    gloo.options.global_ranks_in_group = list(options.global_ranks_in_group
-                                              or range(options.group_size))
+    gloo.options.global_ranks_in_group = list(
+        options.global_ranks_in_group or range(options.group_size)
+    )
     return gloo
 
 
@@ -66,9 +68,11 @@ def _in_program_plan(options):
     ranks = list(options.global_ranks_in_group or range(size))
     count = torch.tpu.device_count()
     if len(set(ranks)) != size or any(r >= count for r in ranks):
-        return None, (f"the in-program transport runs rank r on tpu:r, and this process has "
-                      f"{count} tpu device(s) for global ranks {ranks} "
-                      f"(set TORCH_TPU_NUM_DEVICES)")
+        return None, (
+            f"the in-program transport runs rank r on tpu:r, and this process has "
+            f"{count} tpu device(s) for global ranks {ranks} "
+            f"(set TORCH_TPU_NUM_DEVICES)"
+        )
     return (ranks, key), None
 
 
@@ -95,16 +99,19 @@ def _create(options, backend_options=None):
             timeout = options.timeout
             if not isinstance(timeout, timedelta):
                 timeout = timedelta(seconds=float(timeout))
-            return _C._in_program_backend(options.group_rank, options.group_size, devices,
-                                          key, timeout, fallback)
+            return _C._in_program_backend(
+                options.group_rank, options.group_size, devices, key, timeout, fallback
+            )
         if setting == "in_program":
-            raise RuntimeError("tpu_dist: TORCH_TPU_DIST_TRANSPORT=in_program, but the "
-                               f"in-program transport cannot serve this group: {reason}")
+            raise RuntimeError(
+                "tpu_dist: TORCH_TPU_DIST_TRANSPORT=in_program, but the "
+                f"in-program transport cannot serve this group: {reason}"
+            )
     return _C._host_staged_backend(_host_staged(options))
 
 
 def transport(group=None) -> str:
-    """"in_program" or "host_staged": the transport of `group`'s (default: the default
+    """ "in_program" or "host_staged": the transport of `group`'s (default: the default
     group's) tpu_dist backend; "" if its tpu backend is not tpu_dist."""
     pg = group if group is not None else dist.distributed_c10d._get_default_group()
     try:

@@ -57,11 +57,17 @@ class Unsupported(NotImplementedError):
 # backend "tpu"'s options: name -> (type, what it means).
 OPTIONS = {
     "bucket_size": (int, "the size a dynamic dimension is rounded up to a multiple of"),
-    "max_buckets": (int, "at most this many buckets per dynamic dimension: past them, a "
-                         "size runs at the smallest bucket already compiled that holds it"),
-    "async_compile": (bool, "compile the graphs of a trace (forward and backward, the "
-                            "backward at once rather than at its first call) in background "
-                            "threads, at the same time; their first call waits"),
+    "max_buckets": (
+        int,
+        "at most this many buckets per dynamic dimension: past them, a "
+        "size runs at the smallest bucket already compiled that holds it",
+    ),
+    "async_compile": (
+        bool,
+        "compile the graphs of a trace (forward and backward, the "
+        "backward at once rather than at its first call) in background "
+        "threads, at the same time; their first call waits",
+    ),
 }
 
 
@@ -71,8 +77,9 @@ def check_options(options) -> dict:
     options = dict(options or {})
     unknown = sorted(set(options) - set(OPTIONS))
     if unknown:
-        raise ValueError(f"backend 'tpu': unknown option(s) {unknown}; valid options are "
-                         f"{sorted(OPTIONS)}")
+        raise ValueError(
+            f"backend 'tpu': unknown option(s) {unknown}; valid options are " f"{sorted(OPTIONS)}"
+        )
     for name, value in options.items():
         kind, _ = OPTIONS[name]
         if not isinstance(value, kind) or (kind is int and (isinstance(value, bool) or value < 1)):
@@ -99,10 +106,14 @@ def tpu_backend(gm: fx.GraphModule, example_inputs, mode=None, options=None):
     options = check_options(options)
     torch._functorch.config.bundled_autograd_cache = True
     # (aot_compile asks for the backward at once itself.)
-    ahead = options.get("async_compile", False) or \
-        torch._functorch.config.force_non_lazy_backward_lowering
-    with torch.compiler.config.patch(cache_key_tag=_output_code.cache_key_tag(options)), \
-            torch._functorch.config.patch(force_non_lazy_backward_lowering=ahead):
+    ahead = (
+        options.get("async_compile", False)
+        or torch._functorch.config.force_non_lazy_backward_lowering
+    )
+    with (
+        torch.compiler.config.patch(cache_key_tag=_output_code.cache_key_tag(options)),
+        torch._functorch.config.patch(force_non_lazy_backward_lowering=ahead),
+    ):
         return aot_autograd(
             # One compiler object each: AOTAutograd wraps the backward one in place.
             fw_compiler=_serializable_compiler(options),
@@ -115,18 +126,24 @@ def tpu_backend(gm: fx.GraphModule, example_inputs, mode=None, options=None):
 
 def _serializable_compiler(options: dict) -> SerializableAOTDispatchCompiler:
     return SerializableAOTDispatchCompiler(
-        _output_code.TpuOutputCode, functools.partial(_output_code_for, options=options))
+        _output_code.TpuOutputCode, functools.partial(_output_code_for, options=options)
+    )
 
 
 def _output_code_for(gm: fx.GraphModule, example_inputs, options) -> _output_code.TpuOutputCode:
     takes_numbers = any(not isinstance(v, torch.Tensor) for v in example_inputs)
     in_background = options.get("async_compile", False)
     return _output_code.TpuOutputCode(
-        gm=gm, build=functools.partial(_build, takes_numbers=takes_numbers,
-                                       in_background=in_background,
-                                       bucket_size=options.get("bucket_size"),
-                                       max_buckets=options.get("max_buckets")),
-        rebuild=functools.partial(program, in_background=in_background))
+        gm=gm,
+        build=functools.partial(
+            _build,
+            takes_numbers=takes_numbers,
+            in_background=in_background,
+            bucket_size=options.get("bucket_size"),
+            max_buckets=options.get("max_buckets"),
+        ),
+        rebuild=functools.partial(program, in_background=in_background),
+    )
 
 
 def _schema_name(op) -> str:
@@ -139,12 +156,20 @@ def _schema_name(op) -> str:
 def decompositions() -> dict:
     """Core-ATen decompositions, except for ops with a lowering of their own (one
     lowering is fewer, better-fused StableHLO ops than its decomposition)."""
-    return {op: fn for op, fn in core_aten_decompositions().items()
-            if not isinstance(op, torch._ops.OpOverload) or _schema_name(op) not in _lowered_names()}
+    return {
+        op: fn
+        for op, fn in core_aten_decompositions().items()
+        if not isinstance(op, torch._ops.OpOverload) or _schema_name(op) not in _lowered_names()
+    }
 
 
-def _build(gm: fx.GraphModule, takes_numbers: bool, in_background: bool = False,
-           bucket_size=None, max_buckets=None):
+def _build(
+    gm: fx.GraphModule,
+    takes_numbers: bool,
+    in_background: bool = False,
+    bucket_size=None,
+    max_buckets=None,
+):
     """AOTAutograd's graph (forward, backward or inference) as a callable taking the
     inputs as a list (the boxed convention). Only the nodes' fake values are read, not
     example inputs: a graph loaded from a cache has none."""
@@ -213,8 +238,9 @@ def program(recipe: tuple, in_background: bool = False):
         return _Compiling(program, recipe)
     spec, template, positions = recipe
     graph = _boxed(_C._Graph(spec))
-    runner = graph if template is None and positions is None else \
-        _Adapted(graph, template, positions)
+    runner = (
+        graph if template is None and positions is None else _Adapted(graph, template, positions)
+    )
     runner.recipe = recipe
     return runner
 
@@ -268,8 +294,9 @@ def _split(gm: fx.GraphModule, vals: dict):
     for n in gm.graph.nodes:
         n.meta["val"] = vals.get(n)
     try:
-        parent = split_module(gm, None, lambda n: piece[n], keep_original_order=True,
-                              tuple_return=True)
+        parent = split_module(
+            gm, None, lambda n: piece[n], keep_original_order=True, tuple_return=True
+        )
     finally:
         for n, v in saved.items():
             n.meta["val"] = v
@@ -282,11 +309,14 @@ def _split(gm: fx.GraphModule, vals: dict):
             sub_vals = _meta_vals(sub)
             inputs = [sub_vals.get(n) for n in sub.graph.nodes if n.op == "placeholder"]
             tensors = [i for i, v in enumerate(inputs) if isinstance(v, torch.Tensor)]
-            program = _lower(sub, sub_vals, None if len(tensors) == len(inputs) else tensors,
-                             split=False)
+            program = _lower(
+                sub, sub_vals, None if len(tensors) == len(inputs) else tensors, split=False
+            )
             setattr(parent, node.target, _Piece(program))
-    _warn_once("torch_tpu: a compiled graph is split into programs around ops without a "
-               f"tpu lowering, which run eagerly: {', '.join(sorted(set(eager_ops)))}")
+    _warn_once(
+        "torch_tpu: a compiled graph is split into programs around ops without a "
+        f"tpu lowering, which run eagerly: {', '.join(sorted(set(eager_ops)))}"
+    )
     _C._count_graph_split()
     # The parent takes every FX input, numbers too (as a specialising caller passes them).
     return _Eager(parent)
@@ -307,10 +337,11 @@ class _Piece(torch.nn.Module):
 class GraphSpec(NamedTuple):
     """The description of a graph `_C._Graph` takes, field by field as
     csrc/compile/graph.h documents them (C++ reads it as a plain tuple, in this order)."""
-    inputs: list     # [(dtype, shape)]: placeholder i is value i
-    values: list     # [(dtype, shape) or None]: the type of every value id
-    nodes: list      # [(schema name, args, [out value ids])]
-    outputs: list    # [value id, or -1 for None]
+
+    inputs: list  # [(dtype, shape)]: placeholder i is value i
+    values: list  # [(dtype, shape) or None]: the type of every value id
+    nodes: list  # [(schema name, args, [out value ids])]
+    outputs: list  # [value id, or -1 for None]
     mutations: list  # [(input index, value id)]: inputs the graph writes
     constants: list  # [(value id, raw little-endian bytes)]: tensor constants
 
@@ -325,8 +356,8 @@ class _SpecBuilder:
     """Walks an FX graph in order, numbering every tensor value."""
 
     def __init__(self, vals: dict):
-        self.vals = vals        # fx node -> its (fake) value
-        self.refs: dict = {}    # fx node -> value id, list of ids, or a _Const
+        self.vals = vals  # fx node -> its (fake) value
+        self.refs: dict = {}  # fx node -> value id, list of ids, or a _Const
         self.values: list = []  # type of each value id
         self.inputs: list = []
         self.nodes: list = []
@@ -342,8 +373,9 @@ class _SpecBuilder:
                 continue
             if node.op == "output":
                 outs, template = self.output(node)
-                spec = GraphSpec(self.inputs, self.values, self.nodes, outs, self.mutations,
-                                 self.constants)
+                spec = GraphSpec(
+                    self.inputs, self.values, self.nodes, outs, self.mutations, self.constants
+                )
                 return spec, template
             if node.op == "get_attr":
                 self.get_attr(gm, node)
@@ -449,7 +481,6 @@ class _SpecBuilder:
             self.refs[node] = ids[0]
         self.nodes.append((_schema_name(target), [self.encode(a) for a in args], ids))
 
-
     def structured(self, node: fx.Node, val) -> None:
         """A control-flow op or the optimization barrier: a "@name" node whose bodies are
         nested specs (csrc/compile/control_flow.h)."""
@@ -459,19 +490,31 @@ class _SpecBuilder:
         elif name == "cond":
             pred, true_fn, false_fn, operands = node.args
             ins = self.types(operands)
-            args = [self.encode(pred), self.body(true_fn, ins), self.body(false_fn, ins),
-                    self.tensors(operands)]
+            args = [
+                self.encode(pred),
+                self.body(true_fn, ins),
+                self.body(false_fn, ins),
+                self.tensors(operands),
+            ]
         elif name == "while_loop":
             cond_fn, body_fn, carried, extra = node.args
             ins = self.types(carried, numbers=False) + self.types(extra)
-            args = [self.body(cond_fn, ins), self.body(body_fn, ins), self.tensors(carried),
-                    self.tensors(extra)]
+            args = [
+                self.body(cond_fn, ins),
+                self.body(body_fn, ins),
+                self.tensors(carried),
+                self.tensors(extra),
+            ]
         else:
             combine_fn, init, xs, extra = node.args
             steps = [(dtype, shape[1:]) for dtype, shape in self.types(xs, numbers=False)]
             ins = self.types(init, numbers=False) + steps + self.types(extra)
-            args = [self.body(combine_fn, ins), self.tensors(init), self.tensors(xs),
-                    self.tensors(extra)]
+            args = [
+                self.body(combine_fn, ins),
+                self.tensors(init),
+                self.tensors(xs),
+                self.tensors(extra),
+            ]
         if not isinstance(val, (list, tuple)) or not all(isinstance(v, torch.Tensor) for v in val):
             raise Unsupported(f"{name} with results that are not tensors")
         ids = [self.new_value(v) for v in val]
@@ -494,8 +537,11 @@ class _SpecBuilder:
 
     def tensors(self, nodes) -> list:
         """The tensor operands of a control-flow op (its numbers are constants in the body)."""
-        return [self.encode(n) for n in nodes
-                if isinstance(self.vals.get(n) if isinstance(n, fx.Node) else n, torch.Tensor)]
+        return [
+            self.encode(n)
+            for n in nodes
+            if isinstance(self.vals.get(n) if isinstance(n, fx.Node) else n, torch.Tensor)
+        ]
 
     def body(self, node: fx.Node, inputs: list):
         """The nested spec of a control-flow body (a get_attr of a GraphModule) called
@@ -521,8 +567,7 @@ def _concrete_vals(gm: fx.GraphModule, inputs: list) -> dict:
     mode = FakeTensorMode(allow_non_fake_inputs=True)
     interp = _Interpreter(gm)
     with mode:
-        interp.run(*[torch.empty(i[1], dtype=i[0]) if isinstance(i, tuple) else i
-                     for i in inputs])
+        interp.run(*[torch.empty(i[1], dtype=i[0]) if isinstance(i, tuple) else i for i in inputs])
     return dict(interp.vals)
 
 
@@ -536,9 +581,11 @@ class _Body:
 def _structured_ops() -> dict:
     """The non-ATen graph ops lowered as "@name" nodes, by their FX target."""
     hop = torch.ops.higher_order
-    ops = {getattr(hop, name): name for name in ("cond", "while_loop", "scan")
-           if hasattr(hop, name)}
+    ops = {
+        getattr(hop, name): name for name in ("cond", "while_loop", "scan") if hasattr(hop, name)
+    }
     from torch_tpu import ops as tpu_ops  # registers torch.ops.tpu
+
     ops[tpu_ops.barrier_op] = "optimization_barrier"
     return ops
 
@@ -604,7 +651,8 @@ class _Compiling:
     def __init__(self, make, *args):
         if _Compiling._pool is None:
             _Compiling._pool = concurrent.futures.ThreadPoolExecutor(
-                max_workers=os.cpu_count() or 1, thread_name_prefix="torch_tpu_compile")
+                max_workers=os.cpu_count() or 1, thread_name_prefix="torch_tpu_compile"
+            )
         self.future = _Compiling._pool.submit(make, *args)
         _boxed(self)
 
@@ -662,15 +710,19 @@ class _Specializing:
             if plan.reason is None:
                 self.plan = plan
             else:
-                _warn_once(f"torch_tpu: a compiled graph compiles once per input shape, not "
-                           f"per bucket: {plan.reason}")
+                _warn_once(
+                    f"torch_tpu: a compiled graph compiles once per input shape, not "
+                    f"per bucket: {plan.reason}"
+                )
         _boxed(self)
 
     def __call__(self, args):
         if self.plan is not None:
             return self._bucketed(args)
-        key = tuple((a.dtype, tuple(a.shape), a.device.type) if isinstance(a, torch.Tensor)
-                    else a for a in args)
+        key = tuple(
+            (a.dtype, tuple(a.shape), a.device.type) if isinstance(a, torch.Tensor) else a
+            for a in args
+        )
         program = self.programs.get(key)
         if program is None:
             program = self.programs[key] = self._specialize(args)
@@ -680,8 +732,10 @@ class _Specializing:
         real = self.plan.bindings(args)
         bounds = {sym: self._bound(sym, n) for sym, n in real.items()}
         padded = self.plan.padded(args, bounds)
-        key = ("bucket",) + tuple((a.dtype, tuple(a.shape), a.device.type)
-                                  if isinstance(a, torch.Tensor) else a for a in padded)
+        key = ("bucket",) + tuple(
+            (a.dtype, tuple(a.shape), a.device.type) if isinstance(a, torch.Tensor) else a
+            for a in padded
+        )
         program = self.programs.get(key)
         if program is None:
             program = self.programs[key] = self._bucket_program(padded)
@@ -705,8 +759,10 @@ class _Specializing:
             if holding:
                 bound = min(holding)
             else:
-                _warn_once(f"torch_tpu: a compiled graph needs more than max_buckets="
-                           f"{self.max_buckets} buckets for a dimension (size {n})")
+                _warn_once(
+                    f"torch_tpu: a compiled graph needs more than max_buckets="
+                    f"{self.max_buckets} buckets for a dimension (size {n})"
+                )
         seen.add(bound)
         return bound
 
@@ -720,14 +776,18 @@ class _Specializing:
             with unset_fake_temporarily():
                 builder = _SpecBuilder(vals)
                 spec, template = builder.build(self.bucket_gm)
-                marks = [(builder.refs[node], d, self.plan.size_index(sym))
-                         for node, d, sym in self.plan.marks]
+                marks = [
+                    (builder.refs[node], d, self.plan.size_index(sym))
+                    for node, d, sym in self.plan.marks
+                ]
                 graph = _boxed(_C._Graph((*spec, dynamic, self.plan.dynamic_outputs(), marks)))
         except (NotImplementedError, RuntimeError) as e:
             # No lowering for an op, or XLA refusing a dynamic dimension somewhere.
             reason = str(e).split("\n", 1)[0]
-            _warn_once(f"torch_tpu: a compiled graph compiles once per input shape, not per "
-                       f"bucket: {reason}")
+            _warn_once(
+                f"torch_tpu: a compiled graph compiles once per input shape, not per "
+                f"bucket: {reason}"
+            )
             self.plan = None
             return None
         return graph, template, positions
@@ -735,8 +795,10 @@ class _Specializing:
     def _fake_vals(self, args, gm=None) -> dict:
         mode = FakeTensorMode(allow_non_fake_inputs=True)
         with mode:
-            fake = [mode.from_tensor(a, static_shapes=True) if isinstance(a, torch.Tensor)
-                    else a for a in args]
+            fake = [
+                mode.from_tensor(a, static_shapes=True) if isinstance(a, torch.Tensor) else a
+                for a in args
+            ]
         interp = _Interpreter(gm if gm is not None else self.gm)
         with mode:
             interp.run(*fake)

@@ -34,13 +34,17 @@ def set_eager_mode(mode: str) -> None:
     """`"op"` (the default) or `"fused"`. Switching flushes the work recorded so far."""
     global _mode
     if mode not in _MODES:
-        raise ValueError(f"torch_tpu.set_eager_mode: unknown mode {mode!r}; expected one of {_MODES}")
+        raise ValueError(
+            f"torch_tpu.set_eager_mode: unknown mode {mode!r}; expected one of {_MODES}"
+        )
     if mode == _mode:
         return
     if mode == "fused" and _threaded_ranks:
-        raise RuntimeError("torch_tpu.set_eager_mode: fused mode records into one process-wide "
-                           "group and cannot serve process-group ranks running as threads "
-                           "(install_threaded_world); use op mode")
+        raise RuntimeError(
+            "torch_tpu.set_eager_mode: fused mode records into one process-wide "
+            "group and cannot serve process-group ranks running as threads "
+            "(install_threaded_world); use op mode"
+        )
     if mode == "fused":
         _C._fused_begin()
     else:
@@ -75,8 +79,10 @@ def _apply(mode) -> None:
     if isinstance(mode, str) and mode in _MODES:
         mode = EagerMode(mode)
     if not isinstance(mode, EagerMode):
-        raise ValueError(f"torch.tpu.set_eager_mode: unknown mode {mode!r}; expected a "
-                         f"torch.tpu.EagerMode or one of {_MODES}")
+        raise ValueError(
+            f"torch.tpu.set_eager_mode: unknown mode {mode!r}; expected a "
+            f"torch.tpu.EagerMode or one of {_MODES}"
+        )
     set_eager_mode("fused" if mode is EagerMode.DEFER_AND_FUSE else "op")
     _C._set_launch_blocking(mode is EagerMode.DEFER_NEVER_AND_LAUNCH_BLOCKING)
 
@@ -87,8 +93,10 @@ class set_tpu_eager_mode:
 
     def __init__(self, mode):
         if torch.compiler.is_compiling():
-            raise RuntimeError("torch.tpu.set_eager_mode cannot be used inside a compiled "
-                               "region: a compiled graph does not dispatch eager ops")
+            raise RuntimeError(
+                "torch.tpu.set_eager_mode cannot be used inside a compiled "
+                "region: a compiled graph does not dispatch eager ops"
+            )
         self._previous = eager_mode()
         _apply(mode)
 
@@ -133,6 +141,7 @@ def _step_post_hook(optimizer, args, kwargs) -> None:
 
 def _recorded(fn):
     """`fn(parameters, ...)` as one program when the parameters are on tpu."""
+
     @functools.wraps(fn)
     def wrapper(parameters, *args, **kwargs):
         params = [parameters] if isinstance(parameters, torch.Tensor) else list(parameters)
@@ -160,12 +169,15 @@ def _wrap_clip_grad_norm() -> None:
 
 
 def register() -> None:
-    from torch.optim.optimizer import (register_optimizer_step_post_hook,
-                                       register_optimizer_step_pre_hook)
+    from torch.optim.optimizer import (
+        register_optimizer_step_post_hook,
+        register_optimizer_step_pre_hook,
+    )
 
     register_optimizer_step_pre_hook(_step_pre_hook)
     register_optimizer_step_post_hook(_step_post_hook)
     _wrap_clip_grad_norm()
     mode = _settings.get("TORCH_TPU_EAGER_MODE") or (
-        "fused" if _settings.get("TORCH_TPU_DEFER_AND_FUSE") else "op")
+        "fused" if _settings.get("TORCH_TPU_DEFER_AND_FUSE") else "op"
+    )
     set_eager_mode(mode)

@@ -27,9 +27,11 @@ def _check_cell(name, input_gates, hidden_gates, hx, gates):
     hidden = hx.shape[-1] if hx.dim() == 2 else -1
     torch._check(hx.dim() == 2, lambda: f"{name}: the state must be 2-d, got {tuple(hx.shape)}")
     for what, t in (("input_gates", input_gates), ("hidden_gates", hidden_gates)):
-        torch._check(t.dim() == 2 and tuple(t.shape) == (hx.shape[0], gates * hidden),
-                     lambda: f"{name}: {what} must be [{hx.shape[0]}, {gates * hidden}], "
-                             f"got {tuple(t.shape)}")
+        torch._check(
+            t.dim() == 2 and tuple(t.shape) == (hx.shape[0], gates * hidden),
+            lambda: f"{name}: {what} must be [{hx.shape[0]}, {gates * hidden}], "
+            f"got {tuple(t.shape)}",
+        )
 
 
 def _empty(shape, like):
@@ -50,22 +52,33 @@ def gru_cell(input_gates, hidden_gates, hx, input_bias=None, hidden_bias=None):
 def gru_cell_backward(grad_hy, workspace, has_bias):
     batch, hidden = grad_hy.shape
     gates = _empty((batch, 3 * hidden), grad_hy)
-    bias = (_empty((3 * hidden,), grad_hy), _empty((3 * hidden,), grad_hy)) if has_bias \
+    bias = (
+        (_empty((3 * hidden,), grad_hy), _empty((3 * hidden,), grad_hy))
+        if has_bias
         else (None, None)
+    )
     return gates, _empty(gates.shape, grad_hy), _empty(grad_hy.shape, grad_hy), *bias
 
 
 def grouped_mm(mat_a, mat_b, offs=None, bias=None, out_dtype=None):
-    torch._check(mat_a.dtype == mat_b.dtype and mat_a.dtype.is_floating_point,
-                 lambda: f"_grouped_mm: expected float inputs of one dtype, got {mat_a.dtype} "
-                         f"and {mat_b.dtype}")
-    torch._check(mat_a.dim() in (2, 3) and mat_b.dim() in (2, 3),
-                 lambda: "_grouped_mm: multiplicands must be 2D or 3D")
-    torch._check((offs is None) == (mat_a.dim() == 3 and mat_b.dim() == 3),
-                 lambda: "_grouped_mm: offs is needed exactly when an input is 2D")
-    torch._check(mat_a.shape[-1] == mat_b.shape[-2] or mat_a.dim() == mat_b.dim() == 2,
-                 lambda: f"_grouped_mm: contraction sizes differ: {tuple(mat_a.shape)} and "
-                         f"{tuple(mat_b.shape)}")
+    torch._check(
+        mat_a.dtype == mat_b.dtype and mat_a.dtype.is_floating_point,
+        lambda: f"_grouped_mm: expected float inputs of one dtype, got {mat_a.dtype} "
+        f"and {mat_b.dtype}",
+    )
+    torch._check(
+        mat_a.dim() in (2, 3) and mat_b.dim() in (2, 3),
+        lambda: "_grouped_mm: multiplicands must be 2D or 3D",
+    )
+    torch._check(
+        (offs is None) == (mat_a.dim() == 3 and mat_b.dim() == 3),
+        lambda: "_grouped_mm: offs is needed exactly when an input is 2D",
+    )
+    torch._check(
+        mat_a.shape[-1] == mat_b.shape[-2] or mat_a.dim() == mat_b.dim() == 2,
+        lambda: f"_grouped_mm: contraction sizes differ: {tuple(mat_a.shape)} and "
+        f"{tuple(mat_b.shape)}",
+    )
     if mat_a.dim() == 2 and mat_b.dim() == 2:
         shape = (offs.shape[0], mat_a.shape[0], mat_b.shape[1])
     elif mat_a.dim() == 2:
@@ -79,13 +92,17 @@ def grouped_mm(mat_a, mat_b, offs=None, bias=None, out_dtype=None):
 
 def cumulative_extreme_helper(self, values, indices, dim):
     # cummax / cummin size `values` and `indices` like `self` before calling the helper.
-    torch._check(values.shape == self.shape and indices.shape == self.shape,
-                 lambda: "cummax/cummin: values and indices must have the shape of the input")
+    torch._check(
+        values.shape == self.shape and indices.shape == self.shape,
+        lambda: "cummax/cummin: values and indices must have the shape of the input",
+    )
 
 
 def _check_lists(name, *lists):
-    torch._check(all(len(t) in (0, len(lists[0])) for t in lists),
-                 lambda: f"{name}: the tensor lists must have one entry per parameter")
+    torch._check(
+        all(len(t) in (0, len(lists[0])) for t in lists),
+        lambda: f"{name}: the tensor lists must have one entry per parameter",
+    )
 
 
 def fused_step(self, grads, *state, **kwargs):
@@ -95,28 +112,44 @@ def fused_step(self, grads, *state, **kwargs):
 
 
 def geqrf(self):
-    torch._check(self.dim() >= 2, lambda: "geqrf: The input tensor A must have at least 2 dimensions.")
-    torch._check(self.dtype in (torch.float32, torch.float64, torch.complex64, torch.complex128),
-                 lambda: f"geqrf: Expected a floating point or complex tensor as input. "
-                         f"Got {self.dtype}")
+    torch._check(
+        self.dim() >= 2, lambda: "geqrf: The input tensor A must have at least 2 dimensions."
+    )
+    torch._check(
+        self.dtype in (torch.float32, torch.float64, torch.complex64, torch.complex128),
+        lambda: f"geqrf: Expected a floating point or complex tensor as input. "
+        f"Got {self.dtype}",
+    )
     k = min(self.shape[-2], self.shape[-1])
     return _empty(self.shape, self), _empty((*self.shape[:-2], k), self)
 
 
 def lstsq_out(self, b, rcond=None, *, driver=None, solution, residuals, rank, singular_values):
-    torch._check(self.dim() >= 2, lambda: "torch.linalg.lstsq: input must have at least 2 dimensions.")
+    torch._check(
+        self.dim() >= 2, lambda: "torch.linalg.lstsq: input must have at least 2 dimensions."
+    )
     vector = b.dim() == self.dim() - 1
     other = b.unsqueeze(-1) if vector else b
-    torch._check(other.dim() >= 2, lambda: "torch.linalg.lstsq: other must have at least 1 dimension.")
+    torch._check(
+        other.dim() >= 2, lambda: "torch.linalg.lstsq: other must have at least 1 dimension."
+    )
     m, n = self.shape[-2], self.shape[-1]
-    torch._check(other.shape[-2] == m, lambda: f"torch.linalg.lstsq: input.size(-2) should match "
-                                               f"other.size(-2), got {m} and {other.shape[-2]}")
-    torch._check(self.dtype == b.dtype, lambda: f"torch.linalg.lstsq: Expected input and other to "
-                                                f"have the same dtype, got {self.dtype} and {b.dtype}")
+    torch._check(
+        other.shape[-2] == m,
+        lambda: f"torch.linalg.lstsq: input.size(-2) should match "
+        f"other.size(-2), got {m} and {other.shape[-2]}",
+    )
+    torch._check(
+        self.dtype == b.dtype,
+        lambda: f"torch.linalg.lstsq: Expected input and other to "
+        f"have the same dtype, got {self.dtype} and {b.dtype}",
+    )
     drv = driver or "gelsy"
-    torch._check(drv in ("gels", "gelsy", "gelsd", "gelss"),
-                 lambda: f"torch.linalg.lstsq: parameter `driver` should be one of (gels, gelsy, "
-                         f"gelsd, gelss), got {drv}")
+    torch._check(
+        drv in ("gels", "gelsy", "gelsd", "gelss"),
+        lambda: f"torch.linalg.lstsq: parameter `driver` should be one of (gels, gelsy, "
+        f"gelsd, gelss), got {drv}",
+    )
     batch = tuple(torch.broadcast_shapes(self.shape[:-2], other.shape[:-2]))
     k = other.shape[-1]
     solution.resize_((*batch, n) if vector else (*batch, n, k))
@@ -127,10 +160,14 @@ def lstsq_out(self, b, rcond=None, *, driver=None, solution, residuals, rank, si
 
 
 def _check_histogram(self, weight):
-    torch._check(self.dtype.is_floating_point,
-                 lambda: f"torch.histogram: input tensor must be float, got {self.dtype}")
-    torch._check(weight is None or weight.shape == self.shape,
-                 lambda: "torch.histogram: weight should have the same shape as input")
+    torch._check(
+        self.dtype.is_floating_point,
+        lambda: f"torch.histogram: input tensor must be float, got {self.dtype}",
+    )
+    torch._check(
+        weight is None or weight.shape == self.shape,
+        lambda: "torch.histogram: weight should have the same shape as input",
+    )
 
 
 def histogram_bin_ct(self, bins=100, *, range=None, weight=None, density=False):
@@ -141,21 +178,28 @@ def histogram_bin_ct(self, bins=100, *, range=None, weight=None, density=False):
 
 def histogram_bins_tensor(self, bins, *, weight=None, density=False):
     _check_histogram(self, weight)
-    torch._check(bins.dim() == 1 and bins.numel() > 0,
-                 lambda: "torch.histogram(): bins tensor should have one dimension and at "
-                         "least 1 element")
+    torch._check(
+        bins.dim() == 1 and bins.numel() > 0,
+        lambda: "torch.histogram(): bins tensor should have one dimension and at "
+        "least 1 element",
+    )
     return _empty((bins.numel() - 1,), self), _empty((bins.numel(),), self)
 
 
 def _check_histogramdd(self, bins, weight):
-    torch._check(self.dtype.is_floating_point,
-                 lambda: f"torch.histogramdd: input tensor must be float, got {self.dtype}")
-    torch._check(self.dim() >= 2 and self.shape[-1] == len(bins),
-                 lambda: "torch.histogramdd: expected input of shape [..., D] with one bin "
-                         "specification per dim")
-    torch._check(weight is None or weight.shape == self.shape[:-1],
-                 lambda: "torch.histogramdd: weight should have the input's shape without "
-                         "its last dim")
+    torch._check(
+        self.dtype.is_floating_point,
+        lambda: f"torch.histogramdd: input tensor must be float, got {self.dtype}",
+    )
+    torch._check(
+        self.dim() >= 2 and self.shape[-1] == len(bins),
+        lambda: "torch.histogramdd: expected input of shape [..., D] with one bin "
+        "specification per dim",
+    )
+    torch._check(
+        weight is None or weight.shape == self.shape[:-1],
+        lambda: "torch.histogramdd: weight should have the input's shape without " "its last dim",
+    )
 
 
 def histogramdd_bin_edges(self, bins, *, range=None, weight=None, density=False):
@@ -174,15 +218,19 @@ def histogramdd_from_bin_tensors(self, bins, *, weight=None, density=False):
 
 
 def fractional_max_pool3d_backward(grad_output, self, kernel_size, output_size, indices):
-    torch._check(grad_output.shape == indices.shape,
-                 lambda: "fractional_max_pool3d_backward(): gradOutput and indices shapes differ")
+    torch._check(
+        grad_output.shape == indices.shape,
+        lambda: "fractional_max_pool3d_backward(): gradOutput and indices shapes differ",
+    )
     return _empty(self.shape, self)
 
 
 def multilabel_margin_loss_forward(self, target, reduction):
-    torch._check(self.dim() <= 2 and target.shape == self.shape,
-                 lambda: f"multilabel_margin_loss: inconsistent target size {tuple(target.shape)} "
-                         f"for input of size {tuple(self.shape)}")
+    torch._check(
+        self.dim() <= 2 and target.shape == self.shape,
+        lambda: f"multilabel_margin_loss: inconsistent target size {tuple(target.shape)} "
+        f"for input of size {tuple(self.shape)}",
+    )
     # CPU's loss is 0-d for a 0-d or 1-d input even without reduction (PyTorch's meta
     # kernel gives [1] there).
     rows = self.shape[0] if self.dim() == 2 else 1
@@ -197,23 +245,29 @@ def register() -> None:
     from torch._decomp import meta_table
 
     _lib = torch.library.Library("aten", "IMPL")
-    for name, fn in (("_thnn_fused_lstm_cell", lstm_cell), ("_thnn_fused_gru_cell", gru_cell),
-                     ("_thnn_fused_gru_cell_backward", gru_cell_backward),
-                     ("_grouped_mm", grouped_mm), ("geqrf", geqrf),
-                     ("linalg_lstsq.out", lstsq_out),
-                     ("_cummax_helper", cumulative_extreme_helper),
-                     ("_cummin_helper", cumulative_extreme_helper),
-                     ("_fused_sgd_", fused_step), ("_fused_sgd_.tensor_lr", fused_step),
-                     ("_fused_adagrad_", fused_step), ("_fused_adagrad_.tensor_lr", fused_step),
-                     ("_fused_adam_.tensor_lr", fused_step),
-                     ("_fused_adamw_.tensor_lr", fused_step),
-                     ("histogram.bin_ct", histogram_bin_ct),
-                     ("histogram.bins_tensor", histogram_bins_tensor),
-                     ("_histogramdd_bin_edges", histogramdd_bin_edges),
-                     ("_histogramdd_from_bin_cts", histogramdd_from_bin_cts),
-                     ("_histogramdd_from_bin_tensors", histogramdd_from_bin_tensors),
-                     ("fractional_max_pool3d_backward", fractional_max_pool3d_backward),
-                     ("multilabel_margin_loss_forward", multilabel_margin_loss_forward)):
+    for name, fn in (
+        ("_thnn_fused_lstm_cell", lstm_cell),
+        ("_thnn_fused_gru_cell", gru_cell),
+        ("_thnn_fused_gru_cell_backward", gru_cell_backward),
+        ("_grouped_mm", grouped_mm),
+        ("geqrf", geqrf),
+        ("linalg_lstsq.out", lstsq_out),
+        ("_cummax_helper", cumulative_extreme_helper),
+        ("_cummin_helper", cumulative_extreme_helper),
+        ("_fused_sgd_", fused_step),
+        ("_fused_sgd_.tensor_lr", fused_step),
+        ("_fused_adagrad_", fused_step),
+        ("_fused_adagrad_.tensor_lr", fused_step),
+        ("_fused_adam_.tensor_lr", fused_step),
+        ("_fused_adamw_.tensor_lr", fused_step),
+        ("histogram.bin_ct", histogram_bin_ct),
+        ("histogram.bins_tensor", histogram_bins_tensor),
+        ("_histogramdd_bin_edges", histogramdd_bin_edges),
+        ("_histogramdd_from_bin_cts", histogramdd_from_bin_cts),
+        ("_histogramdd_from_bin_tensors", histogramdd_from_bin_tensors),
+        ("fractional_max_pool3d_backward", fractional_max_pool3d_backward),
+        ("multilabel_margin_loss_forward", multilabel_margin_loss_forward),
+    ):
         # PyTorch keeps a Python meta kernel in three places: the dispatcher's Meta key
         # (eager meta tensors, our lowering table), the table FakeTensor reads, and the
         # op's Python-dispatcher kernels (both used while torch.compile traces).

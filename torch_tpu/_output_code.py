@@ -58,8 +58,10 @@ def identity() -> str:
     # The plugin by what it is (platform, version, PJRT API), not where it is installed.
     name, version, _, major, minor = _C._platform()
     plugin = f"{name} {version} pjrt {major}.{minor}".replace(" ", "_")
-    return (f"torch_tpu {torch_tpu.__version__} build {_build_hash()} format {_FORMAT} "
-            f"lowerings {_lowering_table_hash()} plugin {plugin}")
+    return (
+        f"torch_tpu {torch_tpu.__version__} build {_build_hash()} format {_FORMAT} "
+        f"lowerings {_lowering_table_hash()} plugin {plugin}"
+    )
 
 
 def cache_key_tag(options: dict) -> str:
@@ -80,8 +82,9 @@ def _effect_tokens(gm: fx.GraphModule) -> int:
     n = 0
     for node in gm.graph.nodes:
         if node.op != "placeholder" or not any(
-                u.target is torch.ops.higher_order.with_effects and u.args[0] is node
-                for u in node.users):
+            u.target is torch.ops.higher_order.with_effects and u.args[0] is node
+            for u in node.users
+        ):
             break
         n += 1
     return n
@@ -141,7 +144,8 @@ class TpuOutputCode(OutputCode):
             for node in self.gm.graph.nodes:
                 node.meta.pop("example_value", None)
             self._payload = pickle.dumps(
-                ("graph", GraphPickler.dumps(self.gm, Options(ops_filter=None))))
+                ("graph", GraphPickler.dumps(self.gm, Options(ops_filter=None)))
+            )
         self._identity = identity()
         self._checksum = hashlib.sha256(self._payload).hexdigest()
         self.gm = None
@@ -155,7 +159,8 @@ class TpuOutputCode(OutputCode):
             if state.get("_identity") != identity():
                 raise EntryRejected(
                     f"torch_tpu: a stored compiled graph is from {state.get('_identity')!r}, "
-                    f"not {identity()!r}")
+                    f"not {identity()!r}"
+                )
         self.__dict__.update(state)
 
     def post_compile(self, example_inputs, constants, graph_kwargs) -> None:

@@ -11,8 +11,10 @@ def find_plugin() -> str:
     path = _settings.get("TORCH_TPU_PJRT_PLUGIN")
     if path:
         return path
-    for module, filename in (("libtpu", "libtpu.so"),
-                             ("xla_plugins.xla_cpu_pjrt", "xla_cpu_pjrt.so")):
+    for module, filename in (
+        ("libtpu", "libtpu.so"),
+        ("xla_plugins.xla_cpu_pjrt", "xla_cpu_pjrt.so"),
+    ):
         try:
             spec = importlib.util.find_spec(module)
         except ModuleNotFoundError:

@@ -34,8 +34,10 @@ def precision(mode: Precision):
     # and graphs compiled inside are lowered at the precision in effect when they run.
     torch._dynamo.graph_break()
     if not isinstance(mode, Precision):
-        raise ValueError(f"torch.tpu.precision: expected a torch.tpu.Precision "
-                         f"(DEFAULT, HIGH or HIGHEST), got {mode!r}")
+        raise ValueError(
+            f"torch.tpu.precision: expected a torch.tpu.Precision "
+            f"(DEFAULT, HIGH or HIGHEST), got {mode!r}"
+        )
     _C._push_precision(mode.value)
     try:
         yield

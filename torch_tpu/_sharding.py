@@ -26,8 +26,17 @@ def _bias_placement(bias, p):
     return Replicate()
 
 
-def _forward_rule(query, key, value, attn_bias=None, dropout_p=0.0, is_causal=False,
-                  return_debug_mask=False, *, scale=None):
+def _forward_rule(
+    query,
+    key,
+    value,
+    attn_bias=None,
+    dropout_p=0.0,
+    is_causal=False,
+    return_debug_mask=False,
+    *,
+    scale=None,
+):
     from torch.distributed.tensor import Replicate, Shard
 
     strategies = []
@@ -38,20 +47,56 @@ def _forward_rule(query, key, value, attn_bias=None, dropout_p=0.0, is_causal=Fa
     return strategies
 
 
-def _backward_rule(grad_out, query, key, value, attn_bias, grad_input_mask, out, logsumexp,
-                   cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, philox_seed,
-                   philox_offset, *, scale=None):
+def _backward_rule(
+    grad_out,
+    query,
+    key,
+    value,
+    attn_bias,
+    grad_input_mask,
+    out,
+    logsumexp,
+    cum_seq_q,
+    cum_seq_k,
+    max_q,
+    max_k,
+    dropout_p,
+    is_causal,
+    philox_seed,
+    philox_offset,
+    *,
+    scale=None,
+):
     from torch.distributed.tensor import Partial, Replicate, Shard
 
     strategies = []
     for p in (Replicate(), Shard(0), Shard(1)):
         bias = _bias_placement(attn_bias, p)
         # A bias shared by the sharded heads (or batch) gets each rank's partial sum.
-        grad_bias = None if bias is None else (
-            Partial() if isinstance(p, Shard) and bias == Replicate() else bias)
+        grad_bias = (
+            None
+            if bias is None
+            else (Partial() if isinstance(p, Shard) and bias == Replicate() else bias)
+        )
         outputs = [p, p, p, grad_bias]
-        inputs = [p, p, p, p, bias, None, p, p, None, None, None, None, None, None,
-                  Replicate(), Replicate()]
+        inputs = [
+            p,
+            p,
+            p,
+            p,
+            bias,
+            None,
+            p,
+            p,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            Replicate(),
+            Replicate(),
+        ]
         strategies.append((outputs, inputs))
     return strategies
 
@@ -63,8 +108,8 @@ def register() -> None:
     from torch.distributed.tensor.experimental import register_sharding
 
     aten = torch.ops.aten
-    register_sharding(aten._scaled_dot_product_fused_attention_overrideable.default)(
-        _forward_rule)
+    register_sharding(aten._scaled_dot_product_fused_attention_overrideable.default)(_forward_rule)
     register_sharding(aten._scaled_dot_product_fused_attention_overrideable_backward.default)(
-        _backward_rule)
+        _backward_rule
+    )
     _registered = True

@@ -51,10 +51,15 @@ class Event(metaclass=_TpuKind):
 
     _base = torch.Event
 
-    def __new__(cls, enable_timing: bool = False, blocking: bool = False,
-                interprocess: bool = False) -> torch.Event:
-        return torch.Event(device=_device(None), enable_timing=enable_timing,
-                           blocking=blocking, interprocess=interprocess)
+    def __new__(
+        cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False
+    ) -> torch.Event:
+        return torch.Event(
+            device=_device(None),
+            enable_timing=enable_timing,
+            blocking=blocking,
+            interprocess=interprocess,
+        )
 
 
 def current_stream(device: Any = None) -> torch.Stream:
@@ -62,8 +67,7 @@ def current_stream(device: Any = None) -> torch.Stream:
 
 
 def default_stream(device: Any = None) -> torch.Stream:
-    return torch.Stream(stream_id=0, device_index=_device(device).index,
-                        device_type=_DEVICE_TYPE)
+    return torch.Stream(stream_id=0, device_index=_device(device).index, device_type=_DEVICE_TYPE)
 
 
 def set_stream(stream: Optional[torch.Stream]) -> None:

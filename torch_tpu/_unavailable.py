@@ -33,14 +33,18 @@ def explain(error: BaseException) -> str:
     package_dir = os.path.dirname(os.path.abspath(__file__))
     root = _source_tree(package_dir)
     if root is not None and isinstance(error, ImportError):
-        return (f"torch_tpu could not load its C++ extension: Python imported the source tree "
-                f"{package_dir}, which has no built extension, instead of the installed "
-                f"package. Run Python outside {root}, or install torch_tpu in editable mode "
-                f"there: pip install --no-build-isolation -e {root}")
+        return (
+            f"torch_tpu could not load its C++ extension: Python imported the source tree "
+            f"{package_dir}, which has no built extension, instead of the installed "
+            f"package. Run Python outside {root}, or install torch_tpu in editable mode "
+            f"there: pip install --no-build-isolation -e {root}"
+        )
     if isinstance(error, ImportError):
-        return (f"torch_tpu could not load its C++ extension ({error}). It must be built "
-                f"against the installed torch {torch.__version__}: reinstall torch_tpu with "
-                f"pip install --no-build-isolation --force-reinstall torch_tpu")
+        return (
+            f"torch_tpu could not load its C++ extension ({error}). It must be built "
+            f"against the installed torch {torch.__version__}: reinstall torch_tpu with "
+            f"pip install --no-build-isolation --force-reinstall torch_tpu"
+        )
     return f"torch_tpu failed to start: {type(error).__name__}: {error}"
 
 
@@ -64,8 +68,11 @@ def install(error: BaseException) -> str:
     global _library
     message = explain(error)
     first_line = message.split(". ")[0]
-    warnings.warn(f"{first_line}; the tpu device is unavailable (details on first use)",
-                  RuntimeWarning, stacklevel=2)
+    warnings.warn(
+        f"{first_line}; the tpu device is unavailable (details on first use)",
+        RuntimeWarning,
+        stacklevel=2,
+    )
     if torch._C._get_privateuse1_backend_name() == "privateuseone":
         torch.utils.rename_privateuse1_backend("tpu")
     if not hasattr(torch, "tpu"):

@@ -20,15 +20,18 @@ def custom_compiler_options(options: dict):
     fused group runs with the options in effect when it is flushed. An option XLA does
     not know makes the compile fail with XLA's message."""
     if torch.compiler.is_compiling():
-        raise RuntimeError("torch.tpu.compiler.custom_compiler_options cannot be used inside "
-                           "a compiled region: a compiled graph is one program with one set "
-                           "of options; enter the block around the compiled call instead")
+        raise RuntimeError(
+            "torch.tpu.compiler.custom_compiler_options cannot be used inside "
+            "a compiled region: a compiled graph is one program with one set "
+            "of options; enter the block around the compiled call instead"
+        )
     if not isinstance(options, dict) or not all(isinstance(k, str) for k in options):
         raise TypeError("custom_compiler_options expects a dict of option name -> value")
     for name, value in options.items():
         if not isinstance(value, (str, bool, int, float)):
-            raise TypeError(f"custom_compiler_options: {name}={value!r}: values are str, bool, "
-                            "int or float")
+            raise TypeError(
+                f"custom_compiler_options: {name}={value!r}: values are str, bool, " "int or float"
+            )
     _C._push_compiler_options(dict(options))
     try:
         yield

@@ -6,7 +6,7 @@ from torch_tpu import _C
 def snapshot() -> dict:
     """All counters as a dict, by name (the C++ core names each once, with what it
     counts: runtime/metrics.h, runtime/disk_cache.h):
-"""
+    """
     return _C._metrics()
 
 

@@ -60,8 +60,9 @@ def _check_ragged(lhs: torch.Tensor, group_sizes: torch.Tensor, g: int) -> None:
     if lhs.dim() != 2:
         raise ValueError(f"ragged_dot: lhs must be 2-D (m, k), got shape {tuple(lhs.shape)}")
     if group_sizes.dim() != 1 or group_sizes.shape[0] != g:
-        raise ValueError(f"ragged_dot: group_sizes must have shape ({g},), got "
-                         f"{tuple(group_sizes.shape)}")
+        raise ValueError(
+            f"ragged_dot: group_sizes must have shape ({g},), got " f"{tuple(group_sizes.shape)}"
+        )
     if group_sizes.dtype.is_floating_point or group_sizes.dtype.is_complex:
         raise TypeError(f"ragged_dot: group_sizes must be integers, got {group_sizes.dtype}")
 
@@ -76,14 +77,21 @@ def _group_mask(group_sizes: torch.Tensor, m: int, like: torch.Tensor) -> torch.
     return inside.to(like.dtype).unsqueeze(-1)
 
 
-def ragged_dot(lhs: torch.Tensor, rhs: torch.Tensor, group_sizes: torch.Tensor, *,
-               out: Optional[torch.Tensor] = None) -> torch.Tensor:
+def ragged_dot(
+    lhs: torch.Tensor,
+    rhs: torch.Tensor,
+    group_sizes: torch.Tensor,
+    *,
+    out: Optional[torch.Tensor] = None,
+) -> torch.Tensor:
     """result[start_i:end_i] = lhs[start_i:end_i] @ rhs[i] for the g consecutive row groups
     of `lhs` (m, k) given by `group_sizes` (g,); `rhs` is (g, k, n). Rows past
     sum(group_sizes) are 0. Differentiable in `lhs` and `rhs` when `out` is not given."""
     if rhs.dim() != 3 or rhs.shape[1] != lhs.shape[-1]:
-        raise ValueError(f"ragged_dot: rhs must be (g, k, n) with k = {lhs.shape[-1]}, got "
-                         f"shape {tuple(rhs.shape)}")
+        raise ValueError(
+            f"ragged_dot: rhs must be (g, k, n) with k = {lhs.shape[-1]}, got "
+            f"shape {tuple(rhs.shape)}"
+        )
     _check_ragged(lhs, group_sizes, rhs.shape[0])
     mask = _group_mask(group_sizes, lhs.shape[0], lhs)
     result = (mask * torch.matmul(lhs.unsqueeze(0), rhs)).sum(0)
@@ -93,13 +101,16 @@ def ragged_dot(lhs: torch.Tensor, rhs: torch.Tensor, group_sizes: torch.Tensor, 
         return out.copy_(result)
 
 
-def ragged_dot_weight_grad(lhs: torch.Tensor, grad_output: torch.Tensor,
-                           group_sizes: torch.Tensor) -> torch.Tensor:
+def ragged_dot_weight_grad(
+    lhs: torch.Tensor, grad_output: torch.Tensor, group_sizes: torch.Tensor
+) -> torch.Tensor:
     """The gradient of `ragged_dot` in `rhs`: (g, k, n), group i being
     lhs[start_i:end_i].T @ grad_output[start_i:end_i]."""
     if grad_output.dim() != 2 or grad_output.shape[0] != lhs.shape[0]:
-        raise ValueError(f"ragged_dot_weight_grad: grad_output must be ({lhs.shape[0]}, n), "
-                         f"got shape {tuple(grad_output.shape)}")
+        raise ValueError(
+            f"ragged_dot_weight_grad: grad_output must be ({lhs.shape[0]}, n), "
+            f"got shape {tuple(grad_output.shape)}"
+        )
     _check_ragged(lhs, group_sizes, group_sizes.shape[0] if group_sizes.dim() == 1 else -1)
     mask = _group_mask(group_sizes, lhs.shape[0], lhs)
     return torch.matmul((mask * lhs).transpose(1, 2), grad_output)
@@ -110,8 +121,10 @@ def _group(group):
 
     group = dist.group.WORLD if group is None else group
     if group is None:
-        raise ValueError("torch.tpu.ops: the default process group is not initialized "
-                         "(call torch.distributed.init_process_group)")
+        raise ValueError(
+            "torch.tpu.ops: the default process group is not initialized "
+            "(call torch.distributed.init_process_group)"
+        )
     return group
 
 
@@ -128,20 +141,27 @@ def all_gather_dim(input: torch.Tensor, dim: int, group=None) -> torch.Tensor:  
 _REDUCE_OPS = ("sum", "avg", "product", "min", "max", "band", "bor", "bxor")
 
 
-def reduce_scatter_dim(input: torch.Tensor, dim: int, group=None,  # noqa: A002
-                       reduce_op: str = "sum") -> torch.Tensor:
+def reduce_scatter_dim(
+    input: torch.Tensor,
+    dim: int,
+    group=None,  # noqa: A002
+    reduce_op: str = "sum",
+) -> torch.Tensor:
     """`input` reduced over the ranks; this rank's chunk along `dim` (no autograd)."""
     import torch.distributed as dist
     import torch.distributed._functional_collectives as funcol
 
     if reduce_op not in _REDUCE_OPS:
-        raise ValueError(f"reduce_scatter_dim: reduce_op must be one of {_REDUCE_OPS}, "
-                         f"got {reduce_op!r}")
+        raise ValueError(
+            f"reduce_scatter_dim: reduce_op must be one of {_REDUCE_OPS}, " f"got {reduce_op!r}"
+        )
     group = _group(group)
     d = dim % input.dim()
     if input.shape[d] % dist.get_world_size(group) != 0:
-        raise ValueError(f"reduce_scatter_dim: size {input.shape[d]} of dim {dim} is not "
-                         f"divisible by the group size {dist.get_world_size(group)}")
+        raise ValueError(
+            f"reduce_scatter_dim: size {input.shape[d]} of dim {dim} is not "
+            f"divisible by the group size {dist.get_world_size(group)}"
+        )
     out = funcol.reduce_scatter_tensor(input.contiguous(), reduce_op, d, group)
     return funcol.wait_tensor(out) if isinstance(out, funcol.AsyncCollectiveTensor) else out
 
@@ -186,10 +206,18 @@ def recv(tensors, src: int, tag: int = 0):
 
 
 def _rows(name: str, t: torch.Tensor, world: int) -> list:
-    if not isinstance(t, torch.Tensor) or t.dim() != 1 or t.shape[0] != world or \
-            t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool:
-        raise ValueError(f"ragged_all_to_all: {name} must be a 1-D integer tensor with one "
-                         f"entry per rank ({world})")
+    if (
+        not isinstance(t, torch.Tensor)
+        or t.dim() != 1
+        or t.shape[0] != world
+        or t.dtype.is_floating_point
+        or t.dtype.is_complex
+        or t.dtype == torch.bool
+    ):
+        raise ValueError(
+            f"ragged_all_to_all: {name} must be a 1-D integer tensor with one "
+            f"entry per rank ({world})"
+        )
     values = t.tolist()
     if any(v < 0 for v in values):
         raise ValueError(f"ragged_all_to_all: {name} must not be negative, got {values}")
@@ -202,8 +230,13 @@ def _exchange(rows: torch.Tensor, sizes_out: list, sizes_in: list, group) -> tor
     import torch.distributed as dist
 
     out = rows.new_empty((sum(sizes_in),) + tuple(rows.shape[1:]))
-    dist.all_to_all_single(out, rows.contiguous(), output_split_sizes=sizes_in,
-                           input_split_sizes=sizes_out, group=group)
+    dist.all_to_all_single(
+        out,
+        rows.contiguous(),
+        output_split_sizes=sizes_in,
+        input_split_sizes=sizes_out,
+        group=group,
+    )
     return out
 
 
@@ -211,12 +244,12 @@ class _RaggedAllToAll(torch.autograd.Function):
     @staticmethod
     def forward(ctx, operand, output, plan):
         in_off, send, write_at, recv, group = plan
-        chunks = [operand[o:o + n] for o, n in zip(in_off, send)]
+        chunks = [operand[o : o + n] for o, n in zip(in_off, send)]
         got = _exchange(torch.cat(chunks) if chunks else operand[:0], send, recv, group)
         result = output.clone()
         start = 0
         for at, n in zip(write_at, recv):
-            result[at:at + n] = got[start:start + n]
+            result[at : at + n] = got[start : start + n]
             start += n
         ctx.plan, ctx.operand_shape = plan, operand.shape
         return result
@@ -226,23 +259,31 @@ class _RaggedAllToAll(torch.autograd.Function):
         in_off, send, write_at, recv, group = ctx.plan
         # The rows each rank received go back to their senders, which add them where
         # they came from; the rows received overwrote `output`'s, which get no gradient.
-        back = _exchange(torch.cat([grad[at:at + n] for at, n in zip(write_at, recv)]),
-                         recv, send, group)
+        back = _exchange(
+            torch.cat([grad[at : at + n] for at, n in zip(write_at, recv)]), recv, send, group
+        )
         grad_operand = grad.new_zeros(ctx.operand_shape)
         grad_output = grad.clone()
         start = 0
         for o, n in zip(in_off, send):
-            grad_operand[o:o + n] += back[start:start + n]
+            grad_operand[o : o + n] += back[start : start + n]
             start += n
         for at, n in zip(write_at, recv):
-            grad_output[at:at + n] = 0
+            grad_output[at : at + n] = 0
         return grad_operand, grad_output, None
 
 
-def ragged_all_to_all(operand: torch.Tensor, output: torch.Tensor, input_offsets: torch.Tensor,
-                      send_sizes: torch.Tensor, output_offsets: torch.Tensor,
-                      recv_sizes: torch.Tensor, process_group_name: Optional[str] = None, *,
-                      out: Optional[torch.Tensor] = None) -> torch.Tensor:
+def ragged_all_to_all(
+    operand: torch.Tensor,
+    output: torch.Tensor,
+    input_offsets: torch.Tensor,
+    send_sizes: torch.Tensor,
+    output_offsets: torch.Tensor,
+    recv_sizes: torch.Tensor,
+    process_group_name: Optional[str] = None,
+    *,
+    out: Optional[torch.Tensor] = None,
+) -> torch.Tensor:
     """Exchanges ragged row slices among the ranks of a group: this rank sends rows
     `input_offsets[j]` to `input_offsets[j] + send_sizes[j]` of `operand` to rank j, which
     writes them to its result from row `output_offsets[j]` (the offset as this sender
@@ -253,27 +294,46 @@ def ragged_all_to_all(operand: torch.Tensor, output: torch.Tensor, input_offsets
     import torch.distributed as dist
     from torch.distributed.distributed_c10d import _resolve_process_group
 
-    group = _group(None) if process_group_name is None else \
-        _resolve_process_group(process_group_name)
+    group = (
+        _group(None) if process_group_name is None else _resolve_process_group(process_group_name)
+    )
     world = dist.get_world_size(group)
-    if operand.dim() == 0 or output.dim() != operand.dim() or \
-            output.shape[1:] != operand.shape[1:] or output.dtype != operand.dtype:
-        raise ValueError(f"ragged_all_to_all: operand {tuple(operand.shape)} {operand.dtype} "
-                         f"and output {tuple(output.shape)} {output.dtype} must have the same "
-                         "dtype and row shape")
+    if (
+        operand.dim() == 0
+        or output.dim() != operand.dim()
+        or output.shape[1:] != operand.shape[1:]
+        or output.dtype != operand.dtype
+    ):
+        raise ValueError(
+            f"ragged_all_to_all: operand {tuple(operand.shape)} {operand.dtype} "
+            f"and output {tuple(output.shape)} {output.dtype} must have the same "
+            "dtype and row shape"
+        )
     in_off = _rows("input_offsets", input_offsets, world)
     send = _rows("send_sizes", send_sizes, world)
     out_off = _rows("output_offsets", output_offsets, world)
     recv = _rows("recv_sizes", recv_sizes, world)
     if any(o + n > operand.shape[0] for o, n in zip(in_off, send)):
-        raise ValueError("ragged_all_to_all: a slice to send ends past the operand's "
-                         f"{operand.shape[0]} rows (input_offsets {in_off}, send_sizes {send})")
+        raise ValueError(
+            "ragged_all_to_all: a slice to send ends past the operand's "
+            f"{operand.shape[0]} rows (input_offsets {in_off}, send_sizes {send})"
+        )
     # Where each sender's rows go in this rank's result: sender j's output_offsets[me].
-    write_at = _exchange(torch.tensor(out_off, dtype=torch.int64, device=operand.device)
-                         .unsqueeze(1), [1] * world, [1] * world, group).view(-1).tolist()
+    write_at = (
+        _exchange(
+            torch.tensor(out_off, dtype=torch.int64, device=operand.device).unsqueeze(1),
+            [1] * world,
+            [1] * world,
+            group,
+        )
+        .view(-1)
+        .tolist()
+    )
     if any(at + n > output.shape[0] for at, n in zip(write_at, recv)):
-        raise ValueError("ragged_all_to_all: received rows end past the output's "
-                         f"{output.shape[0]} rows (offsets {write_at}, recv_sizes {recv})")
+        raise ValueError(
+            "ragged_all_to_all: received rows end past the output's "
+            f"{output.shape[0]} rows (offsets {write_at}, recv_sizes {recv})"
+        )
     plan = (in_off, send, write_at, recv, group)
     if out is None:
         return _RaggedAllToAll.apply(operand, output, plan)
@@ -284,4 +344,3 @@ def ragged_all_to_all(operand: torch.Tensor, output: torch.Tensor, input_offsets
 
 class _Ctx:
     """A stand-in autograd context, for the `out=` form (no autograd)."""
-

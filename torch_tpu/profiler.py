@@ -9,8 +9,14 @@ import os
 
 import torch
 
-_STABLE = ("check_experimental_options", "device_tracer_level", "host_tracer_level",
-           "python_tracer_level", "run_dir", "worker_rank")
+_STABLE = (
+    "check_experimental_options",
+    "device_tracer_level",
+    "host_tracer_level",
+    "python_tracer_level",
+    "run_dir",
+    "worker_rank",
+)
 
 
 def _text(value) -> str:
@@ -33,10 +39,17 @@ class TpuProfilerConfig(torch.profiler._ExperimentalConfig):
     checked for TorchTPU compatibility; this backend writes no XPlane files, so they
     change nothing here (use `export_chrome_trace` or `tensorboard_trace_handler`)."""
 
-    def __init__(self, *, host_tracer_level: int = 2, device_tracer_level: int = 1,
-                 python_tracer_level: int = 0, run_dir=None, worker_rank: str | None = None,
-                 experimental_options: dict | None = None,
-                 check_experimental_options: bool = True):
+    def __init__(
+        self,
+        *,
+        host_tracer_level: int = 2,
+        device_tracer_level: int = 1,
+        python_tracer_level: int = 0,
+        run_dir=None,
+        worker_rank: str | None = None,
+        experimental_options: dict | None = None,
+        check_experimental_options: bool = True,
+    ):
         if worker_rank is not None:
             if not isinstance(worker_rank, str):
                 raise TypeError(f"worker_rank must be a string, got {type(worker_rank)}")
@@ -47,9 +60,11 @@ class TpuProfilerConfig(torch.profiler._ExperimentalConfig):
                 raise ValueError(f"experimental option {key!r} clashes with a stable option")
             if ":" in key or "," in key:
                 raise ValueError(f"experimental option keys cannot contain ':' or ',': {key!r}")
-        parts = [f"host_tracer_level:{int(host_tracer_level)}",
-                 f"device_tracer_level:{int(device_tracer_level)}",
-                 f"python_tracer_level:{int(python_tracer_level)}"]
+        parts = [
+            f"host_tracer_level:{int(host_tracer_level)}",
+            f"device_tracer_level:{int(device_tracer_level)}",
+            f"python_tracer_level:{int(python_tracer_level)}",
+        ]
         if run_dir is not None:
             parts.append(f"run_dir:{os.fspath(run_dir)}")
         if worker_rank is not None:

@@ -16,8 +16,14 @@ from torch_tpu._eager import set_tpu_eager_mode as set_eager_mode  # noqa: F401
 from torch_tpu._precision import Precision, precision  # noqa: F401
 from torch_tpu._device import _DeviceLike, _index
 from torch_tpu._streams import (  # noqa: F401
-    Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream)
-
+    Event,
+    Stream,
+    StreamContext,
+    current_stream,
+    default_stream,
+    set_stream,
+    stream,
+)
 
 
 def is_available() -> bool:
@@ -70,6 +76,7 @@ def synchronize(device: _DeviceLike = None) -> None:
 
 # --- random --------------------------------------------------------------------
 
+
 def _is_in_bad_fork() -> bool:
     return False
 
@@ -117,6 +124,7 @@ def set_rng_state_all(new_states) -> None:
 
 
 # --- memory --------------------------------------------------------------------
+
 
 def memory_stats(device: _DeviceLike = None) -> dict:
     if not is_initialized():
@@ -167,6 +175,7 @@ def reset_accumulated_host_memory_stats() -> None:
 
 # --- compilation cache ---------------------------------------------------------
 
+
 def cache_stats(entries: bool = False) -> dict:
     """The compilation cache: entries and hits/misses in memory, compiles and their
     seconds, and the disk tier's directory, hits, misses, writes, bad (corrupt or
@@ -191,6 +200,7 @@ def clear_cache(memory: bool = True, disk: bool = False) -> None:
 
 # --- properties ----------------------------------------------------------------
 
+
 @dataclasses.dataclass(frozen=True)
 class _TpuDeviceProperties:
     name: str
@@ -207,8 +217,13 @@ def get_device_properties(device: _DeviceLike = None) -> _TpuDeviceProperties:
     init()
     platform, version, plugin, major, minor = _C._platform()
     return _TpuDeviceProperties(
-        name=get_device_name(idx), platform=platform, platform_version=version, plugin=plugin,
-        pjrt_api_version=f"{major}.{minor}", total_memory=_C._memory_capacity(idx))
+        name=get_device_name(idx),
+        platform=platform,
+        platform_version=version,
+        plugin=plugin,
+        pjrt_api_version=f"{major}.{minor}",
+        total_memory=_C._memory_capacity(idx),
+    )
 
 
 def get_device_name(device: _DeviceLike = None) -> str:
@@ -223,6 +238,7 @@ def get_device_capability(device: _DeviceLike = None) -> tuple:
 
 
 # --- amp -----------------------------------------------------------------------
+
 
 def get_amp_supported_dtype() -> list:
     return [torch.bfloat16, torch.float16]
@@ -250,26 +266,37 @@ def _default_generators() -> tuple:
     return _generators
 
 
-def topology_aware_mesh(mesh_shape: tuple, *, dcn_mesh_shape: Optional[tuple] = None,
-                        allow_split_physical_axes: bool = False,
-                        contiguous_submeshes: bool = False) -> torch.Tensor:
+def topology_aware_mesh(
+    mesh_shape: tuple,
+    *,
+    dcn_mesh_shape: Optional[tuple] = None,
+    allow_split_physical_axes: bool = False,
+    contiguous_submeshes: bool = False,
+) -> torch.Tensor:
     """The global ranks laid out as `mesh_shape` (an int64 tensor, e.g. for
     `DeviceMesh("tpu", mesh)`). TorchTPU orders ranks by the TPU's physical links; the
     devices of this engine have no topology, so it is the plain row-major mesh. The
     other arguments are accepted for compatibility: there are no slices to split."""
     shape = tuple(int(d) for d in mesh_shape)
     if not shape or any(d <= 0 for d in shape):
-        raise ValueError(f"topology_aware_mesh: mesh_shape must be positive sizes, got {mesh_shape}")
+        raise ValueError(
+            f"topology_aware_mesh: mesh_shape must be positive sizes, got {mesh_shape}"
+        )
     import torch.distributed as dist
 
-    world = dist.get_world_size() if dist.is_available() and dist.is_initialized() \
-        else device_count()
+    world = (
+        dist.get_world_size() if dist.is_available() and dist.is_initialized() else device_count()
+    )
     if math.prod(shape) != world:
-        raise ValueError(f"topology_aware_mesh: mesh_shape {shape} holds {math.prod(shape)} "
-                         f"ranks, the world has {world}")
+        raise ValueError(
+            f"topology_aware_mesh: mesh_shape {shape} holds {math.prod(shape)} "
+            f"ranks, the world has {world}"
+        )
     if dcn_mesh_shape is not None and math.prod(dcn_mesh_shape) != 1:
-        raise ValueError(f"topology_aware_mesh: dcn_mesh_shape {dcn_mesh_shape}: this engine "
-                         f"has a single slice")
+        raise ValueError(
+            f"topology_aware_mesh: dcn_mesh_shape {dcn_mesh_shape}: this engine "
+            f"has a single slice"
+        )
     return torch.arange(world, dtype=torch.int64).reshape(shape)
 
 

@@ -33,16 +33,25 @@ def parallelize(model, args, world):
     dp = args.dp or world // args.tp
     if dp * args.tp != world:
         raise SystemExit(f"--dp {dp} x --tp {args.tp} must equal the {world} processes")
-    mesh = init_device_mesh(torch.accelerator.current_accelerator().type, (dp, args.tp),
-                            mesh_dim_names=("dp", "tp"))
+    mesh = init_device_mesh(
+        torch.accelerator.current_accelerator().type, (dp, args.tp), mesh_dim_names=("dp", "tp")
+    )
     if args.tp > 1:
-        from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
-                                                       parallelize_module)
+        from torch.distributed.tensor.parallel import (
+            ColwiseParallel,
+            RowwiseParallel,
+            parallelize_module,
+        )
 
-        plan = {"self_attn.q_proj": ColwiseParallel(), "self_attn.k_proj": ColwiseParallel(),
-                "self_attn.v_proj": ColwiseParallel(), "self_attn.o_proj": RowwiseParallel(),
-                "mlp.gate_proj": ColwiseParallel(), "mlp.up_proj": ColwiseParallel(),
-                "mlp.down_proj": RowwiseParallel()}
+        plan = {
+            "self_attn.q_proj": ColwiseParallel(),
+            "self_attn.k_proj": ColwiseParallel(),
+            "self_attn.v_proj": ColwiseParallel(),
+            "self_attn.o_proj": RowwiseParallel(),
+            "mlp.gate_proj": ColwiseParallel(),
+            "mlp.up_proj": ColwiseParallel(),
+            "mlp.down_proj": RowwiseParallel(),
+        }
         for layer in model.model.layers:
             parallelize_module(layer, mesh["tp"], plan)
     # With --tp, FSDP2 also manages the parameters (over a dp dimension of size 1 for
@@ -96,8 +105,9 @@ def main():
     # CUDA's convention: one process per device, tpu:LOCAL_RANK (under torchrun the
     # XLA:CPU engine has one device per local process), the device's default backend
     # (tpu_dist, with gloo for CPU tensors), the group bound to the device.
-    device = torch.device(torch.accelerator.current_accelerator().type,
-                          int(os.environ.get("LOCAL_RANK", 0)))
+    device = torch.device(
+        torch.accelerator.current_accelerator().type, int(os.environ.get("LOCAL_RANK", 0))
+    )
     torch.accelerator.set_device_index(device.index)
     dist.init_process_group(dist.get_default_backend_for_device(device), device_id=device)
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -116,8 +126,7 @@ def main():
             print(f"step {step} loss {loss.item():.6f}", flush=True)
 
     clip = clip_grad_norm if args.tp > 1 else torch.nn.utils.clip_grad_norm_
-    train(model, [b.chunk(dp)[dp_rank] for b in data], device, on_step=report,
-          clip_grad_norm=clip)
+    train(model, [b.chunk(dp)[dp_rank] for b in data], device, on_step=report, clip_grad_norm=clip)
     dist.destroy_process_group()
 
 

@@ -29,14 +29,21 @@ def mlp(sizes):
 
 
 class DLRM(nn.Module):
-    def __init__(self, dense: int = 13, tables=(1000, 500, 200, 100), dim: int = 16,
-                 bottom=(64, 32), top=(64, 32)):
+    def __init__(
+        self,
+        dense: int = 13,
+        tables=(1000, 500, 200, 100),
+        dim: int = 16,
+        bottom=(64, 32),
+        top=(64, 32),
+    ):
         super().__init__()
         self.bottom = mlp([dense, *bottom, dim])
         # Even tables pool by weighted sum, odd ones by mean.
         self.tables = nn.ModuleList(
             nn.EmbeddingBag(rows, dim, mode="sum" if i % 2 == 0 else "mean", padding_idx=PAD)
-            for i, rows in enumerate(tables))
+            for i, rows in enumerate(tables)
+        )
         features = len(tables) + 1
         self.top = mlp([dim + features * (features - 1) // 2, *top, 1])
 
@@ -45,8 +52,8 @@ class DLRM(nn.Module):
         vectors = [self.bottom(dense)]
         for table, (ids, offsets, weights) in zip(self.tables, bags):
             vectors.append(table(ids, offsets, per_sample_weights=weights))
-        z = torch.stack(vectors, 1)                       # [batch, features, dim]
-        dots = torch.bmm(z, z.transpose(1, 2))            # pairwise interactions
+        z = torch.stack(vectors, 1)  # [batch, features, dim]
+        dots = torch.bmm(z, z.transpose(1, 2))  # pairwise interactions
         i, j = torch.triu_indices(z.shape[1], z.shape[1], 1)
         inter = dots[:, i, j]
         return self.top(torch.cat([vectors[0], inter], 1)).squeeze(1)
@@ -78,18 +85,29 @@ def batches(model: DLRM, count: int, batch: int, seed: int, max_bag: int = 4):
 
 
 def to(device, dense, bags, y):
-    return (dense.to(device),
-            [(i.to(device), o.to(device), None if w is None else w.to(device)) for i, o, w in bags],
-            y.to(device))
+    return (
+        dense.to(device),
+        [(i.to(device), o.to(device), None if w is None else w.to(device)) for i, o, w in bags],
+        y.to(device),
+    )
 
 
 def optimizers(model: DLRM, lr: float):
-    return [torch.optim.Adagrad(model.tables.parameters(), lr=lr),
-            torch.optim.SGD([*model.bottom.parameters(), *model.top.parameters()], lr=lr)]
+    return [
+        torch.optim.Adagrad(model.tables.parameters(), lr=lr),
+        torch.optim.SGD([*model.bottom.parameters(), *model.top.parameters()], lr=lr),
+    ]
 
 
-def train(model: DLRM, data, device: str, lr: float = 0.1, compile: str | None = None,
-          amp: torch.dtype | None = None, on_step=None):
+def train(
+    model: DLRM,
+    data,
+    device: str,
+    lr: float = 0.1,
+    compile: str | None = None,
+    amp: torch.dtype | None = None,
+    on_step=None,
+):
     """Trains `model` (already on `device`); returns the losses (device tensors)."""
     opts = optimizers(model, lr)
     step_model = torch.compile(model, backend=compile) if compile else model
@@ -118,15 +136,20 @@ def main():
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--lr", type=float, default=0.1)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--compile", action="store_true",
-                   help="torch.compile the model (backend tpu, or inductor on the CPU)")
+    p.add_argument(
+        "--compile",
+        action="store_true",
+        help="torch.compile the model (backend tpu, or inductor on the CPU)",
+    )
     p.add_argument("--amp", choices=("bf16",), help="autocast to bfloat16")
     args = p.parse_args()
 
     torch.manual_seed(args.seed)
     model = DLRM()
-    print(f"DLRM: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, "
-          f"device {args.device}")
+    print(
+        f"DLRM: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, "
+        f"device {args.device}"
+    )
     model.to(args.device)
     sync = torch.tpu.synchronize if args.device == "tpu" else (lambda: None)
     backend = ("tpu" if args.device == "tpu" else "inductor") if args.compile else None
@@ -139,8 +162,15 @@ def main():
         if step % 10 == 0 or step == args.steps - 1:
             print(f"step {step:3d}  loss {loss.item():.4f}", flush=True)
 
-    train(model, batches(model, args.steps, args.batch, args.seed), args.device, args.lr,
-          backend, amp, log)
+    train(
+        model,
+        batches(model, args.steps, args.batch, args.seed),
+        args.device,
+        args.lr,
+        backend,
+        amp,
+        log,
+    )
     if len(times) > 2:
         step_s = (times[-1] - times[1]) / (len(times) - 2)
         print(f"train step {step_s * 1e3:.1f} ms, {args.batch / step_s:.0f} samples/s")

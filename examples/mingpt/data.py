@@ -38,8 +38,7 @@ class CharDataset:
     def batch(self, batch_size: int, block_size: int, generator: torch.Generator):
         """Random windows (inputs, next-char targets), each (batch_size, block_size), on the
         CPU: drawing them from a CPU generator makes every device see the same batches."""
-        starts = torch.randint(len(self.data) - block_size - 1, (batch_size,),
-                               generator=generator)
-        x = torch.stack([self.data[s:s + block_size] for s in starts.tolist()])
-        y = torch.stack([self.data[s + 1:s + 1 + block_size] for s in starts.tolist()])
+        starts = torch.randint(len(self.data) - block_size - 1, (batch_size,), generator=generator)
+        x = torch.stack([self.data[s : s + block_size] for s in starts.tolist()])
+        y = torch.stack([self.data[s + 1 : s + 1 + block_size] for s in starts.tolist()])
         return x, y

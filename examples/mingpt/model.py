@@ -39,7 +39,8 @@ class CausalSelfAttention(nn.Module):
         # (B, T, C) -> (B, n_head, T, head_dim)
         q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
         y = F.scaled_dot_product_attention(
-            q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0)
+            q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0
+        )
         y = y.transpose(1, 2).contiguous().view(B, T, C)
         return self.resid_drop(self.c_proj(y))
 
@@ -112,12 +113,17 @@ class GPT(nn.Module):
         return logits, loss
 
     @torch.no_grad()
-    def generate(self, idx: torch.Tensor, max_new_tokens: int, temperature: float = 0.0,
-                 generator: torch.Generator | None = None) -> torch.Tensor:
+    def generate(
+        self,
+        idx: torch.Tensor,
+        max_new_tokens: int,
+        temperature: float = 0.0,
+        generator: torch.Generator | None = None,
+    ) -> torch.Tensor:
         """Appends `max_new_tokens` tokens to `idx` (B, T). temperature 0 is greedy (argmax);
         otherwise tokens are sampled from softmax(logits / temperature)."""
         for _ in range(max_new_tokens):
-            logits, _ = self(idx[:, -self.config.block_size:])
+            logits, _ = self(idx[:, -self.config.block_size :])
             logits = logits[:, -1, :]
             if temperature == 0.0:
                 nxt = logits.argmax(dim=-1, keepdim=True)

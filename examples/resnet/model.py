@@ -23,8 +23,9 @@ class Bottleneck(nn.Module):
         self.relu = nn.ReLU(inplace=True)
         self.down = None
         if stride != 1 or cin != cout:
-            self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
-                                      nn.BatchNorm2d(cout))
+            self.down = nn.Sequential(
+                nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout)
+            )
 
     def forward(self, x):
         out = self.relu(self.bn1(self.conv1(x)))
@@ -34,11 +35,20 @@ class Bottleneck(nn.Module):
 
 
 class ResNet(nn.Module):
-    def __init__(self, blocks=(3, 4, 6, 3), widths=(64, 128, 256, 512), stem: int = 64,
-                 num_classes: int = 1000):
+    def __init__(
+        self,
+        blocks=(3, 4, 6, 3),
+        widths=(64, 128, 256, 512),
+        stem: int = 64,
+        num_classes: int = 1000,
+    ):
         super().__init__()
-        self.stem = nn.Sequential(nn.Conv2d(3, stem, 7, 2, 3, bias=False), nn.BatchNorm2d(stem),
-                                  nn.ReLU(inplace=True), nn.MaxPool2d(3, 2, 1))
+        self.stem = nn.Sequential(
+            nn.Conv2d(3, stem, 7, 2, 3, bias=False),
+            nn.BatchNorm2d(stem),
+            nn.ReLU(inplace=True),
+            nn.MaxPool2d(3, 2, 1),
+        )
         layers, cin = [], stem
         for i, (count, width) in enumerate(zip(blocks, widths)):
             for j in range(count):

@@ -27,8 +27,16 @@ def batches(count: int, batch: int, size: int, classes: int, seed: int):
         yield x, y
 
 
-def train(model, data, device: str, lr: float = 0.05, compile: str | None = None,
-          amp: torch.dtype | None = None, channels_last: bool = False, on_step=None):
+def train(
+    model,
+    data,
+    device: str,
+    lr: float = 0.05,
+    compile: str | None = None,
+    amp: torch.dtype | None = None,
+    channels_last: bool = False,
+    on_step=None,
+):
     """Trains `model` (already on `device`) on `data`; returns the losses (device
     tensors). `on_step(step, loss)` runs after each step."""
     optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9, weight_decay=1e-4)
@@ -60,16 +68,21 @@ def main():
     p.add_argument("--classes", type=int, default=10)
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--compile", action="store_true",
-                   help="torch.compile the model (backend tpu, or inductor on the CPU)")
+    p.add_argument(
+        "--compile",
+        action="store_true",
+        help="torch.compile the model (backend tpu, or inductor on the CPU)",
+    )
     p.add_argument("--amp", choices=("bf16",), help="autocast to bfloat16")
     p.add_argument("--channels-last", action="store_true")
     args = p.parse_args()
 
     torch.manual_seed(args.seed)
     model = (resnet50 if args.model == "resnet50" else resnet_small)(args.classes)
-    print(f"ResNet ({args.model}): {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M "
-          f"parameters, device {args.device}")
+    print(
+        f"ResNet ({args.model}): {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M "
+        f"parameters, device {args.device}"
+    )
     model.to(args.device)
     if args.channels_last:
         model.to(memory_format=torch.channels_last)
@@ -84,8 +97,16 @@ def main():
         times.append(time.perf_counter())
         print(f"step {step:3d}  loss {loss.item():.4f}", flush=True)
 
-    train(model, batches(args.steps, args.batch, args.size, args.classes, args.seed),
-          args.device, args.lr, backend, amp, args.channels_last, log)
+    train(
+        model,
+        batches(args.steps, args.batch, args.size, args.classes, args.seed),
+        args.device,
+        args.lr,
+        backend,
+        amp,
+        args.channels_last,
+        log,
+    )
     if len(times) > 2:
         step_s = (times[-1] - times[1]) / (len(times) - 2)  # the first steps compile
         print(f"train step {step_s * 1e3:.1f} ms, {args.batch / step_s:.1f} images/s")
@@ -100,8 +121,10 @@ def main():
         start = time.perf_counter()
         pred = infer(x).argmax(1)
         sync()
-    print(f"inference {(time.perf_counter() - start) * 1e3:.1f} ms, predictions "
-          f"{pred.cpu().tolist()}")
+    print(
+        f"inference {(time.perf_counter() - start) * 1e3:.1f} ms, predictions "
+        f"{pred.cpu().tolist()}"
+    )
 
 
 if __name__ == "__main__":

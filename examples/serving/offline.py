@@ -17,17 +17,27 @@ from tiny_model import make_tiny_model  # noqa: E402
 
 
 def main() -> None:
-    path = sys.argv[1] if len(sys.argv) > 1 else str(
-        make_tiny_model(tempfile.mkdtemp(prefix="tiny-llama-")))
+    path = (
+        sys.argv[1]
+        if len(sys.argv) > 1
+        else str(make_tiny_model(tempfile.mkdtemp(prefix="tiny-llama-")))
+    )
     # The warm-up compiles one step program per (token bucket, block-table width
     # bucket): small limits keep it to 20 programs.
-    llm = LLM(model=path, dtype="float32", max_model_len=128, max_num_batched_tokens=128,
-              kv_cache_memory_bytes=64 << 20)
+    llm = LLM(
+        model=path,
+        dtype="float32",
+        max_model_len=128,
+        max_num_batched_tokens=128,
+        kv_cache_memory_bytes=64 << 20,
+    )
     prompts = ["Hello, how are you?", "The quick brown fox"]
     for out in llm.generate(prompts, SamplingParams(temperature=0.0, max_tokens=16)):
         print(repr(out.prompt), "->", repr(out.outputs[0].text))
-    chat = llm.chat([{"role": "user", "content": "Hello!"}],
-                    SamplingParams(temperature=0.8, top_p=0.9, seed=0, max_tokens=16))
+    chat = llm.chat(
+        [{"role": "user", "content": "Hello!"}],
+        SamplingParams(temperature=0.8, top_p=0.9, seed=0, max_tokens=16),
+    )
     print("chat ->", repr(chat[0].outputs[0].text))
 
 

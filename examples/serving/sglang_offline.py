@@ -19,16 +19,26 @@ from tiny_model import make_tiny_model  # noqa: E402
 def main() -> None:
     import sglang as sgl
 
-    path = sys.argv[1] if len(sys.argv) > 1 else str(
-        make_tiny_model(tempfile.mkdtemp(prefix="tiny-llama-")))
-    llm = sgl.Engine(model_path=path, device="tpu", dtype="float32", context_length=128,
-                     max_total_tokens=4096, log_level="warning")
+    path = (
+        sys.argv[1]
+        if len(sys.argv) > 1
+        else str(make_tiny_model(tempfile.mkdtemp(prefix="tiny-llama-")))
+    )
+    llm = sgl.Engine(
+        model_path=path,
+        device="tpu",
+        dtype="float32",
+        context_length=128,
+        max_total_tokens=4096,
+        log_level="warning",
+    )
     prompts = ["Hello, how are you?", "The quick brown fox"]
     greedy = {"temperature": 0.0, "max_new_tokens": 16}
     for prompt, out in zip(prompts, llm.generate(prompts, greedy)):
         print(repr(prompt), "->", repr(out["text"]))
-    sampled = llm.generate("Once upon a time", {"temperature": 0.8, "top_p": 0.9,
-                                                "max_new_tokens": 16})
+    sampled = llm.generate(
+        "Once upon a time", {"temperature": 0.8, "top_p": 0.9, "max_new_tokens": 16}
+    )
     print("sampled ->", repr(sampled["text"]))
     llm.shutdown()
 

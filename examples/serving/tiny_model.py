@@ -25,7 +25,8 @@ CORPUS = [
 
 CHAT_TEMPLATE = (
     "{% for message in messages %}<|{{ message['role'] }}|>{{ message['content'] }}\n"
-    "{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}")
+    "{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
 
 SIZES = {
     # name: hidden, layers, heads, kv heads, intermediate
@@ -42,18 +43,27 @@ def make_tokenizer(vocab_size: int):
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     specials = ["<|bos|>", "<|eos|>", "<|pad|>"]
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=specials,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=specials,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     tok.train_from_iterator(CORPUS, trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|bos|>",
-                                   eos_token="<|eos|>", pad_token="<|pad|>")
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token="<|bos|>", eos_token="<|eos|>", pad_token="<|pad|>"
+    )
     fast.chat_template = CHAT_TEMPLATE
     return fast
 
 
-def make_tiny_model(path: str | pathlib.Path, arch: str = "llama", size: str = "tiny",
-                    seed: int = 0, vocab_size: int = 512,
-                    max_position_embeddings: int = 2048) -> pathlib.Path:
+def make_tiny_model(
+    path: str | pathlib.Path,
+    arch: str = "llama",
+    size: str = "tiny",
+    seed: int = 0,
+    vocab_size: int = 512,
+    max_position_embeddings: int = 2048,
+) -> pathlib.Path:
     """Saves a random-weight `arch` model of `size` with its tokenizer under `path`
     (float32, so engines and HF compare exactly) and returns the path."""
     import torch
@@ -62,12 +72,20 @@ def make_tiny_model(path: str | pathlib.Path, arch: str = "llama", size: str = "
     path = pathlib.Path(path)
     tokenizer = make_tokenizer(vocab_size)
     hidden, layers, heads, kv_heads, inter = SIZES[size]
-    common = dict(vocab_size=len(tokenizer), hidden_size=hidden, num_hidden_layers=layers,
-                  num_attention_heads=heads, num_key_value_heads=kv_heads,
-                  intermediate_size=inter, max_position_embeddings=max_position_embeddings,
-                  bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-                  pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=False,
-                  dtype="float32")
+    common = dict(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        intermediate_size=inter,
+        max_position_embeddings=max_position_embeddings,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        tie_word_embeddings=False,
+        dtype="float32",
+    )
     if arch == "llama":
         config = LlamaConfig(**common)
     elif arch == "qwen3":

@@ -10,20 +10,30 @@ def unet_small(size: int = 16, channels: int = 3) -> UNet2DModel:
     """Two resolutions, one ResNet block each, self-attention at the lower one: the
     structure of the DDPM UNet (group norm, SiLU, time embedding, skip connections,
     nearest upsampling) at a size a test trains in seconds."""
-    return UNet2DModel(sample_size=size, in_channels=channels, out_channels=channels,
-                       layers_per_block=1, block_out_channels=(16, 32),
-                       down_block_types=("DownBlock2D", "AttnDownBlock2D"),
-                       up_block_types=("AttnUpBlock2D", "UpBlock2D"),
-                       norm_num_groups=8, attention_head_dim=8)
+    return UNet2DModel(
+        sample_size=size,
+        in_channels=channels,
+        out_channels=channels,
+        layers_per_block=1,
+        block_out_channels=(16, 32),
+        down_block_types=("DownBlock2D", "AttnDownBlock2D"),
+        up_block_types=("AttnUpBlock2D", "UpBlock2D"),
+        norm_num_groups=8,
+        attention_head_dim=8,
+    )
 
 
 def unet_base(size: int = 32, channels: int = 3) -> UNet2DModel:
     """The DDPM CIFAR-10 layout, narrower (four resolutions, attention at 16x16)."""
-    return UNet2DModel(sample_size=size, in_channels=channels, out_channels=channels,
-                       layers_per_block=2, block_out_channels=(64, 128, 128, 128),
-                       down_block_types=("DownBlock2D", "AttnDownBlock2D", "DownBlock2D",
-                                         "DownBlock2D"),
-                       up_block_types=("UpBlock2D", "UpBlock2D", "AttnUpBlock2D", "UpBlock2D"))
+    return UNet2DModel(
+        sample_size=size,
+        in_channels=channels,
+        out_channels=channels,
+        layers_per_block=2,
+        block_out_channels=(64, 128, 128, 128),
+        down_block_types=("DownBlock2D", "AttnDownBlock2D", "DownBlock2D", "DownBlock2D"),
+        up_block_types=("UpBlock2D", "UpBlock2D", "AttnUpBlock2D", "UpBlock2D"),
+    )
 
 
 class DDPM:

@@ -30,9 +30,17 @@ def batches(count: int, batch: int, size: int, schedule_steps: int, seed: int):
         yield x0, t, torch.randn(x0.shape, generator=g)
 
 
-def train(model, schedule: DDPM, data, device: str, lr: float = 1e-3,
-          compile: str | None = None, amp: torch.dtype | None = None, on_step=None,
-          optimizer: str = "adamw"):
+def train(
+    model,
+    schedule: DDPM,
+    data,
+    device: str,
+    lr: float = 1e-3,
+    compile: str | None = None,
+    amp: torch.dtype | None = None,
+    on_step=None,
+    optimizer: str = "adamw",
+):
     """Trains `model` (already on `device`, `schedule` too) to predict the added noise;
     returns the losses (device tensors). `on_step(step, loss)` runs after each step.
     Gradients are clipped to norm 1 as in the DDPM recipe.
@@ -65,8 +73,17 @@ def train(model, schedule: DDPM, data, device: str, lr: float = 1e-3,
 
 
 @torch.no_grad()
-def sample(model, schedule: DDPM, shape, device: str, steps: int, seed: int,
-           compile: str | None = None, amp: torch.dtype | None = None, on_step=None):
+def sample(
+    model,
+    schedule: DDPM,
+    shape,
+    device: str,
+    steps: int,
+    seed: int,
+    compile: str | None = None,
+    amp: torch.dtype | None = None,
+    on_step=None,
+):
     """Runs the last `steps` timesteps of the reverse process from seeded noise (all of it
     when `steps` is the schedule length); returns the images."""
     model.eval()
@@ -96,16 +113,21 @@ def main():
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--optimizer", choices=("adamw", "sgd"), default="adamw")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--compile", action="store_true",
-                   help="torch.compile the model (backend tpu, or inductor on the CPU)")
+    p.add_argument(
+        "--compile",
+        action="store_true",
+        help="torch.compile the model (backend tpu, or inductor on the CPU)",
+    )
     p.add_argument("--amp", choices=("bf16",), help="autocast to bfloat16")
     args = p.parse_args()
 
     size = args.size or (16 if args.model == "small" else 32)
     torch.manual_seed(args.seed)
     model = (unet_small if args.model == "small" else unet_base)(size)
-    print(f"UNet2DModel ({args.model}): {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M "
-          f"parameters, {size}x{size} images, device {args.device}")
+    print(
+        f"UNet2DModel ({args.model}): {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M "
+        f"parameters, {size}x{size} images, device {args.device}"
+    )
     model.to(args.device)
     schedule = DDPM(args.schedule).to(args.device)
     sync = torch.tpu.synchronize if args.device == "tpu" else (lambda: None)
@@ -125,21 +147,42 @@ def main():
             if len(times) > 2:
                 step_s = (times[-1] - times[1]) / (len(times) - 2)  # the first steps compile
                 print(f"{label} step {step_s * 1e3:.1f} ms, {per_step / step_s:.1f} {unit}/s")
+
         return on_step, summary
 
     on_step, summary = timed("train", "images", args.batch, report=True)
-    train(model, schedule, batches(args.steps, args.batch, size, args.schedule, args.seed),
-          args.device, args.lr, backend, amp, on_step, args.optimizer)
+    train(
+        model,
+        schedule,
+        batches(args.steps, args.batch, size, args.schedule, args.seed),
+        args.device,
+        args.lr,
+        backend,
+        amp,
+        on_step,
+        args.optimizer,
+    )
     summary()
 
     on_step, summary = timed("denoising", "images", args.batch, report=False)
     start = time.perf_counter()
-    images = sample(model, schedule, (args.batch, 3, size, size), args.device,
-                    min(args.sample_steps, args.schedule), args.seed + 1, backend, amp, on_step)
+    images = sample(
+        model,
+        schedule,
+        (args.batch, 3, size, size),
+        args.device,
+        min(args.sample_steps, args.schedule),
+        args.seed + 1,
+        backend,
+        amp,
+        on_step,
+    )
     images = images.cpu()
-    print(f"sampled {args.batch} images in {args.sample_steps} steps, "
-          f"{time.perf_counter() - start:.2f} s; pixel mean {images.mean():.4f}, "
-          f"std {images.std():.4f}")
+    print(
+        f"sampled {args.batch} images in {args.sample_steps} steps, "
+        f"{time.perf_counter() - start:.2f} s; pixel mean {images.mean():.4f}, "
+        f"std {images.std():.4f}"
+    )
     summary()
 
 

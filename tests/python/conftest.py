@@ -1,4 +1,5 @@
 """Fixtures for every test file; the shared helpers are in helpers.py."""
+
 import pytest
 import torch
 

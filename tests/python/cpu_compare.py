@@ -6,6 +6,7 @@ once to the low dtype, never with CPU's own low-precision kernels: those round
 intermediate results differently on different processors (native f16 arithmetic with
 AVX512-FP16 and AMX on Intel, float32 arithmetic elsewhere), so a test tuned against them
 on one machine fails on another."""
+
 import torch
 
 from helpers import LOW, assert_same, tol

@@ -57,20 +57,24 @@ def all_reduce(rank, W, dev):
     per_rank = [rank_tensor(r, 6) for r in range(W)]
     # every op, floating; small factors for the product, so that it is exact in any order
     small = [p - 100 * (r + 1) + r + 1 for r, p in enumerate(per_rank)]
-    for op, mine, ref in [(dist.ReduceOp.SUM, per_rank, sum(per_rank)),
-                          (dist.ReduceOp.AVG, per_rank, sum(per_rank) / W),
-                          (dist.ReduceOp.MIN, per_rank, torch.stack(per_rank).min(0).values),
-                          (dist.ReduceOp.MAX, per_rank, torch.stack(per_rank).max(0).values),
-                          (dist.ReduceOp.PRODUCT, small, torch.stack(small).prod(0))]:
+    for op, mine, ref in [
+        (dist.ReduceOp.SUM, per_rank, sum(per_rank)),
+        (dist.ReduceOp.AVG, per_rank, sum(per_rank) / W),
+        (dist.ReduceOp.MIN, per_rank, torch.stack(per_rank).min(0).values),
+        (dist.ReduceOp.MAX, per_rank, torch.stack(per_rank).max(0).values),
+        (dist.ReduceOp.PRODUCT, small, torch.stack(small).prod(0)),
+    ]:
         t = mine[rank].to(dev)
         dist.all_reduce(t, op=op)
         exact(t, ref)
     # integers: bitwise ops, and AVG rounding toward zero
     ints = [torch.tensor([0b1100, 0b1010, 7 + r], dtype=torch.int32) * (r + 1) for r in range(W)]
-    for op, fold in [(dist.ReduceOp.BAND, torch.bitwise_and),
-                     (dist.ReduceOp.BOR, torch.bitwise_or),
-                     (dist.ReduceOp.BXOR, torch.bitwise_xor),
-                     (dist.ReduceOp.SUM, torch.add)]:
+    for op, fold in [
+        (dist.ReduceOp.BAND, torch.bitwise_and),
+        (dist.ReduceOp.BOR, torch.bitwise_or),
+        (dist.ReduceOp.BXOR, torch.bitwise_xor),
+        (dist.ReduceOp.SUM, torch.add),
+    ]:
         ref = ints[0]
         for x in ints[1:]:
             ref = fold(ref, x)
@@ -86,8 +90,7 @@ def all_reduce(rank, W, dev):
     exact(b, torch.tensor([True, False, True]))
     h = (torch.tensor([1.5, -2.0, 3.25], dtype=torch.bfloat16) * (rank + 1)).to(dev)
     dist.all_reduce(h)
-    exact(h, sum(torch.tensor([1.5, -2.0, 3.25], dtype=torch.bfloat16) * (r + 1)
-                 for r in range(W)))
+    exact(h, sum(torch.tensor([1.5, -2.0, 3.25], dtype=torch.bfloat16) * (r + 1) for r in range(W)))
     # a non-contiguous view is reduced in place; the rest of its storage is untouched
     base = torch.arange(24.0).reshape(4, 6) + rank
     t = base.to(dev)
@@ -146,8 +149,10 @@ def gathers(rank, W, dev):
     dist.all_gather_into_tensor(out, per_rank[rank].to(dev))
     exact(out, torch.stack(per_rank))
     small = [torch.tensor([r * 1.0, -r * 1.0]) for r in range(W)]
-    outs = [[torch.empty(6, device=dev) for _ in range(W)],
-            [torch.empty(2, device=dev) for _ in range(W)]]
+    outs = [
+        [torch.empty(6, device=dev) for _ in range(W)],
+        [torch.empty(2, device=dev) for _ in range(W)],
+    ]
     dist.all_gather_coalesced(outs, [per_rank[rank].to(dev), small[rank].to(dev)])
     for r in range(W):
         exact(outs[0][r], per_rank[r])
@@ -232,9 +237,12 @@ def sends_waited_first(rank, W, dev):
     r.wait()
     exact(got, rank_tensor(prv, 6))
     small, large = torch.empty(3, device=dev), torch.empty(7, device=dev)
-    works = [dist.isend(torch.full((3,), 1.0 + rank).to(dev), dst=nxt),
-             dist.isend(torch.full((7,), 2.0 + rank).to(dev), dst=nxt),
-             dist.irecv(small, src=prv), dist.irecv(large, src=prv)]
+    works = [
+        dist.isend(torch.full((3,), 1.0 + rank).to(dev), dst=nxt),
+        dist.isend(torch.full((7,), 2.0 + rank).to(dev), dst=nxt),
+        dist.irecv(small, src=prv),
+        dist.irecv(large, src=prv),
+    ]
     for w in works:
         w.wait()
     exact(small, torch.full((3,), 1.0 + prv))
@@ -259,17 +267,27 @@ def bad_calls(rank, W, dev):
     """Clear errors, and the group stays usable afterwards."""
     message = raises(lambda: dist.all_reduce(torch.ones(3 + rank, device=dev)), "disagree")
     assert "every rank must make the same call" in message, message
-    raises(lambda: dist.all_reduce(
-        torch.ones(3, device=dev, dtype=torch.float32 if rank else torch.float64)), "disagree")
+    raises(
+        lambda: dist.all_reduce(
+            torch.ones(3, device=dev, dtype=torch.float32 if rank else torch.float64)
+        ),
+        "disagree",
+    )
     if rank < 2:
         if rank == 0:
             dist.send(torch.ones(5, device=dev), dst=1)
         else:
             raises(lambda: dist.recv(torch.empty(4, device=dev), src=0), "expects 4")
-    raises(lambda: dist.all_gather_into_tensor(torch.empty(5, device=dev),
-                                               torch.ones(2, device=dev)), "world_size")
-    raises(lambda: dist.all_gather([torch.empty(2, device=dev) for _ in range(W + 1)],
-                                   torch.ones(2, device=dev)), "world_size")
+    raises(
+        lambda: dist.all_gather_into_tensor(torch.empty(5, device=dev), torch.ones(2, device=dev)),
+        "world_size",
+    )
+    raises(
+        lambda: dist.all_gather(
+            [torch.empty(2, device=dev) for _ in range(W + 1)], torch.ones(2, device=dev)
+        ),
+        "world_size",
+    )
     t = rank_tensor(rank, 6).to(dev)
     dist.all_reduce(t)
     exact(t, sum(rank_tensor(r, 6) for r in range(W)))
@@ -328,6 +346,7 @@ def groups_serve_both_devices(rank, W, dev):
 
 # --- c10d's coalescing manager and batch_isend_irecv ---------------------------------
 
+
 def coalesced_inputs(rank, W):
     # Integers in float32: every summation order gives the same bits, so results on tpu
     # and on CPU compare exactly.
@@ -340,9 +359,16 @@ def coalesced_reference(rank, W):
     every = [coalesced_inputs(r, W) for r in range(W)]
     sums = [sum(e[i] for e in every) for i in range(3)]
     maxes = [torch.stack([e[i] for e in every]).amax(0) for i in range(3)]
-    return sums + maxes + [
-        torch.cat([e[0] for e in every]), torch.cat([e[1].reshape(4, 4) for e in every]),
-        sums[0], sums[2].chunk(W)[rank]]
+    return (
+        sums
+        + maxes
+        + [
+            torch.cat([e[0] for e in every]),
+            torch.cat([e[1].reshape(4, 4) for e in every]),
+            sums[0],
+            sums[2].chunk(W)[rank],
+        ]
+    )
 
 
 def coalesced_calls(rank, W, device, manager):
@@ -379,8 +405,10 @@ def ring_exchange(rank, W, device, batched):
     code does with batch_isend_irecv."""
     send = (torch.arange(7, dtype=torch.float32) + 10 * rank).to(device)
     recv = torch.empty(7, device=device)
-    ops = [dist.P2POp(dist.isend, send, (rank + 1) % W),
-           dist.P2POp(dist.irecv, recv, (rank - 1) % W)]
+    ops = [
+        dist.P2POp(dist.isend, send, (rank + 1) % W),
+        dist.P2POp(dist.irecv, recv, (rank - 1) % W),
+    ]
     if batched:
         works = dist.batch_isend_irecv(ops)
     else:  # gloo on CPU tensors: no coalescing there, so plain isend/irecv
@@ -397,8 +425,10 @@ def coalescing(rank, W, dev):
 
     want = coalesced_reference(rank, W)
     device = torch.device(dev)
-    for manager in (_coalescing_manager,
-                    lambda: _coalescing_manager(device=device, async_ops=False)):
+    for manager in (
+        _coalescing_manager,
+        lambda: _coalescing_manager(device=device, async_ops=False),
+    ):
         got = coalesced_calls(rank, W, dev, manager)
         assert len(got) == len(want)
         for a, b in zip(got, want):
@@ -415,14 +445,17 @@ def coalescing(rank, W, dev):
     exact(ts[0], sum(torch.arange(4.0) + r for r in range(W)))
     exact(ts[1], torch.full((3,), float(sum(range(W)))))
     exact(root, torch.full((2,), float(W - 1)))
-    exact(ring_exchange(rank, W, dev, True), torch.arange(7, dtype=torch.float32)
-          + 10 * ((rank - 1) % W))
+    exact(
+        ring_exchange(rank, W, dev, True),
+        torch.arange(7, dtype=torch.float32) + 10 * ((rank - 1) % W),
+    )
 
     # c10d's own checks still apply: mixed collectives in one manager
     def mixed():
         with _coalescing_manager():
             dist.all_reduce(torch.ones(2, device=dev))
             dist.all_gather_single(torch.empty(2 * W, device=dev), torch.ones(2, device=dev))
+
     raises(mixed, "same type")
     # and the backend's: endCoalescing without startCoalescing
     backend = dist.group.WORLD._get_backend(device)

@@ -39,7 +39,9 @@ def make_model():
 
 def batch(step):
     g = torch.Generator().manual_seed(100 + step)
-    return torch.randn(BATCH, SEQ, HIDDEN, generator=g), torch.randn(BATCH, SEQ, HIDDEN, generator=g)
+    return torch.randn(BATCH, SEQ, HIDDEN, generator=g), torch.randn(
+        BATCH, SEQ, HIDDEN, generator=g
+    )
 
 
 def reference(model_fn=make_model, batch_fn=batch):
@@ -78,8 +80,12 @@ def main(checkpoint_dir):
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
     from torch.distributed.tensor import Shard
-    from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
-                                                   SequenceParallel, parallelize_module)
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        RowwiseParallel,
+        SequenceParallel,
+        parallelize_module,
+    )
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     accelerator = torch.accelerator.current_accelerator()
@@ -133,18 +139,29 @@ def main(checkpoint_dir):
     # DTensor tensor parallel: every rank sees the whole batch. A 2-D mesh of a group bound
     # to its device is built by splitting the group (split_group), as on CUDA.
     mesh = init_device_mesh(accelerator.type, (1, world), mesh_dim_names=("dp", "tp"))["tp"]
-    model = parallelize_module(make_model().to(device), mesh,
-                               {"fc1": ColwiseParallel(), "fc2": RowwiseParallel()})
+    model = parallelize_module(
+        make_model().to(device), mesh, {"fc1": ColwiseParallel(), "fc2": RowwiseParallel()}
+    )
     train("tp", model, lambda x, y: (x, y), device)
 
     # Sequence parallel: each rank holds its part of the sequence; the objective is the
     # sum over ranks of their losses, scaled to the mean
     model = parallelize_module(
-        make_model().to(device), mesh,
-        {"norm": SequenceParallel(), "fc1": ColwiseParallel(input_layouts=Shard(1)),
-         "fc2": RowwiseParallel(output_layouts=Shard(1))})
-    train("sp", model, lambda x, y: (x.chunk(world, 1)[rank], y.chunk(world, 1)[rank]),
-          device, scale=1.0 / world)
+        make_model().to(device),
+        mesh,
+        {
+            "norm": SequenceParallel(),
+            "fc1": ColwiseParallel(input_layouts=Shard(1)),
+            "fc2": RowwiseParallel(output_layouts=Shard(1)),
+        },
+    )
+    train(
+        "sp",
+        model,
+        lambda x, y: (x.chunk(world, 1)[rank], y.chunk(world, 1)[rank]),
+        device,
+        scale=1.0 / world,
+    )
     dist.destroy_process_group()
 
 

@@ -3,6 +3,7 @@ drops the Work and the tensor, and exits; rank 1 joins the collective 2 s later,
 completes on rank 0's gloo worker while rank 0 is on its way out. An object freed while
 the interpreter finalizes sleeps, which puts the completion inside finalization unless
 torch_tpu waited for it at exit (before, the worker died in std::terminate there)."""
+
 import os
 import time
 

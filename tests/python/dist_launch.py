@@ -50,24 +50,36 @@ def _child(fn, rank, world_size, init_method, args, results, env):
             pass
 
 
-def launch(fn, world_size: int, *args, timeout: float = 120, env: dict | None = None,
-           allow_failures: bool = False) -> dict:
+def launch(
+    fn,
+    world_size: int,
+    *args,
+    timeout: float = 120,
+    env: dict | None = None,
+    allow_failures: bool = False,
+) -> dict:
     """Returns {rank: value}. With allow_failures, a worker's error is returned as
     ("error", traceback) and a worker that died as ("died", exit code) instead of
     failing."""
     ctx = multiprocessing.get_context("spawn")
     results = ctx.Queue()
     init_method = f"tcp://127.0.0.1:{free_port()}"
-    child_env = {"PYTHONPATH": os.pathsep.join(
-        p for p in [HERE, os.environ.get("PYTHONPATH", "")] if p)}
+    child_env = {
+        "PYTHONPATH": os.pathsep.join(p for p in [HERE, os.environ.get("PYTHONPATH", "")] if p)
+    }
     child_env.update(env or {})
     # The children inherit the environment at start; PYTHONPATH lets them import `fn`.
     saved = dict(os.environ)
     os.environ.update(child_env)
     try:
-        procs = [ctx.Process(target=_child, daemon=True,
-                             args=(fn, r, world_size, init_method, args, results, child_env))
-                 for r in range(world_size)]
+        procs = [
+            ctx.Process(
+                target=_child,
+                daemon=True,
+                args=(fn, r, world_size, init_method, args, results, child_env),
+            )
+            for r in range(world_size)
+        ]
         for p in procs:
             p.start()
     finally:
@@ -81,18 +93,24 @@ def launch(fn, world_size: int, *args, timeout: float = 120, env: dict | None = 
             if left <= 0:
                 raise AssertionError(
                     f"{fn.__name__}: ranks {sorted(set(range(world_size)) - set(out))} "
-                    f"did not finish within {timeout} s")
+                    f"did not finish within {timeout} s"
+                )
             try:
                 rank, ok, value = results.get(timeout=min(left, 1.0))
             except queue.Empty:
-                dead = [r for r, p in enumerate(procs)
-                        if r not in out and not p.is_alive() and p.exitcode not in (0, None)]
+                dead = [
+                    r
+                    for r, p in enumerate(procs)
+                    if r not in out and not p.is_alive() and p.exitcode not in (0, None)
+                ]
                 if dead and results.empty():
                     time.sleep(0.5)
                     if results.empty():
                         if not allow_failures:
-                            raise AssertionError(f"{fn.__name__}: rank {dead[0]} died with "
-                                                 f"exit code {procs[dead[0]].exitcode}") from None
+                            raise AssertionError(
+                                f"{fn.__name__}: rank {dead[0]} died with "
+                                f"exit code {procs[dead[0]].exitcode}"
+                            ) from None
                         for r in dead:
                             out[r] = ("died", procs[r].exitcode)
                 continue
@@ -112,9 +130,14 @@ def launch(fn, world_size: int, *args, timeout: float = 120, env: dict | None = 
 def run_threads(scenarios, timeout: float = 240) -> dict:
     env = dict(os.environ, TORCH_TPU_NUM_DEVICES="4", PYTHONPATH=HERE)
     env.pop("TORCH_TPU_DIST_TRANSPORT", None)
-    proc = subprocess.run([sys.executable, "-P", os.path.join(HERE, "dist_threads.py"),
-                           *scenarios], capture_output=True, text=True, env=env,
-                          timeout=timeout, cwd=HERE)
+    proc = subprocess.run(
+        [sys.executable, "-P", os.path.join(HERE, "dist_threads.py"), *scenarios],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        cwd=HERE,
+    )
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULTS ")]
     assert lines, f"rc={proc.returncode}\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
-    return json.loads(lines[-1][len("RESULTS "):])
+    return json.loads(lines[-1][len("RESULTS ") :])

@@ -37,15 +37,22 @@ def run_ranks(world, fn, *args, timeout=30.0, join=60.0, ranks=None):
     def body(rank):
         try:
             torch.tpu.set_device(rank)
-            dist.init_process_group("tpu_dist", store=store, rank=rank, world_size=world,
-                                    timeout=datetime.timedelta(seconds=timeout))
+            dist.init_process_group(
+                "tpu_dist",
+                store=store,
+                rank=rank,
+                world_size=world,
+                timeout=datetime.timedelta(seconds=timeout),
+            )
             out[rank] = fn(rank, world, *args)
         except BaseException as e:  # noqa: BLE001
             out[rank] = e
             e.trace = traceback.format_exc()
 
-    threads = [threading.Thread(target=body, args=(r,), daemon=True)
-               for r in (ranks if ranks is not None else range(world))]
+    threads = [
+        threading.Thread(target=body, args=(r,), daemon=True)
+        for r in (ranks if ranks is not None else range(world))
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -141,8 +148,8 @@ def _ddp(rank, W, full_x, full_y, init_state):
     opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
     n = full_x.shape[0] // W
     for _ in range(3):
-        x = full_x[rank * n:(rank + 1) * n].to(dev)
-        y = full_y[rank * n:(rank + 1) * n].to(dev)
+        x = full_x[rank * n : (rank + 1) * n].to(dev)
+        y = full_y[rank * n : (rank + 1) * n].to(dev)
         opt.zero_grad()
         nn.functional.mse_loss(ddp(x), y).backward()
         opt.step()

@@ -21,12 +21,17 @@ TPU = "tpu"  # a string: this module also runs where torch_tpu is not loaded
 
 
 def init(rank, world_size, init_method, backend="cpu:gloo,tpu:tpu_dist", timeout=60):
-    dist.init_process_group(backend, init_method=init_method, rank=rank,
-                            world_size=world_size,
-                            timeout=datetime.timedelta(seconds=timeout))
+    dist.init_process_group(
+        backend,
+        init_method=init_method,
+        rank=rank,
+        world_size=world_size,
+        timeout=datetime.timedelta(seconds=timeout),
+    )
 
 
 # --- the shared suites (dist_collectives.py) over the host-staged transport -------------
+
 
 def collectives(rank, world_size, init_method):
     init(rank, world_size, init_method)
@@ -138,12 +143,16 @@ def compiled_tensor_parallel(rank, world_size):
     runs op by op. Outputs and gradients against CPU."""
     import torch_tpu
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
-                                                   parallelize_module)
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        RowwiseParallel,
+        parallelize_module,
+    )
 
     mesh = init_device_mesh("tpu", (world_size,))
-    model = parallelize_module(make_model().to(TPU), mesh,
-                               {"fc1": ColwiseParallel(), "fc2": RowwiseParallel()})
+    model = parallelize_module(
+        make_model().to(TPU), mesh, {"fc1": ColwiseParallel(), "fc2": RowwiseParallel()}
+    )
     torch._dynamo.reset()
     torch_tpu.metrics.reset()
     compiled = torch.compile(model, backend="tpu")
@@ -156,8 +165,9 @@ def compiled_tensor_parallel(rank, world_size):
     nn.functional.mse_loss(ref_out, y).backward()
     for name, p in model.named_parameters():
         ref_grad = dict(ref.named_parameters())[name].grad
-        torch.testing.assert_close(p.grad.full_tensor().cpu(), ref_grad, rtol=1e-5, atol=1e-6,
-                                   msg=name)
+        torch.testing.assert_close(
+            p.grad.full_tensor().cpu(), ref_grad, rtol=1e-5, atol=1e-6, msg=name
+        )
     m = torch_tpu.metrics.snapshot()
     assert m["graph_fallbacks"] == 0 and m["graph_splits"] >= 1 and m["graphs"] >= 2, m
 
@@ -167,8 +177,12 @@ def ddp(rank, world_size, init_method):
 
     init(rank, world_size, init_method)
     ref = reference(world_size)
-    for kwargs in [{}, {"find_unused_parameters": True}, {"static_graph": True},
-                   {"gradient_as_bucket_view": True, "bucket_cap_mb": 0.0001}]:
+    for kwargs in [
+        {},
+        {"find_unused_parameters": True},
+        {"static_graph": True},
+        {"gradient_as_bucket_view": True, "bucket_cap_mb": 0.0001},
+    ]:
         unused = kwargs.get("find_unused_parameters", False)
         model = DDP(make_model(unused).to(TPU), **kwargs)
         _train(model, rank, world_size, TPU)
@@ -183,8 +197,7 @@ def ddp(rank, world_size, init_method):
 
     runs = torch_tpu.metrics.snapshot()["graph_runs"]
     compiled = DDP(make_model().to(TPU))
-    _train(torch.compile(compiled, backend="tpu"), rank, world_size, TPU,
-           optimizer_of=compiled)
+    _train(torch.compile(compiled, backend="tpu"), rank, world_size, TPU, optimizer_of=compiled)
     _close(compiled.module.state_dict(), reference(world_size))
     assert torch_tpu.metrics.snapshot()["graph_runs"] >= runs + 2 * STEPS
 
@@ -245,15 +258,19 @@ def tensor_parallel(rank, world_size, init_method, dp=1):
     """Colwise fc1, rowwise fc2 on a (dp, tp) mesh; with dp > 1, data parallel over the
     other mesh dimension by FSDP2. Outputs, gradients and trained parameters against CPU."""
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
-                                                   parallelize_module)
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        RowwiseParallel,
+        parallelize_module,
+    )
 
     if init_method is not None:
         init(rank, world_size, init_method)
     tp = world_size // dp
     mesh = init_device_mesh("tpu", (dp, tp), mesh_dim_names=("dp", "tp"))
-    model = parallelize_module(make_model().to(TPU), mesh["tp"],
-                               {"fc1": ColwiseParallel(), "fc2": RowwiseParallel()})
+    model = parallelize_module(
+        make_model().to(TPU), mesh["tp"], {"fc1": ColwiseParallel(), "fc2": RowwiseParallel()}
+    )
     if dp > 1:
         from torch.distributed.fsdp import fully_shard
 
@@ -272,8 +289,9 @@ def tensor_parallel(rank, world_size, init_method, dp=1):
     ref_loss.backward()
     for name, p in model.named_parameters():
         ref_grad = dict(ref.named_parameters())[name].grad
-        torch.testing.assert_close(p.grad.full_tensor().cpu(), ref_grad, rtol=1e-5, atol=1e-6,
-                                   msg=name)
+        torch.testing.assert_close(
+            p.grad.full_tensor().cpu(), ref_grad, rtol=1e-5, atol=1e-6, msg=name
+        )
 
     # and training
     model.zero_grad()
@@ -352,12 +370,24 @@ def dtensor_attention(rank, world_size, init_method):
     init(rank, world_size, init_method)
     mesh = init_device_mesh("tpu", (world_size,))
     g = torch.Generator().manual_seed(0)
-    for hkv, causal, mask in [(4, False, None), (4, True, None), (2, True, None),
-                              (4, False, "bool"), (2, False, "float")]:
+    for hkv, causal, mask in [
+        (4, False, None),
+        (4, True, None),
+        (2, True, None),
+        (4, False, "bool"),
+        (2, False, "float"),
+    ]:
         q = torch.randn(2, 4, 5, 8, generator=g)
         k, v = torch.randn(2, hkv, 6, 8, generator=g), torch.randn(2, hkv, 6, 8, generator=g)
-        m = None if mask is None else (torch.rand(5, 6, generator=g) > 0.3 if mask == "bool"
-                                       else torch.randn(2, 1, 5, 6, generator=g))
+        m = (
+            None
+            if mask is None
+            else (
+                torch.rand(5, 6, generator=g) > 0.3
+                if mask == "bool"
+                else torch.randn(2, 1, 5, 6, generator=g)
+            )
+        )
         grad = torch.randn(2, 4, 5, 8, generator=g)
         kw = dict(is_causal=causal, enable_gqa=hkv != 4)
         cpu = [t.clone().requires_grad_() for t in (q, k, v)]
@@ -369,11 +399,13 @@ def dtensor_attention(rank, world_size, init_method):
         assert out.placements == (Shard(1),), out.placements
         out.backward(distribute_tensor(grad.to(TPU), mesh, [Shard(1)]))
         case = (hkv, causal, mask)
-        torch.testing.assert_close(out.full_tensor().cpu(), ref.detach(), rtol=1e-5, atol=1e-5,
-                                   msg=str(case))
+        torch.testing.assert_close(
+            out.full_tensor().cpu(), ref.detach(), rtol=1e-5, atol=1e-5, msg=str(case)
+        )
         for name, a, b in zip("qkv", dt, cpu):
-            torch.testing.assert_close(a.grad.full_tensor().cpu(), b.grad, rtol=1e-5, atol=1e-5,
-                                       msg=f"{case} grad {name}")
+            torch.testing.assert_close(
+                a.grad.full_tensor().cpu(), b.grad, rtol=1e-5, atol=1e-5, msg=f"{case} grad {name}"
+            )
 
 
 class _AttentionBlock(nn.Module):
@@ -394,8 +426,9 @@ class _AttentionBlock(nn.Module):
     def forward(self, x):
         b, s, _ = x.shape
         h = self.norm(x)
-        q, k, v = (w(h).view(b, s, -1, self.head_dim).transpose(1, 2)
-                   for w in (self.wq, self.wk, self.wv))
+        q, k, v = (
+            w(h).view(b, s, -1, self.head_dim).transpose(1, 2) for w in (self.wq, self.wk, self.wv)
+        )
         a = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
         x = x + self.wo(a.transpose(1, 2).reshape(b, s, -1))
         return x + self.fc2(torch.relu(self.fc1(self.norm(x))))
@@ -417,8 +450,11 @@ def fsdp_tp_attention(rank, world_size, init_method):
     heads), FSDP2 over dp. The losses equal one CPU process on the full batch."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
-    from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
-                                                   parallelize_module)
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        RowwiseParallel,
+        parallelize_module,
+    )
 
     import dist_cuda_convention as ref  # the one-process CPU training to match
 
@@ -426,9 +462,18 @@ def fsdp_tp_attention(rank, world_size, init_method):
     mesh = init_device_mesh("tpu", (2, world_size // 2), mesh_dim_names=("dp", "tp"))
     model = _attention_block().to(TPU)
     colwise = ColwiseParallel(use_local_output=False)
-    parallelize_module(model, mesh["tp"], {"wq": colwise, "wk": colwise, "wv": colwise,
-                                           "wo": RowwiseParallel(), "fc1": ColwiseParallel(),
-                                           "fc2": RowwiseParallel()})
+    parallelize_module(
+        model,
+        mesh["tp"],
+        {
+            "wq": colwise,
+            "wk": colwise,
+            "wv": colwise,
+            "wo": RowwiseParallel(),
+            "fc1": ColwiseParallel(),
+            "fc2": RowwiseParallel(),
+        },
+    )
     fully_shard(model, mesh=mesh["dp"])
     dp = mesh["dp"].get_local_rank()
     opt = torch.optim.SGD(model.parameters(), lr=ref.LR, foreach=False)
@@ -442,9 +487,12 @@ def fsdp_tp_attention(rank, world_size, init_method):
         report = loss.detach().clone()
         dist.all_reduce(report, op=dist.ReduceOp.AVG, group=mesh["dp"].get_group())
         losses.append(report.item())
-    torch.testing.assert_close(torch.tensor(losses),
-                               torch.tensor(ref.reference(_attention_block, _attention_batch)),
-                               rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(
+        torch.tensor(losses),
+        torch.tensor(ref.reference(_attention_block, _attention_batch)),
+        rtol=1e-5,
+        atol=1e-6,
+    )
 
 
 def staged_results(rank, world_size, init_method):
@@ -480,7 +528,7 @@ def staged_results(rank, world_size, init_method):
         dist.all_reduce(ref)
         exact(again, ref)
         exact(kept[0], cpu[0] + 1)
-        exact(kept[1], torch.cat([cpu[1][: n // 2] * 2, cpu[1][n // 2:]]))
+        exact(kept[1], torch.cat([cpu[1][: n // 2] * 2, cpu[1][n // 2 :]]))
         exact(kept[2], cpu[3])
         # a result read by a program, then reduced again in place
         y = kept[0] * 3
@@ -492,9 +540,12 @@ def staged_results(rank, world_size, init_method):
     cpu = rank_tensor(rank, n)
     summed = cpu.clone()
     dist.all_reduce(summed)
-    for op, want in [(dist.ReduceOp.SUM, summed), (dist.ReduceOp.AVG, summed / world_size),
-                     (dist._make_nccl_premul_sum(0.5), summed * 0.5),
-                     (dist.ReduceOp.MAX, None)]:
+    for op, want in [
+        (dist.ReduceOp.SUM, summed),
+        (dist.ReduceOp.AVG, summed / world_size),
+        (dist._make_nccl_premul_sum(0.5), summed * 0.5),
+        (dist.ReduceOp.MAX, None),
+    ]:
         t = cpu.to(TPU)
         backend = dist.group.WORLD._get_backend(torch.device(TPU))
         seq = backend._get_sequence_number_for_group()

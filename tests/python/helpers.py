@@ -1,6 +1,7 @@
 """What the test files share: sampling inputs, tolerances derived from the dtype,
 comparing a tpu result with CPU PyTorch's, running code in a fresh interpreter, a free
 port. (Fixtures live in conftest.py.)"""
+
 import os
 import socket
 import subprocess
@@ -19,8 +20,14 @@ def run_python(code: str, env: dict | None = None) -> subprocess.CompletedProces
     full_env = dict(os.environ)
     full_env.update(env or {})
     full_env = {k: v for k, v in full_env.items() if v is not None}
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=full_env, timeout=300, cwd=tempfile.gettempdir())
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=300,
+        cwd=tempfile.gettempdir(),
+    )
 
 
 FLOATS = [torch.float32, torch.bfloat16, torch.float16, torch.float64]
@@ -31,8 +38,15 @@ def tol(dtype, f32=1e-5, f64=None, low=2e-2, equal_nan=False) -> dict:
     """assert_close tolerances for results of `dtype`: `low` for bf16/f16, `f32` for
     float32 and complex64, `f64` for float64 and complex128 (None: assert_close's own
     default for the dtype)."""
-    bound = low if dtype in LOW else f32 if dtype in (torch.float32, torch.complex64) else \
-        f64 if dtype in (torch.float64, torch.complex128) else None
+    bound = (
+        low
+        if dtype in LOW
+        else f32
+        if dtype in (torch.float32, torch.complex64)
+        else f64
+        if dtype in (torch.float64, torch.complex128)
+        else None
+    )
     out = {} if bound is None else dict(rtol=bound, atol=bound)
     if equal_nan:
         out["equal_nan"] = True

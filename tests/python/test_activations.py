@@ -1,6 +1,7 @@
 """torch.nn.functional activations and their backward ops through the lowering table,
 compared with CPU PyTorch: forward in every float dtype, gradients, in-place forms,
 out= forms of the backward ops, views, empty and 0-d inputs."""
+
 import functools
 import math
 
@@ -44,7 +45,8 @@ ACTIVATIONS = {
     "softsign": F.softsign,
     "prelu": lambda x: F.prelu(x, torch.tensor([0.25], dtype=x.dtype).to(x.device)),
     "prelu_channels": lambda x: F.prelu(
-        x, torch.linspace(-0.5, 0.5, x.shape[1], dtype=x.dtype).to(x.device)),
+        x, torch.linspace(-0.5, 0.5, x.shape[1], dtype=x.dtype).to(x.device)
+    ),
     "relu": F.relu,
 }
 
@@ -111,8 +113,10 @@ def test_activation_inplace_on_view(name):
     assert_same(x, cpu, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("name", ["gelu", "silu", "softplus", "elu", "hardswish", "logsigmoid",
-                                  "glu", "leaky_relu", "mish"])
+@pytest.mark.parametrize(
+    "name",
+    ["gelu", "silu", "softplus", "elu", "hardswish", "logsigmoid", "glu", "leaky_relu", "mish"],
+)
 def test_activation_empty_and_zero_dim(name):
     fn = ACTIVATIONS[name]
     empty = torch.empty(0, 4)
@@ -139,7 +143,8 @@ BACKWARD = {
     "softshrink_backward": lambda g, x: torch.ops.aten.softshrink_backward(g, x, 0.5),
     "hardshrink_backward": lambda g, x: torch.ops.aten.hardshrink_backward(g, x, 0.5),
     "log_sigmoid_backward": lambda g, x: torch.ops.aten.log_sigmoid_backward(
-        g, x, torch.ops.aten.log_sigmoid_forward(x)[1]),
+        g, x, torch.ops.aten.log_sigmoid_forward(x)[1]
+    ),
     "logit_backward": lambda g, x: torch.ops.aten.logit_backward(g, x, 0.1),
 }
 
@@ -155,19 +160,38 @@ def test_backward_ops(name, dtype):
     assert_same(fn(gt.to("tpu"), x.to("tpu")[:, :]), fn(gt, x), **tol(dtype))
 
 
-@pytest.mark.parametrize("name", ["gelu_backward", "silu_backward", "softplus_backward",
-                                  "leaky_relu_backward", "elu_backward", "hardtanh_backward",
-                                  "sigmoid_backward", "tanh_backward", "hardsigmoid_backward",
-                                  "softshrink_backward", "log_sigmoid_backward", "glu_backward"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "gelu_backward",
+        "silu_backward",
+        "softplus_backward",
+        "leaky_relu_backward",
+        "elu_backward",
+        "hardtanh_backward",
+        "sigmoid_backward",
+        "tanh_backward",
+        "hardsigmoid_backward",
+        "softshrink_backward",
+        "log_sigmoid_backward",
+        "glu_backward",
+    ],
+)
 def test_backward_out_forms(name):
     op = getattr(torch.ops.aten, name).grad_input
     x = sample(torch.float32, (4, 6), seed=4, specials=False)
     g = sample(torch.float32, (4, 3) if name == "glu_backward" else (4, 6), seed=5, specials=False)
     args = {
-        "gelu_backward": (g, x), "silu_backward": (g, x), "softplus_backward": (g, x, 1.0, 20.0),
-        "leaky_relu_backward": (g, x, 0.01, False), "elu_backward": (g, 1.0, 1.0, 1.0, False, x),
-        "hardtanh_backward": (g, x, -1.0, 1.0), "sigmoid_backward": (g, x), "tanh_backward": (g, x),
-        "hardsigmoid_backward": (g, x), "softshrink_backward": (g, x, 0.5),
+        "gelu_backward": (g, x),
+        "silu_backward": (g, x),
+        "softplus_backward": (g, x, 1.0, 20.0),
+        "leaky_relu_backward": (g, x, 0.01, False),
+        "elu_backward": (g, 1.0, 1.0, 1.0, False, x),
+        "hardtanh_backward": (g, x, -1.0, 1.0),
+        "sigmoid_backward": (g, x),
+        "tanh_backward": (g, x),
+        "hardsigmoid_backward": (g, x),
+        "softshrink_backward": (g, x, 0.5),
         "log_sigmoid_backward": (g, x, torch.ops.aten.log_sigmoid_forward(x)[1]),
         "glu_backward": (g, x, -1),
     }[name]
@@ -203,8 +227,14 @@ def test_hardtanh_and_threshold_on_integers():
 
 def test_mlp_block_forward_backward():
     torch.manual_seed(0)
-    layer = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 8),
-                                torch.nn.SiLU(), torch.nn.Linear(8, 4), torch.nn.Hardswish())
+    layer = torch.nn.Sequential(
+        torch.nn.Linear(8, 16),
+        torch.nn.GELU(),
+        torch.nn.Linear(16, 8),
+        torch.nn.SiLU(),
+        torch.nn.Linear(8, 4),
+        torch.nn.Hardswish(),
+    )
     inp = torch.randn(5, 8)
     layer(inp).sum().backward()
     ref = [p.grad.clone() for p in layer.parameters()]

@@ -1,4 +1,5 @@
 """torch.autocast('tpu') cast policy and torch.amp.GradScaler('tpu'), against CPU."""
+
 import copy
 import math
 
@@ -29,10 +30,19 @@ def test_matmuls_run_in_the_autocast_dtype(dtype):
         results = {
             "mm": (torch.mm(a, b), a_c.to(dtype) @ b_c.to(dtype)),
             "matmul": (a @ b, a_c.to(dtype) @ b_c.to(dtype)),
-            "linear": (F.linear(a, b.t(), bias), F.linear(a_c.to(dtype), b_c.t().to(dtype), bias_c.to(dtype))),
-            "addmm": (torch.addmm(bias, a, b), torch.addmm(bias_c.to(dtype), a_c.to(dtype), b_c.to(dtype))),
+            "linear": (
+                F.linear(a, b.t(), bias),
+                F.linear(a_c.to(dtype), b_c.t().to(dtype), bias_c.to(dtype)),
+            ),
+            "addmm": (
+                torch.addmm(bias, a, b),
+                torch.addmm(bias_c.to(dtype), a_c.to(dtype), b_c.to(dtype)),
+            ),
             "bmm": (torch.bmm(x3, y3), torch.bmm(x3_c.to(dtype), y3_c.to(dtype))),
-            "baddbmm": (torch.baddbmm(z3, x3, y3), torch.baddbmm(z3_c.to(dtype), x3_c.to(dtype), y3_c.to(dtype))),
+            "baddbmm": (
+                torch.baddbmm(z3, x3, y3),
+                torch.baddbmm(z3_c.to(dtype), x3_c.to(dtype), y3_c.to(dtype)),
+            ),
         }
     for name, (got, expected) in results.items():
         assert got.dtype == dtype, name
@@ -93,6 +103,7 @@ def test_autocast_dtype_setting_and_backward():
 
 # ---- grad scaler kernels ----------------------------------------------------------------
 
+
 def test_non_finite_check_and_unscale_matches_cpu():
     cases = [
         [torch.tensor([1.0, 2.0]), torch.tensor([[4.0], [8.0]]), torch.tensor(3.0).double()],
@@ -110,19 +121,27 @@ def test_non_finite_check_and_unscale_matches_cpu():
             assert_same(g, g_c, equal_nan=True)
     # found_inf is never reset by a clean list
     found = torch.ones((), device="tpu")
-    torch._amp_foreach_non_finite_check_and_unscale_([torch.ones(3, device="tpu")], found,
-                                                     torch.ones((), device="tpu"))
+    torch._amp_foreach_non_finite_check_and_unscale_(
+        [torch.ones(3, device="tpu")], found, torch.ones((), device="tpu")
+    )
     assert found.item() == 1.0
 
 
-@pytest.mark.parametrize("scale, tracker, found, growth", [
-    (1024.0, 0, 0.0, 2.0),     # a clean step: the tracker counts
-    (1024.0, 2, 0.0, 2.0),     # the third clean step of three: grow
-    (1024.0, 1, 1.0, 2.0),     # an overflow: back off, reset
-    (3.0e38, 2, 0.0, 2.0),     # growing would overflow: keep the scale
-])
+@pytest.mark.parametrize(
+    "scale, tracker, found, growth",
+    [
+        (1024.0, 0, 0.0, 2.0),  # a clean step: the tracker counts
+        (1024.0, 2, 0.0, 2.0),  # the third clean step of three: grow
+        (1024.0, 1, 1.0, 2.0),  # an overflow: back off, reset
+        (3.0e38, 2, 0.0, 2.0),  # growing would overflow: keep the scale
+    ],
+)
 def test_update_scale_matches_cpu(scale, tracker, found, growth):
-    s_c, t_c, f_c = torch.tensor(scale), torch.tensor(tracker, dtype=torch.int32), torch.tensor(found)
+    s_c, t_c, f_c = (
+        torch.tensor(scale),
+        torch.tensor(tracker, dtype=torch.int32),
+        torch.tensor(found),
+    )
     s, t, f = s_c.to("tpu"), t_c.to("tpu"), f_c.to("tpu")
     torch._amp_update_scale_(s_c, t_c, f_c, growth, 0.5, 3)
     out = torch._amp_update_scale_(s, t, f, growth, 0.5, 3)
@@ -133,6 +152,7 @@ def test_update_scale_matches_cpu(scale, tracker, found, growth):
 
 # ---- a training loop with GradScaler ----------------------------------------------------
 
+
 def test_grad_scaler_training_matches_cpu_and_skips_overflows():
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
@@ -140,7 +160,7 @@ def test_grad_scaler_training_matches_cpu_and_skips_overflows():
     runs = []
     for m, device in ((model, "cpu"), (tpu_model, "tpu")):
         opt = torch.optim.SGD(m.parameters(), lr=0.05)
-        scaler = torch.amp.GradScaler(device, init_scale=2.0 ** 12, growth_interval=2)
+        scaler = torch.amp.GradScaler(device, init_scale=2.0**12, growth_interval=2)
         scales, skipped = [], []
         g = torch.Generator().manual_seed(1)
         for step in range(6):

@@ -1,5 +1,6 @@
 """scaled_dot_product_attention on tpu (PyTorch's math path, run natively), forward and
 backward, against CPU."""
+
 import functools
 import math
 
@@ -15,8 +16,11 @@ tol = functools.partial(shared_tol, f32=1e-4, f64=3e-2, low=3e-2)
 def inputs(b, hq, hkv, l, s, e, ev=None, dtype=torch.float32, seed=0):
     g = torch.Generator().manual_seed(seed)
     ev = ev or e
-    cpu = [torch.randn(b, hq, l, e, generator=g), torch.randn(b, hkv, s, e, generator=g),
-           torch.randn(b, hkv, s, ev, generator=g)]
+    cpu = [
+        torch.randn(b, hq, l, e, generator=g),
+        torch.randn(b, hkv, s, e, generator=g),
+        torch.randn(b, hkv, s, ev, generator=g),
+    ]
     cpu = [t.to(dtype).requires_grad_() for t in cpu]
     tpu = [t.detach().to("tpu").requires_grad_() for t in cpu]
     return cpu, tpu
@@ -30,7 +34,8 @@ def compare(cpu, tpu, dtype, **kwargs):
         cpu = [c.detach().float().requires_grad_() for c in cpu]
     out_c = F.scaled_dot_product_attention(*cpu, attn_mask=mask, **kwargs)
     out_t = F.scaled_dot_product_attention(
-        *tpu, attn_mask=None if mask is None else mask.to("tpu"), **kwargs)
+        *tpu, attn_mask=None if mask is None else mask.to("tpu"), **kwargs
+    )
     assert_same(out_t, out_c.detach().to(dtype), **tol(dtype))
     grad = torch.randn(out_c.shape, generator=torch.Generator().manual_seed(9)).to(dtype)
     out_c.backward(grad.to(out_c.dtype))

@@ -1,4 +1,5 @@
 """Backend "tpu"'s options, and torch.compile's default backend for tpu tensors."""
+
 import pytest
 import torch
 
@@ -17,14 +18,20 @@ def inputs():
     return torch.randn(5, 4, generator=g), torch.randn(4, 3, generator=g)
 
 
-@pytest.mark.parametrize("options, message", [
-    ({"bucket_sise": 64}, r"unknown option\(s\) \['bucket_sise'\]; valid options are "
-                          r"\['async_compile', 'bucket_size', 'max_buckets'\]"),
-    ({"xla_options": {}}, r"unknown option\(s\) \['xla_options'\]"),
-    ({"bucket_size": 0}, "'bucket_size' must be a positive int, got 0"),
-    ({"max_buckets": True}, "'max_buckets' must be a positive int, got True"),
-    ({"async_compile": 1}, "'async_compile' must be bool, got 1"),
-])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (
+            {"bucket_sise": 64},
+            r"unknown option\(s\) \['bucket_sise'\]; valid options are "
+            r"\['async_compile', 'bucket_size', 'max_buckets'\]",
+        ),
+        ({"xla_options": {}}, r"unknown option\(s\) \['xla_options'\]"),
+        ({"bucket_size": 0}, "'bucket_size' must be a positive int, got 0"),
+        ({"max_buckets": True}, "'max_buckets' must be a positive int, got True"),
+        ({"async_compile": 1}, "'async_compile' must be bool, got 1"),
+    ],
+)
 def test_bad_options_raise_naming_the_problem(fresh_dynamo, options, message):
     x, w = inputs()
     compiled = torch.compile(f, backend="tpu", options=options)
@@ -35,7 +42,8 @@ def test_bad_options_raise_naming_the_problem(fresh_dynamo, options, message):
 def test_valid_options_compile(fresh_dynamo):
     x, w = inputs()
     out = torch.compile(f, backend="tpu", options={"bucket_size": 128, "max_buckets": 8})(
-        x.to("tpu"), w.to("tpu"))
+        x.to("tpu"), w.to("tpu")
+    )
     torch.testing.assert_close(out.cpu(), f(x, w), rtol=1e-5, atol=1e-5)
 
 
@@ -82,8 +90,7 @@ def test_no_backend_as_decorator_and_on_a_module(fresh_dynamo):
     def g(x, w):
         return f(x, w) * 2
 
-    torch.testing.assert_close(g(x.to("tpu"), w.to("tpu")).cpu(), f(x, w) * 2,
-                               rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(g(x.to("tpu"), w.to("tpu")).cpu(), f(x, w) * 2, rtol=1e-5, atol=1e-5)
     linear = torch.nn.Linear(4, 3)
     with torch.no_grad():
         expected = linear(x)

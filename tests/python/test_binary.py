@@ -2,6 +2,7 @@
 PyTorch: promotion (tensor/tensor, tensor/Python scalar, int with float), broadcasting,
 views, in-place and out= forms, edge values (NaN, signed zeros, negative divisors and
 exponents, oversized shifts) and gradients."""
+
 import functools
 import math
 
@@ -27,16 +28,38 @@ def sample(dtype, shape, seed, lo=-5, hi=5, specials=True):
 
 
 BINARY = {
-    "pow": torch.pow, "remainder": torch.remainder, "fmod": torch.fmod,
-    "maximum": torch.maximum, "minimum": torch.minimum, "fmax": torch.fmax, "fmin": torch.fmin,
-    "atan2": torch.atan2, "hypot": torch.hypot, "copysign": torch.copysign, "xlogy": torch.xlogy,
-    "bitwise_and": torch.bitwise_and, "bitwise_or": torch.bitwise_or,
-    "bitwise_xor": torch.bitwise_xor, "logical_and": torch.logical_and,
-    "logical_or": torch.logical_or, "logical_xor": torch.logical_xor, "eq": torch.eq,
-    "ne": torch.ne, "lt": torch.lt, "le": torch.le, "gt": torch.gt, "ge": torch.ge,
-    "floor_divide": torch.floor_divide, "logaddexp": torch.logaddexp,
-    "logaddexp2": torch.logaddexp2, "heaviside": torch.heaviside, "rsub": torch.rsub,
-    "xlog1py": torch.special.xlog1py, "nextafter": torch.nextafter, "clamp_min": torch.clamp_min, "clamp_max": torch.clamp_max,
+    "pow": torch.pow,
+    "remainder": torch.remainder,
+    "fmod": torch.fmod,
+    "maximum": torch.maximum,
+    "minimum": torch.minimum,
+    "fmax": torch.fmax,
+    "fmin": torch.fmin,
+    "atan2": torch.atan2,
+    "hypot": torch.hypot,
+    "copysign": torch.copysign,
+    "xlogy": torch.xlogy,
+    "bitwise_and": torch.bitwise_and,
+    "bitwise_or": torch.bitwise_or,
+    "bitwise_xor": torch.bitwise_xor,
+    "logical_and": torch.logical_and,
+    "logical_or": torch.logical_or,
+    "logical_xor": torch.logical_xor,
+    "eq": torch.eq,
+    "ne": torch.ne,
+    "lt": torch.lt,
+    "le": torch.le,
+    "gt": torch.gt,
+    "ge": torch.ge,
+    "floor_divide": torch.floor_divide,
+    "logaddexp": torch.logaddexp,
+    "logaddexp2": torch.logaddexp2,
+    "heaviside": torch.heaviside,
+    "rsub": torch.rsub,
+    "xlog1py": torch.special.xlog1py,
+    "nextafter": torch.nextafter,
+    "clamp_min": torch.clamp_min,
+    "clamp_max": torch.clamp_max,
 }
 # Integer division by zero raises on CPU; the device need not match it.
 NONZERO_DIVISOR = {"remainder", "fmod", "floor_divide"}
@@ -60,8 +83,10 @@ def test_binary_tensor_tensor_broadcast(name, dtype):
 
 
 @pytest.mark.parametrize("dtype", MORE_DTYPES)
-@pytest.mark.parametrize("name", ["pow", "remainder", "maximum", "bitwise_xor", "lt", "atan2",
-                                  "floor_divide", "copysign"])
+@pytest.mark.parametrize(
+    "name",
+    ["pow", "remainder", "maximum", "bitwise_xor", "lt", "atan2", "floor_divide", "copysign"],
+)
 def test_binary_more_dtypes(name, dtype):
     x = sample(dtype, (3, 1, 5), 0, lo=0 if dtype == torch.uint8 else -5)
     y = divisor(name, sample(dtype, (4, 1), 1, lo=0 if dtype == torch.uint8 else -5))
@@ -79,7 +104,9 @@ def test_binary_tensor_scalar_promotion(name, dtype):
         same_or_same_error(lambda a: fn(a, scalar), x, **tol(dtype))
 
 
-@pytest.mark.parametrize("name", ["pow", "remainder", "bitwise_and", "eq", "lt", "atan2", "maximum"])
+@pytest.mark.parametrize(
+    "name", ["pow", "remainder", "bitwise_and", "eq", "lt", "atan2", "maximum"]
+)
 def test_scalar_first_overloads(name):
     fn = BINARY[name]
     x = sample(torch.float32, (7,), 3, lo=0.5, hi=3, specials=False)
@@ -114,9 +141,27 @@ def test_binary_inplace_out_views(name):
         assert_same(a, ref, **t)
 
 
-GRAD = ["pow", "remainder", "fmod", "maximum", "minimum", "fmax", "fmin", "atan2", "hypot",
-        "copysign", "xlogy", "logaddexp", "logaddexp2", "rsub", "clamp_min", "clamp_max",
-        "xlog1py"]
+GRAD = [
+    "pow",
+    "remainder",
+    "fmod",
+    "maximum",
+    "minimum",
+    "fmax",
+    "fmin",
+    "atan2",
+    "hypot",
+    "copysign",
+    "xlogy",
+    "logaddexp",
+    "logaddexp2",
+    "rsub",
+    "clamp_min",
+    "clamp_max",
+    "xlog1py",
+]
+
+
 @pytest.mark.parametrize("name", GRAD)
 def test_binary_grad(name):
     fn = BINARY[name]
@@ -145,18 +190,18 @@ def test_remainder_and_fmod_signs():
 def test_integer_pow_negative_exponents():
     base = torch.tensor([1, -1, -1, 2, -2, 0, 3])
     exp = torch.tensor([-3, -3, -2, -1, -2, 2, 4])
-    assert_same(base.to("tpu") ** exp.to("tpu"), base ** exp)
-    assert_same(base.to("tpu") ** 0.5, base ** 0.5, equal_nan=True)
+    assert_same(base.to("tpu") ** exp.to("tpu"), base**exp)
+    assert_same(base.to("tpu") ** 0.5, base**0.5, equal_nan=True)
     assert_same(2 ** base.abs().to("tpu"), 2 ** base.abs())
-    assert_same(2.5 ** base.to("tpu"), 2.5 ** base)
+    assert_same(2.5 ** base.to("tpu"), 2.5**base)
 
 
 def test_float_pow_edge_values():
     b = torch.tensor([0.0, -0.0, -2.0, math.nan, 1.0, math.inf, -math.inf, 4.0])
     for e in (0.0, 0.5, 2.0, -1.0, 3.0, math.nan, -0.5):
-        assert_same(b.to("tpu") ** e, b ** e, equal_nan=True)
+        assert_same(b.to("tpu") ** e, b**e, equal_nan=True)
     e = torch.tensor([0.0, -1.0, 0.5, 0.0, math.nan, -2.0, 3.0, 0.25])
-    assert_same(b.to("tpu") ** e.to("tpu"), b ** e, equal_nan=True)
+    assert_same(b.to("tpu") ** e.to("tpu"), b**e, equal_nan=True)
 
 
 def test_maximum_propagates_nan_fmax_ignores_it():
@@ -204,11 +249,11 @@ def test_where(dtype):
     c = sample(torch.bool, (3, 1), 8)
     x = sample(dtype, (1, 4), 9)
     y = sample(dtype, (3, 4), 10)
-    assert_same(torch.where(c.to("tpu"), x.to("tpu"), y.to("tpu")), torch.where(c, x, y),
-                equal_nan=True)
+    assert_same(
+        torch.where(c.to("tpu"), x.to("tpu"), y.to("tpu")), torch.where(c, x, y), equal_nan=True
+    )
     assert_same(torch.where(c.to("tpu"), x.to("tpu"), 2), torch.where(c, x, 2), equal_nan=True)
-    assert_same(torch.where(c.to("tpu"), 1.5, x.to("tpu")), torch.where(c, 1.5, x),
-                equal_nan=True)
+    assert_same(torch.where(c.to("tpu"), 1.5, x.to("tpu")), torch.where(c, 1.5, x), equal_nan=True)
     out = torch.empty(0, dtype=dtype, device="tpu")
     torch.where(c.to("tpu"), x.to("tpu"), y.to("tpu"), out=out)
     assert_same(out, torch.where(c, x, y), equal_nan=True)
@@ -265,7 +310,9 @@ def test_lerp(dtype):
     w = torch.rand(3, 1).to(dtype)
     t = tol(dtype)
     for weight in (0.3, 0.75, 1.0, w):
-        assert_same(torch.lerp(a.to("tpu"), b.to("tpu"), to_tpu(weight)), torch.lerp(a, b, weight), **t)
+        assert_same(
+            torch.lerp(a.to("tpu"), b.to("tpu"), to_tpu(weight)), torch.lerp(a, b, weight), **t
+        )
     y, ref = a.to("tpu"), a.clone()
     y.lerp_(b.to("tpu"), 0.6)
     ref.lerp_(b, 0.6)
@@ -309,8 +356,8 @@ def test_python_operators_with_scalars():
     cpu = torch.tensor([1.0, -2.0, 3.5])
     x = cpu.to("tpu")
     assert_same(1 - x, 1 - cpu)
-    assert_same(2 ** x, 2 ** cpu)
-    assert_same(x ** 2, cpu ** 2)
+    assert_same(2**x, 2**cpu)
+    assert_same(x**2, cpu**2)
     assert_same(x % 1.5, cpu % 1.5)
     assert_same(-7 % x, -7 % cpu)
     assert_same(x // 2, cpu // 2)
@@ -350,6 +397,7 @@ def test_equal():
     assert torch.equal(t[:, ::2], a[:, ::2].contiguous().to("tpu"))
     n = torch.tensor([1.0, math.nan])
     assert torch.equal(n.to("tpu"), n.to("tpu")) == torch.equal(n, n)
-    assert torch.equal(torch.tensor([1, 2]).to("tpu"), torch.tensor([1.0, 2.0]).to("tpu")) == \
-        torch.equal(torch.tensor([1, 2]), torch.tensor([1.0, 2.0]))
+    assert torch.equal(
+        torch.tensor([1, 2]).to("tpu"), torch.tensor([1.0, 2.0]).to("tpu")
+    ) == torch.equal(torch.tensor([1, 2]), torch.tensor([1.0, 2.0]))
     assert torch.equal(torch.empty(0).to("tpu"), torch.empty(0).to("tpu"))

@@ -1,6 +1,7 @@
 """torch.compile(backend="tpu"): one program per graph, results equal to CPU eager, and
 the semantics a PyTorch user relies on (input mutation, optimizer steps, RNG, graph breaks,
 no_grad, modes, new shapes, dynamic=True)."""
+
 import copy
 
 import pytest
@@ -86,6 +87,7 @@ def test_mutating_a_view_input_writes_through_to_its_base():
 def test_mutated_inputs_donate_their_buffers():
     """A graph input written as a whole gives its old buffer to the run (donation); the
     storage takes the written-back buffer, so every alias reads the new values."""
+
     def f(x, buf):
         buf.mul_(2).add_(x)
         return buf.sum()
@@ -104,10 +106,14 @@ def test_mutated_inputs_donate_their_buffers():
     assert_same(alias, buf[8:], rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("make", [
-    lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9),
-    lambda p: torch.optim.AdamW(p, lr=1e-2, weight_decay=0.1),
-], ids=["sgd_momentum", "adamw"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9),
+        lambda p: torch.optim.AdamW(p, lr=1e-2, weight_decay=0.1),
+    ],
+    ids=["sgd_momentum", "adamw"],
+)
 def test_compiled_optimizer_step_updates_parameters_in_place(make):
     torch.manual_seed(0)
     cpu = nn.Linear(6, 3)
@@ -215,8 +221,7 @@ def test_unknown_mode_and_options_are_rejected():
         torch.compile(lambda x: x + 1, backend="tpu", mode="fastest")(torch.ones(2, device="tpu"))
     torch._dynamo.reset()
     with pytest.raises(Exception, match=r"unknown option\(s\) \['x'\]; valid options are"):
-        torch.compile(lambda x: x + 1, backend="tpu", options={"x": 1})(
-            torch.ones(2, device="tpu"))
+        torch.compile(lambda x: x + 1, backend="tpu", options={"x": 1})(torch.ones(2, device="tpu"))
 
 
 def test_new_shapes_recompile_once_each_and_are_cached():
@@ -285,18 +290,31 @@ def test_low_precision_and_integer_graphs():
     assert_same(b, rb)
 
 
-@pytest.mark.parametrize("f,shape", [
-    (lambda x: x.diagonal() + 1, (4, 5)),
-    (lambda x: x.diagonal(1) * 2, (4, 5)),
-    (lambda x: x.diagonal(-2) - 1, (4, 5)),
-    (lambda x: torch.diagonal(x, -1, 2, 0) * 1, (3, 2, 4)),
-    (lambda x: x.diagonal(7) + 0, (4, 5)),
-    (lambda x: x.unfold(1, 3, 2) + 1, (2, 7)),
-    (lambda x: x.unfold(0, 4, 3).sum(-1), (11,)),
-    (lambda x: x.t()[1:, ::2].unsqueeze(0).expand(2, -1, -1) * 2, (5, 4)),
-    (lambda x: torch.stack(x.unbind(1)[::-1], 0) + x.split([1, 3], 1)[1].sum(), (3, 4)),
-], ids=["diag", "diag_up", "diag_down", "diag_3d", "diag_empty", "unfold", "unfold_1d",
-        "view_chain", "unbind_split"])
+@pytest.mark.parametrize(
+    "f,shape",
+    [
+        (lambda x: x.diagonal() + 1, (4, 5)),
+        (lambda x: x.diagonal(1) * 2, (4, 5)),
+        (lambda x: x.diagonal(-2) - 1, (4, 5)),
+        (lambda x: torch.diagonal(x, -1, 2, 0) * 1, (3, 2, 4)),
+        (lambda x: x.diagonal(7) + 0, (4, 5)),
+        (lambda x: x.unfold(1, 3, 2) + 1, (2, 7)),
+        (lambda x: x.unfold(0, 4, 3).sum(-1), (11,)),
+        (lambda x: x.t()[1:, ::2].unsqueeze(0).expand(2, -1, -1) * 2, (5, 4)),
+        (lambda x: torch.stack(x.unbind(1)[::-1], 0) + x.split([1, 3], 1)[1].sum(), (3, 4)),
+    ],
+    ids=[
+        "diag",
+        "diag_up",
+        "diag_down",
+        "diag_3d",
+        "diag_empty",
+        "unfold",
+        "unfold_1d",
+        "view_chain",
+        "unbind_split",
+    ],
+)
 def test_views_in_graphs_match_cpu_with_gradients(f, shape):
     x = torch.randn(*shape, requires_grad=True)
     tx = x.detach().to("tpu").requires_grad_()
@@ -325,6 +343,7 @@ _triple.register_autograd(lambda ctx, grad: grad * 3)
 def test_a_graph_is_split_around_an_op_without_lowering():
     """The runs of ops before and after the custom op become two programs; the custom
     op runs eagerly between them."""
+
     def f(x):
         return _triple(x.sin()) + 1
 
@@ -353,6 +372,7 @@ def test_a_graph_of_nothing_but_unlowered_ops_runs_op_by_op_with_a_warning():
 def test_split_graph_with_symbolic_sizes_and_backward():
     """A graph traced with dynamic sizes is specialised per shape, then split; gradients
     flow through the eager piece (its autograd formula) and the programs around it."""
+
     def f(x, w):
         return (_triple(x @ w).relu() * x.shape[0]).sum(-1)
 

@@ -50,8 +50,8 @@ FAMILIES = {
     "flatten": lambda x, w: (x.unsqueeze(0) * 2).reshape(-1, 16).sum(0) + x.reshape(-1).amax(),
     "attention": attention,
     "causal_attention": causal_attention,
-    "created": lambda x, w: torch.ones(x.shape[0], device=x.device).sum() * x +
-    torch.zeros(x.shape[0], 16, device=x.device).amax(0),
+    "created": lambda x, w: torch.ones(x.shape[0], device=x.device).sum() * x
+    + torch.zeros(x.shape[0], 16, device=x.device).amax(0),
 }
 
 
@@ -76,19 +76,20 @@ def run_sizes(f, sizes, grad=False, seed=0):
         xc, wc = x.clone().requires_grad_(grad), w.clone().requires_grad_(grad)
         ref = f(xc, wc)
         assert out.shape == ref.shape, (n, out.shape, ref.shape)
-        torch.testing.assert_close(out.cpu(), ref.detach(), rtol=1e-5, atol=1e-5,
-                                   msg=f"size {n}")
+        torch.testing.assert_close(out.cpu(), ref.detach(), rtol=1e-5, atol=1e-5, msg=f"size {n}")
         if grad:
             cot = torch.randn(ref.shape, generator=g)
             out.backward(cot.to("tpu"))
             ref.backward(cot)
-            torch.testing.assert_close(xt.grad.cpu(), xc.grad, rtol=1e-4, atol=1e-4,
-                                       msg=f"x.grad, size {n}")
+            torch.testing.assert_close(
+                xt.grad.cpu(), xc.grad, rtol=1e-4, atol=1e-4, msg=f"x.grad, size {n}"
+            )
             if wc.grad is None:
                 assert wt.grad is None
             else:
-                torch.testing.assert_close(wt.grad.cpu(), wc.grad, rtol=1e-4, atol=1e-4,
-                                           msg=f"w.grad, size {n}")
+                torch.testing.assert_close(
+                    wt.grad.cpu(), wc.grad, rtol=1e-4, atol=1e-4, msg=f"w.grad, size {n}"
+                )
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
@@ -115,13 +116,18 @@ def test_a_known_bucket_compiles_no_graph():
     assert graphs() == before
 
 
-@pytest.mark.parametrize("f, why", [
-    (lambda x, w: x.mean(0), "divides by the size of a dynamic dimension"),
-    (lambda x, w: x.cumsum(0), "is not known to stay exact"),
-    (lambda x, w: x[1:] * 2, "along a dynamic dimension"),
-    (lambda x, w: torch.full((x.shape[0],), x.shape[0], device=x.device) * x.sum(1),
-     "takes a dynamic size as a value"),
-])
+@pytest.mark.parametrize(
+    "f, why",
+    [
+        (lambda x, w: x.mean(0), "divides by the size of a dynamic dimension"),
+        (lambda x, w: x.cumsum(0), "is not known to stay exact"),
+        (lambda x, w: x[1:] * 2, "along a dynamic dimension"),
+        (
+            lambda x, w: torch.full((x.shape[0],), x.shape[0], device=x.device) * x.sum(1),
+            "takes a dynamic size as a value",
+        ),
+    ],
+)
 def test_unsafe_graph_compiles_per_shape_and_says_why(f, why):
     torch_tpu._dynamo._warned.clear()
     with warnings.catch_warnings(record=True) as caught:
@@ -206,8 +212,15 @@ def test_buckets_off_and_bucket_size(monkeypatch):
 
 
 def test_bucket_rule():
-    assert [_buckets.bucket(n) for n in (1, 8, 9, 100, 1024, 1025, 1153)] == \
-        [8, 8, 16, 128, 1024, 1152, 1280]
+    assert [_buckets.bucket(n) for n in (1, 8, 9, 100, 1024, 1025, 1153)] == [
+        8,
+        8,
+        16,
+        128,
+        1024,
+        1152,
+        1280,
+    ]
     assert [_buckets.bucket(n, 10) for n in (1, 10, 11)] == [10, 10, 20]
 
 

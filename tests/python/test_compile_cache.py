@@ -1,5 +1,6 @@
 """The disk tier of the compilation cache, seen from fresh processes: eager programs and
 torch.compile graphs (minGPT training) share it."""
+
 import json
 import os
 import shutil
@@ -53,9 +54,17 @@ def run(cache_dir, workload=WORKLOAD, **env):
 
 def run_concurrently(cache_dir, workload, n):
     env = dict(os.environ, TORCH_TPU_CACHE_DIR=str(cache_dir))
-    procs = [subprocess.Popen([sys.executable, "-c", workload], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env=env,
-                              cwd=tempfile.gettempdir()) for _ in range(n)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", workload],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=tempfile.gettempdir(),
+        )
+        for _ in range(n)
+    ]
     outs = [p.communicate(timeout=600) for p in procs]
     for p, (_, err) in zip(procs, outs):
         assert p.returncode == 0, err
@@ -190,9 +199,21 @@ def test_damaged_compiled_graph_entries_are_recovered(cold_compiled, tmp_path):
 
 def test_cache_stats_and_clear_cache():
     stats = torch.tpu.cache_stats()
-    for key in ("memory_entries", "memory_hits", "memory_misses", "compiles",
-                "compile_seconds", "disk_enabled", "disk_dir", "disk_hits", "disk_misses",
-                "disk_writes", "disk_bad_entries", "disk_evictions", "disk_bytes"):
+    for key in (
+        "memory_entries",
+        "memory_hits",
+        "memory_misses",
+        "compiles",
+        "compile_seconds",
+        "disk_enabled",
+        "disk_dir",
+        "disk_hits",
+        "disk_misses",
+        "disk_writes",
+        "disk_bad_entries",
+        "disk_evictions",
+        "disk_bytes",
+    ):
         assert key in stats
     x = torch.randn(3).to("tpu")
     torch_tpu.flush()  # fused mode: no work left over from earlier tests in the group
@@ -232,12 +253,18 @@ def test_memory_tier_keeps_within_the_mapping_budget():
         "    ok &= torch.equal((x.to('tpu') * 3 - 1).cpu(), x * 3 - 1)\n"
         "    peak = max(peak, maps())\n"
         "print('OUT', json.dumps({'ok': bool(ok), 'base': base, 'peak': peak,\n"
-        "      'stats': torch.tpu.cache_stats()}))\n")
+        "      'stats': torch.tpu.cache_stats()}))\n"
+    )
 
     def run_budget(*args, **env):
-        proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True,
-                              text=True, timeout=300, cwd=tempfile.gettempdir(),
-                              env=dict(os.environ, TORCH_TPU_DISK_CACHE="0", **env))
+        proc = subprocess.run(
+            [sys.executable, "-c", code, *args],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=tempfile.gettempdir(),
+            env=dict(os.environ, TORCH_TPU_DISK_CACHE="0", **env),
+        )
         line = [l for l in proc.stdout.splitlines() if l.startswith("OUT ")]
         assert line, proc.stdout + proc.stderr
         return json.loads(line[0][4:])

@@ -3,6 +3,7 @@ torch_tpu.no_compile() and TORCH_TPU_NO_COMPILE=1.
 
 What was compiled and why depends on what the caches hold, so most checks run in fresh
 processes with a disk cache of their own."""
+
 import json
 
 import pytest
@@ -31,8 +32,9 @@ print(json.dumps(torch_tpu.metrics.compile_log()))
 
 
 def run(code, cache_dir, **env):
-    r = run_python(code, env={"TORCH_TPU_CACHE_DIR": str(cache_dir), "TORCH_TPU_EAGER_MODE": "op",
-                              **env})
+    r = run_python(
+        code, env={"TORCH_TPU_CACHE_DIR": str(cache_dir), "TORCH_TPU_EAGER_MODE": "op", **env}
+    )
     assert r.returncode == 0, r.stderr
     return r
 
@@ -127,9 +129,14 @@ print((x.exp() + 1).sum().item())
     cold = run(code, tmp_path)
     warm = run(code, tmp_path, TORCH_TPU_NO_COMPILE="1")  # everything is on disk
     assert warm.stdout == cold.stdout
-    r = run_python(code.replace("reshape(2, 3)", "reshape(3, 2)"),
-                   env={"TORCH_TPU_CACHE_DIR": str(tmp_path), "TORCH_TPU_NO_COMPILE": "1",
-                        "TORCH_TPU_EAGER_MODE": "op"})
+    r = run_python(
+        code.replace("reshape(2, 3)", "reshape(3, 2)"),
+        env={
+            "TORCH_TPU_CACHE_DIR": str(tmp_path),
+            "TORCH_TPU_NO_COMPILE": "1",
+            "TORCH_TPU_EAGER_MODE": "op",
+        },
+    )
     assert r.returncode != 0
     assert "TORCH_TPU_NO_COMPILE=1" in r.stderr and "f32[3,2]" in r.stderr
 

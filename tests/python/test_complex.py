@@ -1,4 +1,5 @@
 """Complex tensors on tpu (complex64, complex128) and the FFTs, against CPU PyTorch."""
+
 import pytest
 import torch
 
@@ -99,15 +100,22 @@ FFT_CASES = [
 ]
 
 
-@pytest.mark.parametrize("name,kwargs,shape", FFT_CASES,
-                         ids=[f"{c[0]}-{i}" for i, c in enumerate(FFT_CASES)])
+@pytest.mark.parametrize(
+    "name,kwargs,shape", FFT_CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(FFT_CASES)]
+)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_fft_matches_cpu(name, kwargs, shape, dtype):
     fn = getattr(torch.fft, name)
-    complex_input = name.startswith(("i", "h")) and not name.startswith(("ihfft",)) \
+    complex_input = (
+        name.startswith(("i", "h"))
+        and not name.startswith(("ihfft",))
         and name not in ("ifft", "ifft2")
-    x = crand(shape, torch.complex64 if dtype == torch.float32 else torch.complex128) \
-        if complex_input else rand(shape, dtype)
+    )
+    x = (
+        crand(shape, torch.complex64 if dtype == torch.float32 else torch.complex128)
+        if complex_input
+        else rand(shape, dtype)
+    )
     expected = fn(x, **kwargs)
     torch_tpu.metrics.reset()
     got = fn(x.to("tpu"), **kwargs)
@@ -119,8 +127,12 @@ def test_fft_matches_cpu(name, kwargs, shape, dtype):
 def test_fft_of_complex_input_and_integers():
     x = crand((4, 6), torch.complex64, 5)
     assert_same(torch.fft.ifft(x.to("tpu")), torch.fft.ifft(x), rtol=1e-5, atol=1e-5)
-    assert_same(torch.fft.fft2(x.to("tpu"), norm="ortho"), torch.fft.fft2(x, norm="ortho"),
-                rtol=1e-5, atol=1e-5)
+    assert_same(
+        torch.fft.fft2(x.to("tpu"), norm="ortho"),
+        torch.fft.fft2(x, norm="ortho"),
+        rtol=1e-5,
+        atol=1e-5,
+    )
     ints = torch.arange(-4, 8)
     assert_same(torch.fft.rfft(ints.to("tpu")), torch.fft.rfft(ints), rtol=1e-5, atol=1e-5)
 
@@ -168,8 +180,9 @@ def test_comparisons_sign_and_norm(dtype):
     assert_same(t == t[0], x == x[0])
     assert_same(t != 0, x != 0)
     assert_same(t.sgn(), x.sgn(), **tol(dtype))
-    assert_same(torch.linalg.vector_norm(t, dim=1), torch.linalg.vector_norm(x, dim=1),
-                **tol(dtype))
+    assert_same(
+        torch.linalg.vector_norm(t, dim=1), torch.linalg.vector_norm(x, dim=1), **tol(dtype)
+    )
     assert_same(t.norm(), x.norm(), **tol(dtype))
 
 
@@ -180,11 +193,11 @@ def test_ops_without_complex_lowering_raise_or_fall_back():
     x = crand((4,), torch.complex64, 12)
     t = x.to("tpu")
     with pytest.raises(NotImplementedError, match="pow.*complex dtypes.*set_cpu_fallback"):
-        t ** 2
+        t**2
     torch_tpu.set_cpu_fallback(True)
     with pytest.warns(UserWarning, match="falls back to the CPU"):
-        got = t ** 2
-    assert_same(got, x ** 2, rtol=1e-5, atol=1e-5)
+        got = t**2
+    assert_same(got, x**2, rtol=1e-5, atol=1e-5)
     torch_tpu.set_cpu_fallback(False)
     # What CPU rejects for complex, tpu rejects too.
     with pytest.raises(NotImplementedError, match="div_floor"):

@@ -31,9 +31,14 @@ from conformance import docs, ops, records, runner, worker  # noqa: E402
 def run_tool(tmp_path, *args, env=None):
     report = tmp_path / "report.json"
     full_env = dict(os.environ, **(env or {}))
-    proc = subprocess.run([sys.executable, str(TOOL), "--quiet", "--json", str(report), *args],
-                          capture_output=True, text=True, timeout=900, env=full_env,
-                          cwd=tmp_path)
+    proc = subprocess.run(
+        [sys.executable, str(TOOL), "--quiet", "--json", str(report), *args],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=full_env,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     return json.loads(report.read_text()), proc.stdout
 
@@ -56,7 +61,8 @@ def test_ci_subset(tmp_path):
     summary = report["summary"]["ci subset"]
     assert summary["samples"] == sum(r["samples"] for r in report["ops"].values())
     assert summary["native_match_rate"] == pytest.approx(
-        summary["native_match"] / summary["samples"], abs=1e-4)
+        summary["native_match"] / summary["samples"], abs=1e-4
+    )
     assert "match rate" in out and "native match rate" in out
     assert summary["crash"] == 0, [r["failures"] for r in report["ops"].values() if r["crash"]]
     assert summary["match_rate"] >= MIN_MATCH_RATE, summary
@@ -64,9 +70,16 @@ def test_ci_subset(tmp_path):
 
 
 def test_crash_is_counted_and_the_op_resumes(tmp_path):
-    report, _ = run_tool(tmp_path, "--ops", "abs,neg", "--dtypes", "float32,int64",
-                         "--write-docs", str(tmp_path / "conformance.md"),
-                         env={"TORCH_TPU_CONFORMANCE_CRASH_AT": "abs:1"})
+    report, _ = run_tool(
+        tmp_path,
+        "--ops",
+        "abs,neg",
+        "--dtypes",
+        "float32,int64",
+        "--write-docs",
+        str(tmp_path / "conformance.md"),
+        env={"TORCH_TPU_CONFORMANCE_CRASH_AT": "abs:1"},
+    )
     abs_record, neg_record = report["ops"]["abs"], report["ops"]["neg"]
     check_record(abs_record)
     assert abs_record["crash"] == 1
@@ -74,8 +87,9 @@ def test_crash_is_counted_and_the_op_resumes(tmp_path):
     assert neg_record["crash"] == 0 and neg_record["match"] == neg_record["samples"] > 0
     # The page's rows are this run's (a new page copies docs/conformance.md, tables too).
     text = (tmp_path / "conformance.md").read_text()
-    assert (f"| **abs** | {abs_record['samples']} | {abs_record['match']} | 0 | 0 | 1 | "
-            in text) and "| **neg** | " in text
+    assert (
+        f"| **abs** | {abs_record['samples']} | {abs_record['match']} | 0 | 0 | 1 | " in text
+    ) and "| **neg** | " in text
     assert docs.read_data(tmp_path / "conformance.md")["ops"]["abs"][4] == 1
 
 
@@ -104,35 +118,51 @@ def compare(actual, expected):
     worker._compare(actual, expected, "out", values=True, want_tpu=False)
 
 
-@pytest.mark.parametrize("actual, expected", [
-    (torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.001])),
-    (torch.tensor([1, 2]), torch.tensor([1, 3])),
-    (torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.0], dtype=torch.float64)),
-    (torch.zeros(2, 1), torch.zeros(2)),
-    ((torch.zeros(2),), (torch.zeros(2), torch.zeros(2))),
-    (torch.tensor(True), torch.tensor(False)),
-    (3, 4),
-    (0.5, 0.6),
-])
+@pytest.mark.parametrize(
+    "actual, expected",
+    [
+        (torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.001])),
+        (torch.tensor([1, 2]), torch.tensor([1, 3])),
+        (torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.0], dtype=torch.float64)),
+        (torch.zeros(2, 1), torch.zeros(2)),
+        ((torch.zeros(2),), (torch.zeros(2), torch.zeros(2))),
+        (torch.tensor(True), torch.tensor(False)),
+        (3, 4),
+        (0.5, 0.6),
+    ],
+)
 def test_compare_finds_differences(actual, expected):
     with pytest.raises(worker.Mismatch):
         compare(actual, expected)
 
 
-@pytest.mark.parametrize("actual, expected", [
-    (torch.tensor([1.0, float("nan")]), torch.tensor([1.0 + 1e-7, float("nan")])),
-    (torch.tensor([0.5], dtype=torch.bfloat16), torch.tensor([0.501], dtype=torch.bfloat16)),
-    ([torch.tensor(3), 2.0], [torch.tensor(3), 2.0]),
-    (None, None),
-])
+@pytest.mark.parametrize(
+    "actual, expected",
+    [
+        (torch.tensor([1.0, float("nan")]), torch.tensor([1.0 + 1e-7, float("nan")])),
+        (torch.tensor([0.5], dtype=torch.bfloat16), torch.tensor([0.501], dtype=torch.bfloat16)),
+        ([torch.tensor(3), 2.0], [torch.tensor(3), 2.0]),
+        (None, None),
+    ],
+)
 def test_compare_accepts_equal_outputs(actual, expected):
     compare(actual, expected)
 
 
 def test_compile_mode(tmp_path):
     page = tmp_path / "conformance.md"
-    report, out = run_tool(tmp_path, "--ops", "add,nonzero", "--dtypes", "float32",
-                           "--max-samples", "2", "--compile", "--write-docs", str(page))
+    report, out = run_tool(
+        tmp_path,
+        "--ops",
+        "add,nonzero",
+        "--dtypes",
+        "float32",
+        "--max-samples",
+        "2",
+        "--compile",
+        "--write-docs",
+        str(page),
+    )
     assert report["compile"] is True
     add, nonzero = report["ops"]["add"], report["ops"]["nonzero"]
     check_record(add)
@@ -159,8 +189,14 @@ def test_graph_fallback_is_not_native():
     record = records.new_op_record(compiled=True)
     reason = "torch_tpu: no tpu lowering for aten::x in a compiled graph"
     for k, ran_op_by_op in enumerate([0, 1, 1]):
-        event = {"k": k, "dtype": "float32", "status": "match", "fallback": {},
-                 "graph_fallback": ran_op_by_op, "graph_runs": 1 - ran_op_by_op}
+        event = {
+            "k": k,
+            "dtype": "float32",
+            "status": "match",
+            "fallback": {},
+            "graph_fallback": ran_op_by_op,
+            "graph_runs": 1 - ran_op_by_op,
+        }
         if ran_op_by_op:
             event["graph_reasons"] = [reason]
         records.add_result(record, event, grad=False)

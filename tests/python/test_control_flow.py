@@ -2,6 +2,7 @@
 become stablehlo.case / stablehlo.while in the graph's one program (their bodies lowered
 by the same table as the rest), and torch.tpu.ops.optimization_barrier is part of the
 program. Every result is compared with the same function run eagerly on CPU."""
+
 import glob
 import os
 
@@ -58,6 +59,7 @@ def test_scan_rnn_value_and_gradient():
         def step(h, x):
             h = torch.tanh(h @ w + x @ u)
             return h, h.sum(-1)
+
         return scan(step, h0, xs)
 
     xs = rand((7, 3, 5), torch.float32, seed=1).requires_grad_()
@@ -74,14 +76,15 @@ def test_scan_reverse_dim_and_several_carries():
             s = s + x["x"] * a
             p = p * torch.sigmoid(x["y"])
             return (s, p), (s - p, x["x"].exp())
-        return scan(step, (torch.zeros_like(a), torch.ones_like(a)), {"x": xs, "y": ys},
-                    dim=1, reverse=True)
+
+        return scan(
+            step, (torch.zeros_like(a), torch.ones_like(a)), {"x": xs, "y": ys}, dim=1, reverse=True
+        )
 
     xs = rand((2, 6, 3), torch.float32, seed=5).requires_grad_()
     ys = rand((2, 6, 3), torch.float32, seed=6).requires_grad_()
     a = rand((2, 3), torch.float32, seed=7).requires_grad_()
-    check_value_and_grad(lambda xs, ys, a: torch.utils._pytree.tree_leaves(f(xs, ys, a)),
-                         xs, ys, a)
+    check_value_and_grad(lambda xs, ys, a: torch.utils._pytree.tree_leaves(f(xs, ys, a)), xs, ys, a)
 
 
 def test_scan_over_stacked_layers_matches_the_unrolled_layers():
@@ -90,6 +93,7 @@ def test_scan_over_stacked_layers_matches_the_unrolled_layers():
         def layer(h, p):
             w1, b1, w2 = p
             return h + torch.relu(h @ w1 + b1) @ w2, ()
+
         out, _ = scan(layer, x, (w1, b1, w2))
         return out
 
@@ -124,8 +128,7 @@ def test_scan_low_precision(dtype):
 @pytest.mark.parametrize("take", [True, False])
 def test_cond_value_and_gradient_both_branches(take):
     def f(p, x, y):
-        return cond(p, lambda x, y: (x.sin() * y, x + 1),
-                    lambda x, y: (x.cos() + y, x * y), (x, y))
+        return cond(p, lambda x, y: (x.sin() * y, x + 1), lambda x, y: (x.cos() + y, x * y), (x, y))
 
     p = torch.tensor(take)
     x = rand((3, 4), torch.float32, seed=14).requires_grad_()
@@ -148,8 +151,11 @@ def test_while_loop_forward():
     # PyTorch's while_loop backward stacks every iteration at a size known only after
     # running (an unbacked size), which cannot be one program: forward only here.
     def f(i, x, w):
-        return while_loop(lambda i, x: (i < 6) & (x.abs().sum() < 1e4),
-                          lambda i, x: (i + 1, torch.tanh(x @ w) * 3 + x), (i, x))
+        return while_loop(
+            lambda i, x: (i < 6) & (x.abs().sum() < 1e4),
+            lambda i, x: (i + 1, torch.tanh(x @ w) * 3 + x),
+            (i, x),
+        )
 
     i = torch.tensor(0)
     x = rand((3, 4), torch.float32, seed=16)
@@ -197,6 +203,7 @@ def test_nested_cond_inside_scan():
         def step(h, x):
             h = cond(x.sum() > 0, lambda h, x: h + x, lambda h, x: h * 0.9, (h, x))
             return h, h.clone()
+
         return scan(step, h0, xs)
 
     xs = rand((6, 3), torch.float32, seed=19).requires_grad_()
@@ -275,7 +282,8 @@ def test_programs_hold_the_loop_and_the_barrier_once(tmp_path):
         "x, w = torch.randn(2, 4), torch.randn(8, 4, 4)\n"
         "out = torch.compile(f, backend='tpu', fullgraph=True)(x.to('tpu'), w.to('tpu'))\n"
         "ref = f(x, w, barrier=lambda ts: ts)  # an identity on values\n"
-        "print(torch.allclose(out.cpu(), ref, rtol=1e-5, atol=1e-5))\n")
+        "print(torch.allclose(out.cpu(), ref, rtol=1e-5, atol=1e-5))\n"
+    )
     graph = loop_program(code, tmp_path)
     assert graph.count("stablehlo.dot_general") == 1
     assert "stablehlo.optimization_barrier" in graph
@@ -290,7 +298,8 @@ def test_matmul_precision_reaches_loop_bodies(tmp_path):
         "f = lambda x, w: scan(lambda h, w: (h @ w, ()), x, w)[0]\n"
         "x, w = torch.randn(2, 4), torch.randn(3, 4, 4)\n"
         "out = torch.compile(f, backend='tpu', fullgraph=True)(x.to('tpu'), w.to('tpu'))\n"
-        "print(torch.allclose(out.cpu(), f(x, w), rtol=1e-4, atol=1e-4))\n")
+        "print(torch.allclose(out.cpu(), f(x, w), rtol=1e-4, atol=1e-4))\n"
+    )
     graph = loop_program(code, tmp_path)
     assert "#stablehlo<precision DEFAULT>" in graph
     assert "HIGHEST" not in graph
@@ -315,9 +324,12 @@ def test_warm_start_loads_control_flow_graphs(tmp_path):
         "same = all(torch.allclose(a.detach().cpu(), b.detach(), rtol=1e-5, atol=1e-5)\n"
         "           for a, b in [(out[0], ref[0]), (out[1], ref[1]), (tw.grad, cw.grad)])\n"
         "m = torch_tpu.metrics.snapshot()\n"
-        "print(same, m['compiles'], m['graph_fallbacks'])\n")
-    env = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),
-           "TORCH_TPU_CACHE_DIR": str(tmp_path / "tpu")}
+        "print(same, m['compiles'], m['graph_fallbacks'])\n"
+    )
+    env = {
+        "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),
+        "TORCH_TPU_CACHE_DIR": str(tmp_path / "tpu"),
+    }
     runs = [run_python(code, env=env) for _ in range(2)]
     for r in runs:
         assert r.returncode == 0, r.stderr

@@ -1,5 +1,6 @@
 """Convolutions through convolution_overrideable / convolution_backward_overrideable:
 values, input/weight/bias gradients and every output_mask, against CPU."""
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -25,12 +26,20 @@ CASES = [
 
 TRANSPOSED = [
     (F.conv_transpose1d, (2, 4, 7), (4, 3, 3), dict(stride=2, padding=1, output_padding=1)),
-    (F.conv_transpose2d, (2, 4, 5, 5), (4, 3, 3, 3),
-     dict(stride=2, padding=1, output_padding=1, groups=2)),
+    (
+        F.conv_transpose2d,
+        (2, 4, 5, 5),
+        (4, 3, 3, 3),
+        dict(stride=2, padding=1, output_padding=1, groups=2),
+    ),
     (F.conv_transpose2d, (1, 3, 4, 6), (3, 5, 2, 3), dict(stride=(3, 1), dilation=(1, 2))),
     (F.conv_transpose2d, (2, 2, 5, 5), (2, 2, 3, 3), dict(padding=2)),  # padding past the kernel
-    (F.conv_transpose3d, (1, 2, 3, 4, 3), (2, 4, 3, 2, 3),
-     dict(stride=2, padding=(1, 0, 1), output_padding=(1, 1, 0))),
+    (
+        F.conv_transpose3d,
+        (1, 2, 3, 4, 3),
+        (2, 4, 3, 2, 3),
+        dict(stride=2, padding=(1, 0, 1), output_padding=(1, 1, 0)),
+    ),
 ]
 
 
@@ -38,7 +47,9 @@ TRANSPOSED = [
 def test_conv_values_and_grads(case):
     fn, xs, ws, kw = (CASES + TRANSPOSED)[case]
     bias = case % 2 == 0
-    out_channels = ws[1] * kw.get("groups", 1) if fn.__name__.startswith("conv_transpose") else ws[0]
+    out_channels = (
+        ws[1] * kw.get("groups", 1) if fn.__name__.startswith("conv_transpose") else ws[0]
+    )
     args = [r(*xs), r(*ws)] + ([r(out_channels)] if bias else [])
     check(lambda x, w, *b: fn(x, w, *b, **kw), *args, tol=tolerance(torch.float32))
 
@@ -46,26 +57,72 @@ def test_conv_values_and_grads(case):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float64])
 def test_conv_dtypes(dtype):
     tol = tolerance(dtype)
-    check(lambda x, w, b: F.conv2d(x, w, b, padding=1, groups=2),
-          r(2, 4, 6, 6, dtype=dtype), r(6, 2, 3, 3, dtype=dtype), r(6, dtype=dtype), tol=tol)
-    check(lambda x, w: F.conv_transpose2d(x, w, stride=2),
-          r(1, 3, 4, 4, dtype=dtype), r(3, 2, 3, 3, dtype=dtype), tol=tol)
+    check(
+        lambda x, w, b: F.conv2d(x, w, b, padding=1, groups=2),
+        r(2, 4, 6, 6, dtype=dtype),
+        r(6, 2, 3, 3, dtype=dtype),
+        r(6, dtype=dtype),
+        tol=tol,
+    )
+    check(
+        lambda x, w: F.conv_transpose2d(x, w, stride=2),
+        r(1, 3, 4, 4, dtype=dtype),
+        r(3, 2, 3, 3, dtype=dtype),
+        tol=tol,
+    )
 
 
 @pytest.mark.parametrize("transposed", [False, True])
-@pytest.mark.parametrize("mask", [(True, False, False), (False, True, False), (False, False, True),
-                                  (True, True, False), (False, True, True), (True, True, True)])
+@pytest.mark.parametrize(
+    "mask",
+    [
+        (True, False, False),
+        (False, True, False),
+        (False, False, True),
+        (True, True, False),
+        (False, True, True),
+        (True, True, True),
+    ],
+)
 def test_backward_output_mask(transposed, mask):
     x, w = torch.randn(2, 4, 6, 6), torch.randn(4, 2, 3, 3)
-    y = torch.ops.aten.convolution_overrideable(x.to("tpu"), w.to("tpu"), None, [2, 2], [1, 1],
-                                                [1, 1], transposed, [1, 1] if transposed else [0, 0], 2)
+    y = torch.ops.aten.convolution_overrideable(
+        x.to("tpu"),
+        w.to("tpu"),
+        None,
+        [2, 2],
+        [1, 1],
+        [1, 1],
+        transposed,
+        [1, 1] if transposed else [0, 0],
+        2,
+    )
     gy = torch.randn(y.shape)
     got = torch.ops.aten.convolution_backward_overrideable(
-        gy.to("tpu"), x.to("tpu"), w.to("tpu"), [2, 2], [1, 1], [1, 1], transposed,
-        [1, 1] if transposed else [0, 0], 2, list(mask))
-    want = torch.ops.aten.convolution_backward(gy, x, w, [y.shape[1]], [2, 2], [1, 1], [1, 1],
-                                               transposed, [1, 1] if transposed else [0, 0], 2,
-                                               list(mask))
+        gy.to("tpu"),
+        x.to("tpu"),
+        w.to("tpu"),
+        [2, 2],
+        [1, 1],
+        [1, 1],
+        transposed,
+        [1, 1] if transposed else [0, 0],
+        2,
+        list(mask),
+    )
+    want = torch.ops.aten.convolution_backward(
+        gy,
+        x,
+        w,
+        [y.shape[1]],
+        [2, 2],
+        [1, 1],
+        [1, 1],
+        transposed,
+        [1, 1] if transposed else [0, 0],
+        2,
+        list(mask),
+    )
     for g, c, m in zip(got, want, mask):
         assert (g is not None) == m
         if m:
@@ -74,19 +131,30 @@ def test_backward_output_mask(transposed, mask):
 
 def test_channels_last_and_views():
     tol = tolerance(torch.float32)
-    check(lambda x, w, b: F.conv2d(x, w, b, padding=1), r(2, 3, 7, 6), r(5, 3, 3, 3), r(5),
-          prep=lambda t: t.contiguous(memory_format=torch.channels_last) if t.dim() == 4 else t,
-          tol=tol)
-    check(lambda x, w: F.conv2d(x.transpose(2, 3)[:, :, ::2], w), r(2, 3, 9, 10), r(4, 3, 2, 2),
-          tol=tol)
+    check(
+        lambda x, w, b: F.conv2d(x, w, b, padding=1),
+        r(2, 3, 7, 6),
+        r(5, 3, 3, 3),
+        r(5),
+        prep=lambda t: t.contiguous(memory_format=torch.channels_last) if t.dim() == 4 else t,
+        tol=tol,
+    )
+    check(
+        lambda x, w: F.conv2d(x.transpose(2, 3)[:, :, ::2], w),
+        r(2, 3, 9, 10),
+        r(4, 3, 2, 2),
+        tol=tol,
+    )
 
 
 def test_module_training_step():
     torch.manual_seed(0)
-    cpu = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(),
-                              torch.nn.Conv2d(8, 4, 3, stride=2))
-    tpu = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(),
-                              torch.nn.Conv2d(8, 4, 3, stride=2)).to("tpu")
+    cpu = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(8, 4, 3, stride=2)
+    )
+    tpu = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(8, 4, 3, stride=2)
+    ).to("tpu")
     tpu.load_state_dict(cpu.state_dict())
     x = torch.randn(2, 3, 12, 12)
     cpu(x).sum().backward()
@@ -100,10 +168,18 @@ def test_empty_batch():
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
-@pytest.mark.parametrize("kernel,dilation,padding,stride", [
-    ((2, 3), 1, 0, 1), ((3, 3), (2, 1), (1, 2), (2, 3)), ((1, 1), 1, 0, 1), ((3, 2), 1, 1, (1, 2))])
+@pytest.mark.parametrize(
+    "kernel,dilation,padding,stride",
+    [
+        ((2, 3), 1, 0, 1),
+        ((3, 3), (2, 1), (1, 2), (2, 3)),
+        ((1, 1), 1, 0, 1),
+        ((3, 2), 1, 1, (1, 2)),
+    ],
+)
 def test_unfold_and_fold(dtype, kernel, dilation, padding, stride):
     import torch.nn.functional as F
+
     t = dict(rtol=2e-2, atol=2e-2) if dtype == torch.bfloat16 else {}
     x = torch.randn(2, 3, 7, 9, dtype=dtype, requires_grad=dtype != torch.bfloat16)
     args = dict(kernel_size=kernel, dilation=dilation, padding=padding, stride=stride)

@@ -96,8 +96,10 @@ def test_pinned_host_memory_is_one_tracked_allocator():
     assert after["active_bytes.current"] == before["active_bytes.current"]
     assert after["num_host_free"] - before["num_host_free"] == 1
     empty = torch.empty(0).pin_memory()  # an empty block shares nullptr: counted, not kept
-    assert torch.tpu.host_memory_stats()["active_requests.current"] == \
-        before["active_requests.current"] + 1
+    assert (
+        torch.tpu.host_memory_stats()["active_requests.current"]
+        == before["active_requests.current"] + 1
+    )
     del empty
     torch.tpu.reset_accumulated_host_memory_stats()
     torch.tpu.reset_peak_host_memory_stats()
@@ -107,8 +109,10 @@ def test_pinned_host_memory_is_one_tracked_allocator():
 
 
 def test_autoload_without_import():
-    r = run_python("import torch; x = torch.ones(3, device='tpu'); print((x + x).cpu().tolist(), "
-                   "torch.tpu.device_count(), torch.accelerator.current_accelerator())")
+    r = run_python(
+        "import torch; x = torch.ones(3, device='tpu'); print((x + x).cpu().tolist(), "
+        "torch.tpu.device_count(), torch.accelerator.current_accelerator())"
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[2.0, 2.0, 2.0] 1 tpu"
 
@@ -167,6 +171,8 @@ print('ok')
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "ok"
     # An explicit count wins.
-    r = run_python("import torch; print(torch.tpu.device_count())",
-                   {"LOCAL_WORLD_SIZE": "3", "TORCH_TPU_NUM_DEVICES": "2"})
+    r = run_python(
+        "import torch; print(torch.tpu.device_count())",
+        {"LOCAL_WORLD_SIZE": "3", "TORCH_TPU_NUM_DEVICES": "2"},
+    )
     assert r.returncode == 0 and r.stdout.strip() == "2", r.stderr

@@ -9,9 +9,13 @@ import torch.distributed as dist
 import dist_training as w
 from dist_launch import launch
 
-pytestmark = [pytest.mark.distributed,
-              pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(),
-                                 reason="torch.distributed with gloo is required")]
+pytestmark = [
+    pytest.mark.distributed,
+    pytest.mark.skipif(
+        not dist.is_available() or not dist.is_gloo_available(),
+        reason="torch.distributed with gloo is required",
+    ),
+]
 
 
 def test_staged_results_stay():

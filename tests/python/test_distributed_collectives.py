@@ -9,9 +9,13 @@ import torch.distributed as dist
 import dist_training as w
 from dist_launch import launch, run_threads
 
-pytestmark = [pytest.mark.distributed,
-              pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(),
-                                 reason="torch.distributed with gloo is required")]
+pytestmark = [
+    pytest.mark.distributed,
+    pytest.mark.skipif(
+        not dist.is_available() or not dist.is_gloo_available(),
+        reason="torch.distributed with gloo is required",
+    ),
+]
 
 TRANSPORTS = ["host_staged", "in_program"]
 IN_PROGRAM = ["collectives_2", "collectives_4", "coalescing", "sends_waited_first"]

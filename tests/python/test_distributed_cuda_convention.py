@@ -26,21 +26,33 @@ import dist_cuda_convention as script  # noqa: E402
 
 # bf16 parameters: each step's loss carries a few roundings of bf16 (eps 2^-8) relative
 # to the f32 reference; the f32 parts differ from CPU only in summation order.
-TOLERANCE = {"fsdp": 1e-5, "ddp": 1e-5, "tp": 1e-5, "sp": 1e-5, "fsdp_bf16": 4 * 2.0 ** -8}
+TOLERANCE = {"fsdp": 1e-5, "ddp": 1e-5, "tp": 1e-5, "sp": 1e-5, "fsdp_bf16": 4 * 2.0**-8}
 
 
 def torchrun(script, *args, timeout=300):
     """`torchrun --standalone --nproc-per-node 2 script args` as a user would run it."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCH_TPU_")
-           and k not in ("LOCAL_RANK", "LOCAL_WORLD_SIZE", "RANK", "WORLD_SIZE")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("TORCH_TPU_")
+        and k not in ("LOCAL_RANK", "LOCAL_WORLD_SIZE", "RANK", "WORLD_SIZE")
+    }
     env["OMP_NUM_THREADS"] = "1"
     # The compile cache is the one setting kept: it only saves time.
     if "TORCH_TPU_CACHE_DIR" in os.environ:
         env["TORCH_TPU_CACHE_DIR"] = os.environ["TORCH_TPU_CACHE_DIR"]
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-           "--nproc-per-node=2", str(HERE / script), *args]
-    run = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
-                         cwd=tempfile.gettempdir())
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node=2",
+        str(HERE / script),
+        *args,
+    ]
+    run = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=tempfile.gettempdir()
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-5000:]
     return run
 

@@ -12,9 +12,13 @@ import torch.distributed as dist
 
 from dist_launch import run_threads
 
-pytestmark = [pytest.mark.distributed,
-              pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(),
-                                 reason="torch.distributed with gloo is required")]
+pytestmark = [
+    pytest.mark.distributed,
+    pytest.mark.skipif(
+        not dist.is_available() or not dist.is_gloo_available(),
+        reason="torch.distributed with gloo is required",
+    ),
+]
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCENARIOS = ["subgroups", "mismatch", "missing", "ddp", "fused", "pipelined"]
@@ -40,10 +44,20 @@ def test_transport_override_host():
         "    dist.all_reduce(t)\n"
         "    w.exact(t, torch.full((3,), 2.0))\n"
         "    return torch_tpu.metrics.dist_transport()\n"
-        "print('TRANSPORT', w.all_ok(w.run_ranks(2, f)))\n")
-    env = dict(os.environ, TORCH_TPU_NUM_DEVICES="2", PYTHONPATH=HERE,
-               TORCH_TPU_DIST_TRANSPORT="host")
-    proc = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True,
-                          env=env, timeout=120, cwd=HERE)
-    assert "TRANSPORT {0: 'host_staged', 1: 'host_staged'}" in proc.stdout or \
-        "TRANSPORT {1: 'host_staged', 0: 'host_staged'}" in proc.stdout, proc.stdout + proc.stderr
+        "print('TRANSPORT', w.all_ok(w.run_ranks(2, f)))\n"
+    )
+    env = dict(
+        os.environ, TORCH_TPU_NUM_DEVICES="2", PYTHONPATH=HERE, TORCH_TPU_DIST_TRANSPORT="host"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-P", "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=HERE,
+    )
+    assert (
+        "TRANSPORT {0: 'host_staged', 1: 'host_staged'}" in proc.stdout
+        or "TRANSPORT {1: 'host_staged', 0: 'host_staged'}" in proc.stdout
+    ), proc.stdout + proc.stderr

@@ -28,7 +28,7 @@ def grown(length, seed=0, start=4, width=8):
     rows = torch.randn(1, 2, length, width, generator=g)
     cache = rows[:, :, :start].to("tpu")
     for n in range(start, length):
-        cache = torch.cat([cache, rows[:, :, n:n + 1].to("tpu")], dim=2)
+        cache = torch.cat([cache, rows[:, :, n : n + 1].to("tpu")], dim=2)
     return cache, rows
 
 
@@ -68,7 +68,9 @@ FAMILIES = {
     "logsumexp": lambda c: torch.logsumexp(c, 2),
     "layer_norm": lambda c: F.layer_norm(c, (8,)),
     "rms_norm": lambda c: F.rms_norm(c, (8,)),
-    "cross_entropy": lambda c: F.cross_entropy(c[0, 0], torch.arange(c.shape[2], device=c.device) % 8),
+    "cross_entropy": lambda c: F.cross_entropy(
+        c[0, 0], torch.arange(c.shape[2], device=c.device) % 8
+    ),
     "cumsum": lambda c: c.cumsum(2),
     "sort": lambda c: c.sort(2).values,
     "topk": lambda c: c.topk(2, dim=2).values,
@@ -168,7 +170,7 @@ def test_gradients_through_a_padded_cache():
         leaf = rows.clone().to(device).requires_grad_()
         cache = leaf[:, :, :4]
         for n in range(4, 19):
-            cache = torch.cat([cache, leaf[:, :, n:n + 1] * 1.0], dim=2)
+            cache = torch.cat([cache, leaf[:, :, n : n + 1] * 1.0], dim=2)
         if device == "tpu":
             assert _C._padded_shape(cache) == [1, 2, 32, 8]
         loss = (attend(cache[:, :, -1:], cache) ** 2).sum() + cache.logsumexp(2).sum()
@@ -204,8 +206,9 @@ def test_padded_size_against_the_same_size_unpadded():
     cache, rows = grown(12)
     plain = rows.to("tpu")
     assert torch.equal((cache + plain).cpu(), rows * 2)
-    torch.testing.assert_close((cache @ plain.transpose(-1, -2)).cpu(),
-                               rows @ rows.transpose(-1, -2))
+    torch.testing.assert_close(
+        (cache @ plain.transpose(-1, -2)).cpu(), rows @ rows.transpose(-1, -2)
+    )
 
 
 @pytest.mark.parametrize("setting, padded", [("off", "None"), ("10", "[1, 20]")])
@@ -215,6 +218,7 @@ def test_the_setting_turns_buckets_off_or_sets_a_multiple(setting, padded):
         "c = torch.zeros(1, 4, device='tpu')\n"
         "for _ in range(12): c = torch.cat([c, torch.ones(1, 1, device='tpu')], 1)\n"
         "print(torch_tpu._C._padded_shape(c), '|', c.sum().item())\n",
-        env={"TORCH_TPU_SHAPE_BUCKETS": setting})
+        env={"TORCH_TPU_SHAPE_BUCKETS": setting},
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == f"{padded} | 12.0"

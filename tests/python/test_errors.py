@@ -87,7 +87,9 @@ def test_inplace_into_expanded_tensor_is_rejected():
 def test_shape_errors_match_cpu():
     a = torch.ones(2, 3, device="tpu")
     b = torch.ones(4, 5, device="tpu")
-    with pytest.raises(RuntimeError, match=r"mat1 and mat2 shapes cannot be multiplied \(2x3 and 4x5\)"):
+    with pytest.raises(
+        RuntimeError, match=r"mat1 and mat2 shapes cannot be multiplied \(2x3 and 4x5\)"
+    ):
         a @ b
     with pytest.raises(RuntimeError, match="must match the size"):
         a + torch.ones(4, device="tpu")

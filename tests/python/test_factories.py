@@ -1,4 +1,5 @@
 """Factories on the tpu device against CPU: ranges, eye, constant fills, tensors from data."""
+
 import pytest
 import torch
 
@@ -12,8 +13,17 @@ def test_arange_integer_args(args, dtype):
     assert_same(torch.arange(*args, dtype=dtype, device="tpu"), torch.arange(*args, dtype=dtype))
 
 
-@pytest.mark.parametrize("args", [(0, 1, 0.1), (-3.3, 7.9, 0.37), (1, 2, 1 / 3), (5, -5, -0.3),
-                                  (0.5, 1000.5, 1.1), (0, 1 - 1e-9, 0.25)])
+@pytest.mark.parametrize(
+    "args",
+    [
+        (0, 1, 0.1),
+        (-3.3, 7.9, 0.37),
+        (1, 2, 1 / 3),
+        (5, -5, -0.3),
+        (0.5, 1000.5, 1.1),
+        (0, 1 - 1e-9, 0.25),
+    ],
+)
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_arange_float_steps(args, dtype):
     want = torch.arange(*args, dtype=dtype)
@@ -58,15 +68,27 @@ def test_arange_values_do_not_recompile():
 @pytest.mark.parametrize("steps", [0, 1, 2, 7, 50])
 def test_linspace_logspace(dtype, steps):
     tol = dict(rtol=2e-2, atol=2e-2) if dtype == torch.bfloat16 else dict(rtol=1e-6, atol=1e-6)
-    assert_same(torch.linspace(-2, 3.5, steps, dtype=dtype, device="tpu"),
-                torch.linspace(-2, 3.5, steps, dtype=dtype), **tol)
-    assert_same(torch.linspace(10, -10, steps, dtype=dtype, device="tpu"),
-                torch.linspace(10, -10, steps, dtype=dtype), **tol)
+    assert_same(
+        torch.linspace(-2, 3.5, steps, dtype=dtype, device="tpu"),
+        torch.linspace(-2, 3.5, steps, dtype=dtype),
+        **tol,
+    )
+    assert_same(
+        torch.linspace(10, -10, steps, dtype=dtype, device="tpu"),
+        torch.linspace(10, -10, steps, dtype=dtype),
+        **tol,
+    )
     if dtype != torch.int64:
-        assert_same(torch.logspace(-1, 2, steps, dtype=dtype, device="tpu"),
-                    torch.logspace(-1, 2, steps, dtype=dtype), **tol)
-        assert_same(torch.logspace(0, 3, steps, base=2, dtype=dtype, device="tpu"),
-                    torch.logspace(0, 3, steps, base=2, dtype=dtype), **tol)
+        assert_same(
+            torch.logspace(-1, 2, steps, dtype=dtype, device="tpu"),
+            torch.logspace(-1, 2, steps, dtype=dtype),
+            **tol,
+        )
+        assert_same(
+            torch.logspace(0, 3, steps, base=2, dtype=dtype, device="tpu"),
+            torch.logspace(0, 3, steps, base=2, dtype=dtype),
+            **tol,
+        )
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool, torch.bfloat16])
@@ -76,13 +98,15 @@ def test_eye(dtype):
     assert_same(torch.eye(0, dtype=dtype, device="tpu"), torch.eye(0, dtype=dtype))
 
 
-@pytest.mark.parametrize("dtype",
-                         [torch.float32, torch.float16, torch.int32, torch.int64, torch.bool])
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.float16, torch.int32, torch.int64, torch.bool]
+)
 def test_constant_fills(dtype):
     ref = torch.ones(2, 3, dtype=dtype)
     t = ref.to("tpu")
-    assert_same(torch.full((2, 3), 1, dtype=dtype, device="tpu"),
-                torch.full((2, 3), 1, dtype=dtype))
+    assert_same(
+        torch.full((2, 3), 1, dtype=dtype, device="tpu"), torch.full((2, 3), 1, dtype=dtype)
+    )
     assert_same(torch.zeros(2, 3, dtype=dtype, device="tpu"), torch.zeros(2, 3, dtype=dtype))
     assert_same(torch.ones(4, dtype=dtype, device="tpu"), torch.ones(4, dtype=dtype))
     assert_same(torch.zeros_like(t), torch.zeros_like(ref))
@@ -105,8 +129,10 @@ def test_constant_fills(dtype):
 
 def test_full_float_value_and_zero_dim():
     assert_same(torch.full((2,), 2.5, device="tpu"), torch.full((2,), 2.5))
-    assert_same(torch.full((), -1.25, dtype=torch.float64, device="tpu"),
-                torch.full((), -1.25, dtype=torch.float64))
+    assert_same(
+        torch.full((), -1.25, dtype=torch.float64, device="tpu"),
+        torch.full((), -1.25, dtype=torch.float64),
+    )
     assert_same(torch.zeros(0, 3, device="tpu"), torch.zeros(0, 3))
 
 
@@ -117,7 +143,9 @@ def test_tensor_from_data(data):
 
 
 @pytest.mark.parametrize("fn", [torch.triu_indices, torch.tril_indices])
-@pytest.mark.parametrize("rows,cols,offset", [(4, 4, 0), (3, 5, 1), (5, 2, -1), (1, 1, 0), (3, 3, 5)])
+@pytest.mark.parametrize(
+    "rows,cols,offset", [(4, 4, 0), (3, 5, 1), (5, 2, -1), (1, 1, 0), (3, 3, 5)]
+)
 def test_tri_indices(fn, rows, cols, offset):
     got = fn(rows, cols, offset, device="tpu")
     assert_same(got, fn(rows, cols, offset))

@@ -55,8 +55,11 @@ pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 # One compiled layout keeps the suite short; channels-last runs eager.
-@pytest.mark.parametrize("compiled,channels_last", [(False, False), (False, True), (True, False)],
-                         ids=["eager", "eager-nhwc", "compiled"])
+@pytest.mark.parametrize(
+    "compiled,channels_last",
+    [(False, False), (False, True), (True, False)],
+    ids=["eager", "eager-nhwc", "compiled"],
+)
 def test_resnet_trains_like_cpu(compiled, channels_last):
     torch.manual_seed(0)
     cpu_model = resnet.resnet_small(10)
@@ -66,8 +69,14 @@ def test_resnet_trains_like_cpu(compiled, channels_last):
         tpu_model.to(memory_format=torch.channels_last)
     data = list(resnet.batches(3, 8, 32, 10, seed=0))
     cpu_losses = resnet.train(cpu_model, data, "cpu", lr=0.01, channels_last=channels_last)
-    tpu_losses = resnet.train(tpu_model, data, "tpu", lr=0.01,
-                              compile="tpu" if compiled else None, channels_last=channels_last)
+    tpu_losses = resnet.train(
+        tpu_model,
+        data,
+        "tpu",
+        lr=0.01,
+        compile="tpu" if compiled else None,
+        channels_last=channels_last,
+    )
     same_training(cpu_model, tpu_model, cpu_losses, tpu_losses)
     check_native(compiled)
     cpu_model.eval()
@@ -100,8 +109,9 @@ def test_unet_ddpm_trains_and_samples_like_cpu(compiled):
     data = list(unet.batches(3, 4, 16, 1000, seed=0))
     cpu_losses = unet.train(cpu_model, unet.DDPM(), data, "cpu", lr=0.05, optimizer="sgd")
     tpu_schedule = unet.DDPM().to("tpu")
-    tpu_losses = unet.train(tpu_model, tpu_schedule, data, "tpu", lr=0.05, compile=backend,
-                            optimizer="sgd")
+    tpu_losses = unet.train(
+        tpu_model, tpu_schedule, data, "tpu", lr=0.05, compile=backend, optimizer="sgd"
+    )
     same_training(cpu_model, tpu_model, cpu_losses, tpu_losses)
     # Three denoising steps from the same noise, through the same (trained) weights.
     shape = (2, 3, 16, 16)

@@ -51,8 +51,10 @@ def test_ops_are_recorded_and_run_as_one_program(fused):
     assert_same(c, ref_c)
 
 
-@pytest.mark.parametrize("trigger", ["item", "cpu", "tolist", "repr", "synchronize", "flush",
-                                     "nonzero", "event", "compiled_graph"])
+@pytest.mark.parametrize(
+    "trigger",
+    ["item", "cpu", "tolist", "repr", "synchronize", "flush", "nonzero", "event", "compiled_graph"],
+)
 def test_flush_points(fused, trigger):
     x = rand((6,), torch.float32)
     a = x.to("tpu") * 3 - 1
@@ -91,7 +93,8 @@ def test_threshold_flushes_by_itself():
         "    a = a + 1\n"
         "    assert torch_tpu._C._fused_pending() <= 4, torch_tpu._C._fused_pending()\n"
         "print(a.cpu().tolist(), torch_tpu.metrics.snapshot()['fused_groups'])\n",
-        env={"TORCH_TPU_FUSED_MAX_OPS": "4"})
+        env={"TORCH_TPU_FUSED_MAX_OPS": "4"},
+    )
     assert r.returncode == 0, r.stderr
     values, groups = r.stdout.strip().rsplit(" ", 1)
     assert values == "[10.0, 10.0, 10.0]"
@@ -110,8 +113,9 @@ def test_cpu_fallback_is_a_flush_point(fused):
         warnings.simplefilter("ignore")  # warned once per process, maybe by an earlier test
         y = torch._standard_gamma_grad(a, b)
     assert torch_tpu.metrics.fallback_count() == 1
-    assert_same(y * 3.0, torch._standard_gamma_grad(alpha * 2.0, x + 1.0) * 3.0,
-                rtol=1e-5, atol=1e-6)
+    assert_same(
+        y * 3.0, torch._standard_gamma_grad(alpha * 2.0, x + 1.0) * 3.0, rtol=1e-5, atol=1e-6
+    )
 
 
 def test_views_and_in_place_across_flushes(fused):
@@ -209,17 +213,22 @@ def _train(mode, opt_name, steps=3, clip=False):
     cpu_model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
     cpu_model.load_state_dict(model.state_dict())
     model.to("tpu")
-    make = {"adamw": lambda p: torch.optim.AdamW(p, lr=1e-2),
-            "adamw_fused": lambda p: torch.optim.AdamW(p, lr=1e-2, fused=True),
-            "adam_foreach": lambda p: torch.optim.Adam(p, lr=1e-2, foreach=True),
-            "sgd": lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9)}[opt_name]
+    make = {
+        "adamw": lambda p: torch.optim.AdamW(p, lr=1e-2),
+        "adamw_fused": lambda p: torch.optim.AdamW(p, lr=1e-2, fused=True),
+        "adam_foreach": lambda p: torch.optim.Adam(p, lr=1e-2, foreach=True),
+        "sgd": lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9),
+    }[opt_name]
     opt, cpu_opt = make(model.parameters()), make(cpu_model.parameters())
     x, y = rand((5, 6), torch.float32), rand((5, 2), torch.float32, seed=3)
     before = torch_tpu.get_eager_mode()
     torch_tpu.set_eager_mode(mode)
     try:
         for _ in range(steps):
-            for m, o, inp, tgt in ((model, opt, x.to("tpu"), y.to("tpu")), (cpu_model, cpu_opt, x, y)):
+            for m, o, inp, tgt in (
+                (model, opt, x.to("tpu"), y.to("tpu")),
+                (cpu_model, cpu_opt, x, y),
+            ):
                 loss = torch.nn.functional.mse_loss(m(inp), tgt)
                 loss.backward()
                 if clip:
@@ -281,7 +290,8 @@ def test_in_place_ops_donate_in_op_mode(tmp_path):
         "a = torch.arange(6.0).to('tpu') * 1\n"
         "a.add_(1)\n"
         "print(a.cpu().tolist())\n",
-        env={"TORCH_TPU_DUMP_DIR": str(tmp_path), "TORCH_TPU_CACHE_DIR": str(tmp_path / "c")})
+        env={"TORCH_TPU_DUMP_DIR": str(tmp_path), "TORCH_TPU_CACHE_DIR": str(tmp_path / "c")},
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]"
     texts = [p.read_text() for p in tmp_path.glob("*.mlir")]

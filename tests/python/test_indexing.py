@@ -1,4 +1,5 @@
 """Indexing ops against CPU: gathers, scatters, advanced indexing, masks, embeddings."""
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -45,8 +46,10 @@ def test_index_select_and_embedding(dtype):
     for dim in (0, 1, -1):
         i = idx % x.shape[dim]
         assert_same(tpu(x).index_select(dim, tpu(i)), x.index_select(dim, i))
-    assert_same(tpu(x).index_select(0, tpu(torch.tensor([], dtype=torch.long))),
-                x.index_select(0, torch.tensor([], dtype=torch.long)))
+    assert_same(
+        tpu(x).index_select(0, tpu(torch.tensor([], dtype=torch.long))),
+        x.index_select(0, torch.tensor([], dtype=torch.long)),
+    )
 
 
 def test_embedding_forward_backward():
@@ -63,6 +66,7 @@ def test_embedding_dense_backward(padding_idx, scale):
     def fn(w):
         i = tpu(idx) if w.device.type == "tpu" else idx
         return F.embedding(i, w, padding_idx=padding_idx, scale_grad_by_freq=scale)
+
     grad_check(fn, w)
 
 
@@ -75,8 +79,14 @@ def test_embedding_bag(mode, last):
 
     def fn(w):
         on = w.device.type == "tpu"
-        return F.embedding_bag(tpu(idx) if on else idx, w, tpu(offsets) if on else offsets,
-                               mode=mode, include_last_offset=last)
+        return F.embedding_bag(
+            tpu(idx) if on else idx,
+            w,
+            tpu(offsets) if on else offsets,
+            mode=mode,
+            include_last_offset=last,
+        )
+
     grad_check(fn, w)
 
 
@@ -109,8 +119,9 @@ def test_embedding_bag_scale_grad_by_freq(mode):
         out = out / torch.tensor([3.0, 1.0, 4.0, 2.0]).unsqueeze(1)
     out.sum().backward()
     got = tpu(w).requires_grad_()
-    F.embedding_bag(tpu(idx), got, tpu(torch.tensor([0, 3, 3, 7])), mode=mode,
-                    scale_grad_by_freq=True).sum().backward()
+    F.embedding_bag(
+        tpu(idx), got, tpu(torch.tensor([0, 3, 3, 7])), mode=mode, scale_grad_by_freq=True
+    ).sum().backward()
     assert_same(got.grad, ref.grad)
 
 
@@ -123,8 +134,15 @@ def test_embedding_bag_per_sample_weights_and_padding(padding_idx):
 
     def fn(w, psw):
         on = w.device.type == "tpu"
-        return F.embedding_bag(tpu(idx) if on else idx, w, tpu(offsets) if on else offsets,
-                               mode="sum", per_sample_weights=psw, padding_idx=padding_idx)
+        return F.embedding_bag(
+            tpu(idx) if on else idx,
+            w,
+            tpu(offsets) if on else offsets,
+            mode="sum",
+            per_sample_weights=psw,
+            padding_idx=padding_idx,
+        )
+
     grad_check(fn, w, psw, tol=dict(rtol=1e-5, atol=1e-5))
 
 
@@ -132,8 +150,10 @@ def test_embedding_bag_forward_only():
     w, idx, offsets = make((10, 3)), torch.tensor([1, 2, 4, 5, 9]), torch.tensor([0, 2])
     with torch.no_grad():
         for mode in ("sum", "max"):
-            assert_same(F.embedding_bag(tpu(idx), tpu(w), tpu(offsets), mode=mode),
-                        F.embedding_bag(idx, w, offsets, mode=mode))
+            assert_same(
+                F.embedding_bag(tpu(idx), tpu(w), tpu(offsets), mode=mode),
+                F.embedding_bag(idx, w, offsets, mode=mode),
+            )
 
 
 def test_embedding_bag_2d_input_mean_padding():
@@ -141,8 +161,10 @@ def test_embedding_bag_2d_input_mean_padding():
     idx = torch.tensor([[0, 1, 5], [5, 5, 2]])
 
     def fn(w):
-        return F.embedding_bag(tpu(idx) if w.device.type == "tpu" else idx, w, mode="mean",
-                               padding_idx=5)
+        return F.embedding_bag(
+            tpu(idx) if w.device.type == "tpu" else idx, w, mode="mean", padding_idx=5
+        )
+
     grad_check(fn, w)
 
 
@@ -188,9 +210,15 @@ def test_scatter_src_value_add(dtype):
         assert_same(tpu(x).scatter(dim, tpu(i), 1), x.scatter(dim, i, 1))
         if dtype != torch.bool:
             dup = torch.tensor([[0, 0, 0], [1, 1, 0]])
-            assert_same(tpu(x).scatter_add(dim, tpu(dup), tpu(src)), x.scatter_add(dim, dup, src),
-                        **({"rtol": 2e-2, "atol": 2e-2} if not dtype.is_floating_point or
-                           dtype != torch.float32 else {}))
+            assert_same(
+                tpu(x).scatter_add(dim, tpu(dup), tpu(src)),
+                x.scatter_add(dim, dup, src),
+                **(
+                    {"rtol": 2e-2, "atol": 2e-2}
+                    if not dtype.is_floating_point or dtype != torch.float32
+                    else {}
+                ),
+            )
     y = tpu(x)
     y.scatter_(1, tpu(torch.tensor([[4], [0]])), tpu(src))
     assert_same(y, x.clone().scatter_(1, torch.tensor([[4], [0]]), src))
@@ -211,8 +239,12 @@ def test_scatter_reduce(reduce, include_self, dtype):
 def test_scatter_reduce_bf16(reduce):
     x, src = make((5, 3), torch.bfloat16), make((6, 3), torch.bfloat16, seed=4)
     idx = torch.tensor([[0, 1, 0], [0, 4, 1], [2, 1, 1], [0, 0, 0], [4, 4, 4], [2, 2, 2]])
-    assert_same(tpu(x).scatter_reduce(0, tpu(idx), tpu(src), reduce, include_self=False),
-                x.scatter_reduce(0, idx, src, reduce, include_self=False), rtol=2e-2, atol=2e-2)
+    assert_same(
+        tpu(x).scatter_reduce(0, tpu(idx), tpu(src), reduce, include_self=False),
+        x.scatter_reduce(0, idx, src, reduce, include_self=False),
+        rtol=2e-2,
+        atol=2e-2,
+    )
 
 
 def test_scatter_legacy_reduce_and_backward():
@@ -220,13 +252,17 @@ def test_scatter_legacy_reduce_and_backward():
     src = make((3, 4), seed=5)
     idx = torch.tensor([[0, 1, 2, 0], [2, 2, 1, 0]])
     for reduce in ("add", "multiply"):
-        assert_same(tpu(x).scatter(0, tpu(idx), tpu(src), reduce=reduce),
-                    x.scatter(0, idx, src, reduce=reduce))
+        assert_same(
+            tpu(x).scatter(0, tpu(idx), tpu(src), reduce=reduce),
+            x.scatter(0, idx, src, reduce=reduce),
+        )
     uidx = torch.tensor([[0, 1, 2, 0], [2, 2, 1, 1]])
-    grad_check(lambda x, s: x.scatter(0, tpu(uidx) if x.device.type == "tpu" else uidx, s),
-               x, src[:2])
-    grad_check(lambda x, s: x.scatter_add(0, tpu(idx) if x.device.type == "tpu" else idx, s),
-               x, src[:2])
+    grad_check(
+        lambda x, s: x.scatter(0, tpu(uidx) if x.device.type == "tpu" else uidx, s), x, src[:2]
+    )
+    grad_check(
+        lambda x, s: x.scatter_add(0, tpu(idx) if x.device.type == "tpu" else idx, s), x, src[:2]
+    )
 
 
 @pytest.mark.parametrize("dtype", SOME)
@@ -237,13 +273,13 @@ def test_advanced_indexing(dtype):
     cases = [
         lambda t, d: t[d(i)],
         lambda t, d: t[:, d(i)],
-        lambda t, d: t[d(i), :, d(i)],          # separated: index dims go first
-        lambda t, d: t[d(j), d(i)],             # broadcast index tensors
+        lambda t, d: t[d(i), :, d(i)],  # separated: index dims go first
+        lambda t, d: t[d(j), d(i)],  # broadcast index tensors
         lambda t, d: t[None, d(i), None, 1:3],  # None entries and slices
         lambda t, d: t[..., d(i)],
         lambda t, d: t[d(torch.tensor(1)), d(i)],
         lambda t, d: t[d(i)[:0]],
-        lambda t, d: t[d(i.int())],                  # int32 indices
+        lambda t, d: t[d(i.int())],  # int32 indices
         lambda t, d: t.transpose(0, 2)[d(j), 1:, d(i)],  # a non-contiguous self
     ]
     for case in cases:
@@ -284,8 +320,9 @@ def test_index_put(dtype, accumulate):
     # Duplicates with accumulate add up; a scalar value broadcasts.
     d = torch.tensor([1, 1, 1, 3])
     y = tpu(x)
-    y.index_put_((tpu(d), tpu(torch.tensor([0, 0, 2, 3]))), tpu(v[0, 0]), accumulate=True) \
-        if accumulate else y.index_put_((tpu(d[2:]),), tpu(v[0]))
+    y.index_put_(
+        (tpu(d), tpu(torch.tensor([0, 0, 2, 3]))), tpu(v[0, 0]), accumulate=True
+    ) if accumulate else y.index_put_((tpu(d[2:]),), tpu(v[0]))
     want = x.clone()
     if accumulate:
         want.index_put_((d, torch.tensor([0, 0, 2, 3])), v[0, 0], accumulate=True)
@@ -324,8 +361,11 @@ def test_index_put_masks_and_setitem(accumulate):
 def test_index_put_backward():
     x, v = make((5, 3)), make((2, 3), seed=1)
     i = torch.tensor([4, 1])
-    grad_check(lambda x, v: x.index_put((tpu(i) if x.device.type == "tpu" else i,), v,
-                                        accumulate=True), x, v)
+    grad_check(
+        lambda x, v: x.index_put((tpu(i) if x.device.type == "tpu" else i,), v, accumulate=True),
+        x,
+        v,
+    )
 
 
 @pytest.mark.parametrize("dtype", SOME)
@@ -333,13 +373,16 @@ def test_masked_fill(dtype):
     x = make((3, 4), dtype)
     mask = make((3, 4), torch.bool, seed=1)
     assert_same(tpu(x).masked_fill(tpu(mask), 1), x.masked_fill(mask, 1))
-    assert_same(tpu(x).masked_fill(tpu(mask[0]), tpu(torch.tensor(0))),
-                x.masked_fill(mask[0], torch.tensor(0)))
+    assert_same(
+        tpu(x).masked_fill(tpu(mask[0]), tpu(torch.tensor(0))),
+        x.masked_fill(mask[0], torch.tensor(0)),
+    )
     y = tpu(x).t()
     y.masked_fill_(tpu(mask.t()), 0)
     assert_same(y, x.t().masked_fill(mask.t(), 0))
-    grad_check(lambda x: x.masked_fill(tpu(mask) if x.device.type == "tpu" else mask, 0.5),
-               make((3, 4)))
+    grad_check(
+        lambda x: x.masked_fill(tpu(mask) if x.device.type == "tpu" else mask, 0.5), make((3, 4))
+    )
 
 
 @pytest.mark.parametrize("dtype", SOME)
@@ -372,8 +415,9 @@ def test_masked_select_and_scatter_backward():
     mask = make((3, 4), torch.bool, seed=5)
     grad_check(lambda x: x.masked_select(tpu(mask) if x.device.type == "tpu" else mask), x)
     src = make((12,), seed=6)
-    grad_check(lambda x, s: x.masked_scatter(tpu(mask) if x.device.type == "tpu" else mask, s),
-               x, src)
+    grad_check(
+        lambda x, s: x.masked_scatter(tpu(mask) if x.device.type == "tpu" else mask, s), x, src
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int32, torch.bool])
@@ -392,13 +436,17 @@ def test_index_add_copy_fill(dtype):
     uniq = torch.tensor([0, 4, 2, 1])
     tol = {"rtol": 2e-2, "atol": 2e-2} if dtype == torch.bfloat16 else {}
     assert_same(tpu(x).index_add(0, tpu(dup), tpu(src)), x.index_add(0, dup, src), **tol)
-    assert_same(tpu(x).index_add(0, tpu(dup), tpu(src), alpha=2), x.index_add(0, dup, src, alpha=2),
-                **tol)
+    assert_same(
+        tpu(x).index_add(0, tpu(dup), tpu(src), alpha=2), x.index_add(0, dup, src, alpha=2), **tol
+    )
     assert_same(tpu(x).index_copy(0, tpu(uniq), tpu(src)), x.index_copy(0, uniq, src))
-    assert_same(tpu(x).index_fill(1, tpu(torch.tensor([2, 0])), 7),
-                x.index_fill(1, torch.tensor([2, 0]), 7))
-    assert_same(tpu(x).index_fill(-1, tpu(torch.tensor([1])), tpu(torch.tensor(3))),
-                x.index_fill(-1, torch.tensor([1]), torch.tensor(3)))
+    assert_same(
+        tpu(x).index_fill(1, tpu(torch.tensor([2, 0])), 7), x.index_fill(1, torch.tensor([2, 0]), 7)
+    )
+    assert_same(
+        tpu(x).index_fill(-1, tpu(torch.tensor([1])), tpu(torch.tensor(3))),
+        x.index_fill(-1, torch.tensor([1]), torch.tensor(3)),
+    )
     y = tpu(x).t()
     y.index_add_(1, tpu(dup), tpu(src.t().contiguous()))
     assert_same(y, x.t().index_add(1, dup, src.t()), **tol)
@@ -407,11 +455,15 @@ def test_index_add_copy_fill(dtype):
 def test_index_add_copy_backward():
     x, src = make((5, 3)), make((4, 3), seed=1)
     dup = torch.tensor([0, 4, 0, 1])
-    grad_check(lambda x, s: x.index_add(0, tpu(dup) if x.device.type == "tpu" else dup, s,
-                                        alpha=0.5), x, src)
+    grad_check(
+        lambda x, s: x.index_add(0, tpu(dup) if x.device.type == "tpu" else dup, s, alpha=0.5),
+        x,
+        src,
+    )
     uniq = torch.tensor([0, 4, 2, 1])
-    grad_check(lambda x, s: x.index_copy(0, tpu(uniq) if x.device.type == "tpu" else uniq, s),
-               x, src)
+    grad_check(
+        lambda x, s: x.index_copy(0, tpu(uniq) if x.device.type == "tpu" else uniq, s), x, src
+    )
 
 
 def test_take_and_put():
@@ -421,8 +473,10 @@ def test_take_and_put():
     src = make((2, 2), seed=1)
     assert_same(tpu(x).put(tpu(idx), tpu(src)), x.put(idx, src))
     dup = torch.tensor([1, 1, 2])
-    assert_same(tpu(x).put(tpu(dup), tpu(src.flatten()[:3]), accumulate=True),
-                x.put(dup, src.flatten()[:3], accumulate=True))
+    assert_same(
+        tpu(x).put(tpu(dup), tpu(src.flatten()[:3]), accumulate=True),
+        x.put(dup, src.flatten()[:3], accumulate=True),
+    )
     grad_check(lambda x: torch.take(x, tpu(idx) if x.device.type == "tpu" else idx), x)
 
 
@@ -474,8 +528,11 @@ def test_index_reduce_backward():
     x = make((4, 3), seed=3)
     src = make((5, 3), seed=4)
     index = torch.tensor([0, 3, 3, 1, 0])
-    grad_check(lambda a, s: a.index_reduce(0, tpu(index) if a.device.type == "tpu" else index, s, "amax"),
-               x, src)
+    grad_check(
+        lambda a, s: a.index_reduce(0, tpu(index) if a.device.type == "tpu" else index, s, "amax"),
+        x,
+        src,
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool])
@@ -486,8 +543,10 @@ def test_nonzero_static(dtype, size):
         x = torch.where(x.abs() < (0.5 if dtype.is_floating_point else 20), torch.zeros_like(x), x)
         x[1] = 0
     for fill in (-1, 7):
-        assert_same(torch.nonzero_static(tpu(x), size=size, fill_value=fill),
-                    torch.nonzero_static(x, size=size, fill_value=fill))
+        assert_same(
+            torch.nonzero_static(tpu(x), size=size, fill_value=fill),
+            torch.nonzero_static(x, size=size, fill_value=fill),
+        )
     e = torch.zeros(0, 3)
     assert_same(torch.nonzero_static(tpu(e), size=4), torch.nonzero_static(e, size=4))
 
@@ -505,11 +564,17 @@ def test_unique_and_unique_consecutive(dtype):
             for counts in (False, True):
                 got = torch.unique(tpu(x), sorted=sorted_, return_inverse=inv, return_counts=counts)
                 exp = torch.unique(x, sorted=sorted_, return_inverse=inv, return_counts=counts)
-                for g, e in zip(got if isinstance(got, tuple) else (got,), exp if isinstance(exp, tuple) else (exp,)):
+                for g, e in zip(
+                    got if isinstance(got, tuple) else (got,),
+                    exp if isinstance(exp, tuple) else (exp,),
+                ):
                     assert_same(g, e, equal_nan=True)
                 got = torch.unique_consecutive(tpu(x), return_inverse=inv, return_counts=counts)
                 exp = torch.unique_consecutive(x, return_inverse=inv, return_counts=counts)
-                for g, e in zip(got if isinstance(got, tuple) else (got,), exp if isinstance(exp, tuple) else (exp,)):
+                for g, e in zip(
+                    got if isinstance(got, tuple) else (got,),
+                    exp if isinstance(exp, tuple) else (exp,),
+                ):
                     assert_same(g, e, equal_nan=True)
     # Slices along a dim (sorted and consecutive), 0-d and empty inputs.
     y = torch.tensor([[1, 1, 2, 2, 2], [3, 3, 4, 4, 5]]).to(dtype)
@@ -518,13 +583,17 @@ def test_unique_and_unique_consecutive(dtype):
     for t in (y, z):
         for dim in (0, 1, -1):
             got = torch.unique_consecutive(tpu(t), return_inverse=True, return_counts=True, dim=dim)
-            for g, e in zip(got, torch.unique_consecutive(t, return_inverse=True, return_counts=True, dim=dim)):
+            for g, e in zip(
+                got, torch.unique_consecutive(t, return_inverse=True, return_counts=True, dim=dim)
+            ):
                 assert_same(g, e)
             got = torch.unique(tpu(t), return_inverse=True, return_counts=True, dim=dim)
             for g, e in zip(got, torch.unique(t, return_inverse=True, return_counts=True, dim=dim)):
                 assert_same(g, e)
             assert_same(torch.unique(tpu(t), dim=dim), torch.unique(t, dim=dim))
     for t in (x[0, 4], x[:0]):
-        for g, e in zip(torch.unique(tpu(t), return_inverse=True, return_counts=True),
-                        torch.unique(t, return_inverse=True, return_counts=True)):
+        for g, e in zip(
+            torch.unique(tpu(t), return_inverse=True, return_counts=True),
+            torch.unique(t, return_inverse=True, return_counts=True),
+        ):
             assert_same(g, e, equal_nan=True)

@@ -1,5 +1,6 @@
 """The newcomer path: `import torch` never breaks, whatever state torch_tpu is in; an
 editable install works from the repository root; the plugin stays quiet."""
+
 import os
 import subprocess
 import sys
@@ -15,20 +16,30 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 # Drops scikit-build-core's editable finder, so that Python finds torch_tpu as it would
 # after a plain `pip install .`: the repository root (the current directory) first.
-AS_INSTALLED = ("import sys\n"
-                "sys.meta_path[:] = [f for f in sys.meta_path "
-                "if 'ScikitBuild' not in type(f).__name__]\n")
+AS_INSTALLED = (
+    "import sys\n"
+    "sys.meta_path[:] = [f for f in sys.meta_path "
+    "if 'ScikitBuild' not in type(f).__name__]\n"
+)
 
 
 def run_in_root(code: str, env: dict | None = None) -> subprocess.CompletedProcess:
     full_env = dict(os.environ)
     full_env.update(env or {})
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=full_env, timeout=300, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=300,
+        cwd=ROOT,
+    )
 
 
 def test_source_tree_shadowing_the_package_does_not_break_import_torch():
-    code = AS_INSTALLED + """
+    code = (
+        AS_INSTALLED
+        + """
 import torch
 assert torch.ones(2).add(1).tolist() == [2.0, 2.0]   # CPU PyTorch works
 assert not torch.tpu.is_available() and torch.tpu.device_count() == 0
@@ -37,6 +48,7 @@ try:
 except RuntimeError as e:
     print("ERROR", e)
 """
+    )
     r = run_in_root(code)
     assert r.returncode == 0, r.stderr
     assert "ERROR" in r.stdout, r.stdout
@@ -47,32 +59,41 @@ except RuntimeError as e:
     assert len(warning_lines) == 1 and "Traceback" not in r.stderr, r.stderr
 
 
-@pytest.mark.parametrize("name,value", [("TORCH_TPU_NUM_DEVICES", "many"),
-                                        ("TORCH_TPU_FUSED_MAX_OPS", "lots")])
+@pytest.mark.parametrize(
+    "name,value", [("TORCH_TPU_NUM_DEVICES", "many"), ("TORCH_TPU_FUSED_MAX_OPS", "lots")]
+)
 def test_a_bad_setting_names_the_cause(name, value):
     # A failure other than shadowing: a bad setting at start-up (the device count, which
     # Python reads, or a variable only the C++ runtime reads: its start checks them all).
-    r = run_python("import torch\n"
-                   "try:\n    torch.zeros(2, device='tpu')\n"
-                   "except RuntimeError as e:\n    print('ERROR', e)\n",
-                   {name: value})
+    r = run_python(
+        "import torch\n"
+        "try:\n    torch.zeros(2, device='tpu')\n"
+        "except RuntimeError as e:\n    print('ERROR', e)\n",
+        {name: value},
+    )
     assert r.returncode == 0, r.stderr
-    assert "ERROR" in r.stdout and f"{name}='{value}': expected an integer >= 1" in r.stdout, \
-        r.stdout
+    assert (
+        "ERROR" in r.stdout and f"{name}='{value}': expected an integer >= 1" in r.stdout
+    ), r.stdout
 
 
 def _editable() -> bool:
     package = os.path.dirname(os.path.abspath(torch_tpu.__file__))
     return package == os.path.join(ROOT, "torch_tpu") and not any(
-        name.startswith("_C") for name in os.listdir(package))
+        name.startswith("_C") for name in os.listdir(package)
+    )
 
 
-@pytest.mark.skipif(not _editable(), reason="torch_tpu is not installed in editable mode "
-                    "(pip install --no-build-isolation -e .)")
+@pytest.mark.skipif(
+    not _editable(),
+    reason="torch_tpu is not installed in editable mode " "(pip install --no-build-isolation -e .)",
+)
 def test_editable_install_works_in_the_repository_root():
-    r = run_in_root("import torch, torch_tpu\n"
-                    "x = torch.arange(4.0, device='tpu')\n"
-                    "print((x * 2).cpu().tolist(), torch_tpu.__file__, torch_tpu._C.__file__)")
+    r = run_in_root(
+        "import torch, torch_tpu\n"
+        "x = torch.arange(4.0, device='tpu')\n"
+        "print((x * 2).cpu().tolist(), torch_tpu.__file__, torch_tpu._C.__file__)"
+    )
     assert r.returncode == 0, r.stderr
     values, package, extension = r.stdout.split("] ")[0] + "]", *r.stdout.split("] ")[1].split()
     assert values == "[0.0, 2.0, 4.0, 6.0]"
@@ -103,6 +124,7 @@ def test_version_and_pins_are_pyprojects():
     # pyproject.toml names the version and the pins; the C++ core, the package and the
     # commands a newcomer copies (README, .ci/run) agree with it.
     import tomllib
+
     project = tomllib.load(open(os.path.join(ROOT, "pyproject.toml"), "rb"))["project"]
     assert torch_tpu.__version__ == project["version"]
     pins = [d for d in project["dependencies"] if "==" in d]

@@ -1,19 +1,23 @@
 """torch.isin on tpu against CPU: every form, dtypes, promotion, invert, scalars, empty and
 non-contiguous inputs, NaN."""
+
 import pytest
 import torch
 
 from helpers import assert_same
 
 
-@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.float32, torch.bfloat16,
-                                   torch.float16])
+@pytest.mark.parametrize(
+    "dtype", [torch.int64, torch.int32, torch.float32, torch.bfloat16, torch.float16]
+)
 @pytest.mark.parametrize("invert", [False, True])
 def test_tensor_tensor(dtype, invert):
     elements = torch.tensor([[1, 5, 2], [7, 0, 5]], dtype=dtype)
     tests = torch.tensor([[5, 9], [0, 3]], dtype=dtype)
-    assert_same(torch.isin(elements.to("tpu"), tests.to("tpu"), invert=invert),
-                torch.isin(elements, tests, invert=invert))
+    assert_same(
+        torch.isin(elements.to("tpu"), tests.to("tpu"), invert=invert),
+        torch.isin(elements, tests, invert=invert),
+    )
 
 
 def test_out_promotion_and_non_contiguous():
@@ -33,5 +37,7 @@ def test_scalars_empty_and_nan():
     empty = torch.empty(0)
     assert_same(torch.isin(t, empty.to("tpu")), torch.isin(x, empty))
     assert_same(torch.isin(empty.to("tpu"), t), torch.isin(empty, x))
-    assert_same(torch.isin(torch.tensor(2).to("tpu"), torch.tensor([2, 4]).to("tpu")),
-                torch.isin(torch.tensor(2), torch.tensor([2, 4])))
+    assert_same(
+        torch.isin(torch.tensor(2).to("tpu"), torch.tensor([2, 4]).to("tpu")),
+        torch.isin(torch.tensor(2), torch.tensor([2, 4])),
+    )

@@ -1,6 +1,7 @@
 """Linear-algebra ops lowered in csrc/ops/linalg*.cpp (trace, linalg.cross, cdist,
 pdist, renorm, the factorizations and what follows from them), compared with CPU PyTorch forward and backward, in several dtypes, odd
 sizes, broadcasting and every p-norm branch."""
+
 import math
 
 import pytest
@@ -35,12 +36,19 @@ def test_trace_backward():
 @pytest.mark.parametrize("dtype", FLOATS + [torch.int64])
 def test_cross(dtype):
     a, b = rand((5, 3, 7), dtype, seed=1), rand((5, 3, 7), dtype, seed=2)
-    assert_same(torch.linalg.cross(a.to("tpu"), b.to("tpu"), dim=1), torch.linalg.cross(a, b, dim=1),
-                **tol(dtype))
+    assert_same(
+        torch.linalg.cross(a.to("tpu"), b.to("tpu"), dim=1),
+        torch.linalg.cross(a, b, dim=1),
+        **tol(dtype),
+    )
     # Broadcast operands, the default last dim, torch.cross and out=.
     c, d = rand((4, 1, 3), dtype, seed=3), rand((1, 2, 3), dtype, seed=4)
-    assert_same(torch.linalg.cross(c.to("tpu"), d.to("tpu")), torch.linalg.cross(c, d), **tol(dtype))
-    assert_same(torch.cross(a.to("tpu"), b.to("tpu"), dim=1), torch.cross(a, b, dim=1), **tol(dtype))
+    assert_same(
+        torch.linalg.cross(c.to("tpu"), d.to("tpu")), torch.linalg.cross(c, d), **tol(dtype)
+    )
+    assert_same(
+        torch.cross(a.to("tpu"), b.to("tpu"), dim=1), torch.cross(a, b, dim=1), **tol(dtype)
+    )
     out = torch.empty(0, dtype=dtype, device="tpu")
     torch.linalg.cross(c.to("tpu"), d.to("tpu"), out=out)
     assert_same(out, torch.linalg.cross(c, d), **tol(dtype))
@@ -60,13 +68,23 @@ def test_cdist(p, dtype):
     assert_same(torch.cdist(a.to("tpu"), b.to("tpu"), p=p), torch.cdist(a, b, p=p), **tol(dtype))
 
 
-@pytest.mark.parametrize("mode", ["use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist",
-                                  "donot_use_mm_for_euclid_dist"])
+@pytest.mark.parametrize(
+    "mode",
+    [
+        "use_mm_for_euclid_dist_if_necessary",
+        "use_mm_for_euclid_dist",
+        "donot_use_mm_for_euclid_dist",
+    ],
+)
 def test_cdist_euclid_modes(mode):
     # 30 rows take the matrix-product form unless told not to; broadcast batch dims.
     a, b = torch.randn(3, 1, 30, 4, dtype=torch.float64), torch.randn(2, 11, 4, dtype=torch.float64)
-    assert_same(torch.cdist(a.to("tpu"), b.to("tpu"), compute_mode=mode),
-                torch.cdist(a, b, compute_mode=mode), rtol=1e-9, atol=1e-9)
+    assert_same(
+        torch.cdist(a.to("tpu"), b.to("tpu"), compute_mode=mode),
+        torch.cdist(a, b, compute_mode=mode),
+        rtol=1e-9,
+        atol=1e-9,
+    )
 
 
 def test_cdist_empty():
@@ -77,8 +95,12 @@ def test_cdist_empty():
 @pytest.mark.parametrize("p", [0.0, 1.0, 2.0, 1.5, math.inf])
 def test_pdist(p):
     x = torch.randn(7, 5, dtype=torch.float64)
-    assert_same(torch.nn.functional.pdist(x.to("tpu"), p=p), torch.nn.functional.pdist(x, p=p),
-                rtol=1e-9, atol=1e-9)
+    assert_same(
+        torch.nn.functional.pdist(x.to("tpu"), p=p),
+        torch.nn.functional.pdist(x, p=p),
+        rtol=1e-9,
+        atol=1e-9,
+    )
     one = torch.randn(1, 3)
     assert_same(torch.nn.functional.pdist(one.to("tpu"), p=p), torch.nn.functional.pdist(one, p=p))
 
@@ -88,8 +110,11 @@ def test_pdist(p):
 def test_renorm(p, dtype):
     x = rand((5, 3, 4), dtype, seed=5, scale=2.0)
     for dim in (0, 1, -1):
-        assert_same(torch.renorm(x.to("tpu"), p, dim, 1.5), torch.renorm(x, p, dim, 1.5),
-                    **tol(dtype, f32=2e-5))
+        assert_same(
+            torch.renorm(x.to("tpu"), p, dim, 1.5),
+            torch.renorm(x, p, dim, 1.5),
+            **tol(dtype, f32=2e-5),
+        )
     y, yc = x.to("tpu"), x.clone()
     y.renorm_(2, 0, 0.7)
     yc.renorm_(2, 0, 0.7)
@@ -141,7 +166,10 @@ def test_cholesky_backward_and_errors():
     check(lambda a: torch.linalg.cholesky(a), s, tol=LINALG_TOL[torch.float64])
     # Not positive definite: info names the failing minor; cholesky raises as on CPU.
     bad = torch.tensor([[1.0, 2.0], [2.0, 1.0]], dtype=torch.float64)
-    assert torch.linalg.cholesky_ex(bad.to("tpu")).info.item() == torch.linalg.cholesky_ex(bad).info.item()
+    assert (
+        torch.linalg.cholesky_ex(bad.to("tpu")).info.item()
+        == torch.linalg.cholesky_ex(bad).info.item()
+    )
     with pytest.raises(RuntimeError):
         torch.linalg.cholesky(bad.to("tpu"))
 
@@ -153,15 +181,34 @@ def test_triangular_solves(dtype):
     for upper in (False, True):
         tri = a.mT.contiguous() if upper else a
         for unit in (False, True):
-            same(lambda x, y: torch.linalg.solve_triangular(x, y, upper=upper, unitriangular=unit), tri, b,
-                 dtype=dtype)
-            same(lambda x, y: torch.linalg.solve_triangular(x, y, upper=upper, left=False, unitriangular=unit),
-                 tri, b.mT.contiguous(), dtype=dtype)
+            same(
+                lambda x, y: torch.linalg.solve_triangular(x, y, upper=upper, unitriangular=unit),
+                tri,
+                b,
+                dtype=dtype,
+            )
+            same(
+                lambda x, y: torch.linalg.solve_triangular(
+                    x, y, upper=upper, left=False, unitriangular=unit
+                ),
+                tri,
+                b.mT.contiguous(),
+                dtype=dtype,
+            )
             for transpose in (False, True):
-                same(lambda x, y: torch.triangular_solve(x, y, upper, transpose, unit), b, tri, dtype=dtype)
+                same(
+                    lambda x, y: torch.triangular_solve(x, y, upper, transpose, unit),
+                    b,
+                    tri,
+                    dtype=dtype,
+                )
     # Broadcast batch dims.
-    same(lambda x, y: torch.linalg.solve_triangular(x, y, upper=False), a[:1], general((4, 3, 5, 2), dtype),
-         dtype=dtype)
+    same(
+        lambda x, y: torch.linalg.solve_triangular(x, y, upper=False),
+        a[:1],
+        general((4, 3, 5, 2), dtype),
+        dtype=dtype,
+    )
 
 
 @pytest.mark.parametrize("dtype", FACTOR_DTYPES)
@@ -178,13 +225,20 @@ def test_lu_family(dtype, shape):
     b = general((*shape[:-1], 3), dtype, seed=4)
     same(torch.linalg.solve, a, b, dtype=dtype)
     same(lambda x, y: torch.linalg.solve(x, y, left=False), a, b.mT.contiguous(), dtype=dtype)
-    same(torch.linalg.solve, a, general(shape[:-1], dtype, seed=5), dtype=dtype)  # a batch of vectors
+    same(
+        torch.linalg.solve, a, general(shape[:-1], dtype, seed=5), dtype=dtype
+    )  # a batch of vectors
     lu, piv = torch.linalg.lu_factor(a)
     for left in (True, False):
         for adjoint in (False, True):
             rhs = b if left else b.mT.contiguous()
-            same(lambda x, p, y: torch.linalg.lu_solve(x, p, y, left=left, adjoint=adjoint), lu, piv, rhs,
-                 dtype=dtype)
+            same(
+                lambda x, p, y: torch.linalg.lu_solve(x, p, y, left=left, adjoint=adjoint),
+                lu,
+                piv,
+                rhs,
+                dtype=dtype,
+            )
     same(torch.lu_unpack, lu, piv, dtype=dtype)
 
 
@@ -214,7 +268,7 @@ def test_lu_singular_by_invariants():
     assert info.item() == (zero[0].item() + 1 if len(zero) else 0)  # LAPACK's info rule
     assert diag.abs().min() <= 4 * n * eps * norm  # a pivot at rounding level
     det = torch.linalg.det(s.to("tpu")).item()
-    assert abs(det) <= 4 * n * eps * norm ** n
+    assert abs(det) <= 4 * n * eps * norm**n
     sign, logabsdet = (t.item() for t in torch.linalg.slogdet(s.to("tpu")))
     if sign == 0:
         assert logabsdet == -math.inf
@@ -263,7 +317,13 @@ def test_qr_family(dtype, shape):
     for left in (True, False):
         for transpose in (False, True):
             rhs = c if left else c.mT.contiguous()
-            same(lambda x, t, y: torch.ormqr(x, t, y, left=left, transpose=transpose), g, tau, rhs, dtype=dtype)
+            same(
+                lambda x, t, y: torch.ormqr(x, t, y, left=left, transpose=transpose),
+                g,
+                tau,
+                rhs,
+                dtype=dtype,
+            )
 
 
 def test_qr_backward_and_empty():
@@ -315,7 +375,9 @@ def test_svd(dtype, shape):
         same_up_to_sign(ut[..., :k], u[..., :k], t, vht[..., :k, :], vh[..., :k, :])
         # The completed bases are orthonormal.
         for q in (ut, vht.mT):
-            eye = torch.eye(q.shape[-1], dtype=dtype).expand(q.shape[:-2] + (q.shape[-1], q.shape[-1]))
+            eye = torch.eye(q.shape[-1], dtype=dtype).expand(
+                q.shape[:-2] + (q.shape[-1], q.shape[-1])
+            )
             torch.testing.assert_close((q.mT @ q).cpu(), eye, **t)
     u, s, v = torch.svd(a.to("tpu"))
     assert_same(s, torch.svd(a)[1], **t)
@@ -324,7 +386,9 @@ def test_svd(dtype, shape):
 def test_svd_derived_ops():
     a = general((3, 5, 4), torch.float64, seed=16)
     sq = general((2, 4, 4), torch.float64, seed=17)
-    low = general((5, 2), torch.float64, seed=18) @ general((2, 6), torch.float64, seed=19)  # rank 2
+    low = general((5, 2), torch.float64, seed=18) @ general(
+        (2, 6), torch.float64, seed=19
+    )  # rank 2
     for x in (a, sq, low):
         same(torch.linalg.pinv, x, dtype=torch.float64)
         same(torch.pinverse, x, dtype=torch.float64)
@@ -347,12 +411,22 @@ def test_lstsq(dtype, shape):
     b = general((*shape[:-1], 3), dtype, seed=25)
     for driver in ("gels", "gelsy", "gelsd", "gelss"):
         same(lambda x, y: torch.linalg.lstsq(x, y, driver=driver), a, b, dtype=dtype)
-    same(lambda x, y: torch.linalg.lstsq(x, y, driver="gels"), a, general(shape[:-1], dtype, seed=26),
-         dtype=dtype)  # a batch of vectors
+    same(
+        lambda x, y: torch.linalg.lstsq(x, y, driver="gels"),
+        a,
+        general(shape[:-1], dtype, seed=26),
+        dtype=dtype,
+    )  # a batch of vectors
     # A large rcond drops singular values. CPU then leaves the residuals empty, which only the
     # values tell; ours keeps them (sized by the meta kernel), so they are not compared.
-    same(lambda x, y: (lambda r: (r.solution, r.rank, r.singular_values))(
-        torch.linalg.lstsq(x, y, rcond=0.5, driver="gelsd")), a, b, dtype=dtype)
+    same(
+        lambda x, y: (lambda r: (r.solution, r.rank, r.singular_values))(
+            torch.linalg.lstsq(x, y, rcond=0.5, driver="gelsd")
+        ),
+        a,
+        b,
+        dtype=dtype,
+    )
 
 
 def test_lstsq_rank_deficient_and_backward():
@@ -364,12 +438,18 @@ def test_lstsq_rank_deficient_and_backward():
     assert rank.item() == rc.item() == 2
     assert_same(x, xc, **LINALG_TOL[torch.float64])
     a = general((5, 3), torch.float64, seed=30).requires_grad_()
-    check(lambda x, y: torch.linalg.lstsq(x, y, driver="gels").solution, a, b[:5].clone().requires_grad_(),
-          tol=LINALG_TOL[torch.float64])
+    check(
+        lambda x, y: torch.linalg.lstsq(x, y, driver="gels").solution,
+        a,
+        b[:5].clone().requires_grad_(),
+        tol=LINALG_TOL[torch.float64],
+    )
 
 
 @pytest.mark.parametrize("dtype", FACTOR_DTYPES)
-@pytest.mark.parametrize("shape,scale", [((1, 1), 1.0), ((5, 5), 0.1), ((3, 4, 4), 1.0), ((2, 6, 6), 3.0)])
+@pytest.mark.parametrize(
+    "shape,scale", [((1, 1), 1.0), ((5, 5), 0.1), ((3, 4, 4), 1.0), ((2, 6, 6), 3.0)]
+)
 def test_matrix_exp(dtype, shape, scale):
     a = general(shape, dtype, seed=20) * scale
     t = LINALG_TOL[dtype]
@@ -396,6 +476,7 @@ def test_decompositions_compiled():
         q, r = torch.linalg.qr(x)
         w = torch.linalg.eigvalsh(x.mT @ x)
         return q, r, w, torch.linalg.svdvals(x), torch.linalg.matrix_exp(x * 0.1)
+
     a = general((2, 5, 5), torch.float32, seed=22)
     got = torch.compile(fn, backend="tpu")(a.to("tpu"))
     for g, e in zip(got, fn(a)):

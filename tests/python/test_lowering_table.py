@@ -1,5 +1,6 @@
 """The generic kernel behind the lowering table: functional, in-place and out= forms,
 promotion, PyTorch's own errors, views and autograd (exercised through unary ops)."""
+
 import pytest
 import torch
 
@@ -15,7 +16,8 @@ def test_every_table_op_is_registered_for_tpu():
     for name in names:
         base, _, overload = name.partition(".")
         assert torch._C._dispatch_has_kernel_for_dispatch_key(
-            f"aten::{base}" + (f".{overload}" if overload else ""), "PrivateUse1"), name
+            f"aten::{base}" + (f".{overload}" if overload else ""), "PrivateUse1"
+        ), name
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])

@@ -1,5 +1,6 @@
 """Matrix products against CPU: the table ops (baddbmm, addbmm, addmv, mv, dot, vdot) and
 what linear, matmul, einsum and friends decompose into, with gradients."""
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -34,8 +35,12 @@ def test_add_products(fn, s, a, b, beta, alpha):
 def test_beta_zero_ignores_nan_and_inplace_out_forms():
     s = torch.full((2, 3, 4), float("nan"))
     a, b = torch.randn(2, 3, 5), torch.randn(2, 5, 4)
-    assert_same(torch.baddbmm(s.to("tpu"), a.to("tpu"), b.to("tpu"), beta=0),
-                torch.baddbmm(s, a, b, beta=0), rtol=1e-4, atol=1e-4)
+    assert_same(
+        torch.baddbmm(s.to("tpu"), a.to("tpu"), b.to("tpu"), beta=0),
+        torch.baddbmm(s, a, b, beta=0),
+        rtol=1e-4,
+        atol=1e-4,
+    )
     base = torch.randn(2, 3, 4)
     t = base.to("tpu")
     t.baddbmm_(a.to("tpu"), b.to("tpu"), alpha=0.5)
@@ -48,40 +53,65 @@ def test_beta_zero_ignores_nan_and_inplace_out_forms():
     assert_same(v, torch.mv(a[0], b[0, :, 0]), rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float64, torch.int64,
-                                   torch.int32])
+@pytest.mark.parametrize(
+    "dtype", [torch.bfloat16, torch.float16, torch.float64, torch.int64, torch.int32]
+)
 def test_dtypes(dtype):
     tol = tolerance(dtype) if dtype.is_floating_point else {}
     x, y, v = r(2, 3, 4, dtype=dtype), r(2, 4, 5, dtype=dtype), r(4, dtype=dtype)
-    check(lambda x, y: torch.baddbmm(torch.ones((), dtype=x.dtype, device=x.device), x, y), x, y,
-          tol=tol, backward=dtype.is_floating_point)
+    check(
+        lambda x, y: torch.baddbmm(torch.ones((), dtype=x.dtype, device=x.device), x, y),
+        x,
+        y,
+        tol=tol,
+        backward=dtype.is_floating_point,
+    )
     check(lambda x, v: torch.mv(x[0], v), x, v, tol=tol, backward=dtype.is_floating_point)
     check(lambda v: torch.dot(v, v), v, tol=tol, backward=dtype.is_floating_point)
 
 
-@pytest.mark.parametrize("xs,ws,bias", [((3, 5), (4, 5), True), ((2, 3, 5), (4, 5), True),
-                                        ((2, 3, 5), (4, 5), False), ((5,), (4, 5), True),
-                                        ((1, 1, 2, 5), (3, 5), True)])
+@pytest.mark.parametrize(
+    "xs,ws,bias",
+    [
+        ((3, 5), (4, 5), True),
+        ((2, 3, 5), (4, 5), True),
+        ((2, 3, 5), (4, 5), False),
+        ((5,), (4, 5), True),
+        ((1, 1, 2, 5), (3, 5), True),
+    ],
+)
 def test_linear(xs, ws, bias):
     args = [r(*xs), r(*ws)] + ([r(ws[0])] if bias else [])
     check(lambda x, w, *b: F.linear(x, w, *b), *args, tol=TOL)
 
 
-@pytest.mark.parametrize("a,b", [((3, 4), (4, 5)), ((2, 3, 4), (4,)), ((4,), (2, 4, 3)),
-                                 ((4,), (4,)), ((2, 1, 3, 4), (5, 4, 6)), ((3, 4), (2, 4, 2))])
+@pytest.mark.parametrize(
+    "a,b",
+    [
+        ((3, 4), (4, 5)),
+        ((2, 3, 4), (4,)),
+        ((4,), (2, 4, 3)),
+        ((4,), (4,)),
+        ((2, 1, 3, 4), (5, 4, 6)),
+        ((3, 4), (2, 4, 2)),
+    ],
+)
 def test_matmul_broadcasting(a, b):
     check(lambda x, y: x @ y, r(*a), r(*b), tol=TOL)
 
 
-@pytest.mark.parametrize("eq,shapes", [
-    ("ij,jk->ik", [(3, 4), (4, 5)]),
-    ("bhqd,bhkd->bhqk", [(2, 3, 4, 5), (2, 3, 6, 5)]),
-    ("bi,oij,bj->bo", [(2, 3), (5, 3, 4), (2, 4)]),
-    ("i,j->ij", [(4,), (3,)]),
-    ("i,i->", [(4,), (4,)]),
-    ("ii->i", [(4, 4)]),
-    ("abc->cb", [(2, 3, 4)]),
-])
+@pytest.mark.parametrize(
+    "eq,shapes",
+    [
+        ("ij,jk->ik", [(3, 4), (4, 5)]),
+        ("bhqd,bhkd->bhqk", [(2, 3, 4, 5), (2, 3, 6, 5)]),
+        ("bi,oij,bj->bo", [(2, 3), (5, 3, 4), (2, 4)]),
+        ("i,j->ij", [(4,), (3,)]),
+        ("i,i->", [(4,), (4,)]),
+        ("ii->i", [(4, 4)]),
+        ("abc->cb", [(2, 3, 4)]),
+    ],
+)
 def test_einsum(eq, shapes):
     check(lambda *xs: torch.einsum(eq, *xs), *[r(*s) for s in shapes], tol=TOL)
 
@@ -89,7 +119,9 @@ def test_einsum(eq, shapes):
 def test_vector_products_and_views():
     check(torch.vdot, r(5), r(5), tol=TOL)
     check(torch.outer, r(4), r(3), tol=TOL)
-    check(lambda x, y: torch.tensordot(x, y, dims=([1, 2], [0, 1])), r(2, 3, 4), r(3, 4, 5), tol=TOL)
+    check(
+        lambda x, y: torch.tensordot(x, y, dims=([1, 2], [0, 1])), r(2, 3, 4), r(3, 4, 5), tol=TOL
+    )
     check(lambda x, y: x.transpose(0, 1) @ y[:, ::2], r(4, 3), r(4, 6), tol=TOL)
     check(lambda x, y: torch.bmm(x.transpose(1, 2), y), r(2, 4, 3), r(2, 4, 5), tol=TOL)
     check(lambda x, y: torch.mv(x.t(), y[::2]), r(4, 3), r(8), tol=TOL)

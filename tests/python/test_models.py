@@ -32,14 +32,12 @@ def assert_native():
 
 
 def losses_match(tpu_losses, cpu_losses):
-    torch.testing.assert_close(torch.stack(tpu_losses).cpu(), torch.stack(cpu_losses),
-                               **LOSS_TOL)
+    torch.testing.assert_close(torch.stack(tpu_losses).cpu(), torch.stack(cpu_losses), **LOSS_TOL)
 
 
 def test_mingpt_trains_and_generates_like_cpu():
     dataset = mingpt_data.CharDataset(mingpt_data.make_text(lines=500))
-    cpu_model = mingpt_train.build(dataset.vocab_size, block=32, layers=2, heads=4, d=64,
-                                   seed=0)
+    cpu_model = mingpt_train.build(dataset.vocab_size, block=32, layers=2, heads=4, d=64, seed=0)
     tpu_model = copy.deepcopy(cpu_model).to("tpu")
     assert tpu_model.lm_head.weight is tpu_model.wte.weight
     torch_tpu.metrics.reset()
@@ -85,19 +83,20 @@ def assert_compiled_whole():
 def test_compiled_mingpt_trains_with_the_losses_of_eager_and_cpu():
     torch._dynamo.reset()
     dataset = mingpt_data.CharDataset(mingpt_data.make_text(lines=500))
-    cpu_model = mingpt_train.build(dataset.vocab_size, block=32, layers=2, heads=4, d=64,
-                                   seed=0)
+    cpu_model = mingpt_train.build(dataset.vocab_size, block=32, layers=2, heads=4, d=64, seed=0)
     eager_model = copy.deepcopy(cpu_model).to("tpu")
     compiled_model = copy.deepcopy(cpu_model).to("tpu")
     steps, batch = 4, 4
     cpu_losses = mingpt_train.train(cpu_model, dataset, "cpu", steps, batch)
     eager_losses = mingpt_train.train(eager_model, dataset, "tpu", steps, batch)
     torch_tpu.metrics.reset()
-    compiled_losses = mingpt_train.train(compiled_model, dataset, "tpu", steps, batch,
-                                         compile="tpu")
+    compiled_losses = mingpt_train.train(
+        compiled_model, dataset, "tpu", steps, batch, compile="tpu"
+    )
     losses_match(compiled_losses, cpu_losses)
-    torch.testing.assert_close(torch.stack(compiled_losses).cpu(),
-                               torch.stack(eager_losses).cpu(), **LOSS_TOL)
+    torch.testing.assert_close(
+        torch.stack(compiled_losses).cpu(), torch.stack(eager_losses).cpu(), **LOSS_TOL
+    )
     # AdamW's normalised updates turn gradient rounding on near-zero entries into
     # differences of a fraction of lr (1e-3).
     for p, q in zip(compiled_model.parameters(), cpu_model.parameters()):

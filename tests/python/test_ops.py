@@ -38,8 +38,16 @@ def test_binary_with_python_scalars_and_promotion(op):
     a = rand((3, 4), torch.int32)
     f = rand((3, 4), torch.float32)
     h = rand((3, 4), torch.float16)
-    for x, y in [(a, 3), (a, 2.5), (f, 2), (h, 1.5), (a, f), (h, f), (a, torch.tensor(4)),
-                 (torch.tensor(2.0), a)]:
+    for x, y in [
+        (a, 3),
+        (a, 2.5),
+        (f, 2),
+        (h, 1.5),
+        (a, f),
+        (h, f),
+        (a, torch.tensor(4)),
+        (torch.tensor(2.0), a),
+    ]:
         tx = x.to("tpu") if isinstance(x, torch.Tensor) and x.dim() > 0 else x
         ty = y.to("tpu") if isinstance(y, torch.Tensor) and y.dim() > 0 else y
         expected = fn(x, y)
@@ -75,26 +83,35 @@ def test_relu():
     c = x.clone()
     c[2:].relu_()
     assert_same(t, c)
-    assert_same(torch.nn.functional.relu(rand((5,), torch.int64).to("tpu")),
-                torch.nn.functional.relu(rand((5,), torch.int64)))
+    assert_same(
+        torch.nn.functional.relu(rand((5,), torch.int64).to("tpu")),
+        torch.nn.functional.relu(rand((5,), torch.int64)),
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int64])
 def test_matmul_family(dtype):
     a, b = rand((5, 7), dtype, 1), rand((7, 3), dtype, 2)
     assert_same(a.to("tpu") @ b.to("tpu"), a @ b, **tol(dtype))
-    assert_same(torch.mm(a.t().contiguous().to("tpu").t(), b.to("tpu")), torch.mm(a, b),
-                **tol(dtype))
+    assert_same(
+        torch.mm(a.t().contiguous().to("tpu").t(), b.to("tpu")), torch.mm(a, b), **tol(dtype)
+    )
     ba, bb = rand((2, 5, 7), dtype, 3), rand((2, 7, 3), dtype, 4)
     assert_same(torch.bmm(ba.to("tpu"), bb.to("tpu")), torch.bmm(ba, bb), **tol(dtype))
     assert_same(torch.matmul(ba.to("tpu"), b.to("tpu")), torch.matmul(ba, b), **tol(dtype))
     if dtype.is_floating_point:
         bias = rand((3,), dtype, 5)
-        assert_same(torch.addmm(bias.to("tpu"), a.to("tpu"), b.to("tpu"), beta=0.5, alpha=2.0),
-                    torch.addmm(bias, a, b, beta=0.5, alpha=2.0), **tol(dtype))
+        assert_same(
+            torch.addmm(bias.to("tpu"), a.to("tpu"), b.to("tpu"), beta=0.5, alpha=2.0),
+            torch.addmm(bias, a, b, beta=0.5, alpha=2.0),
+            **tol(dtype),
+        )
         nan_bias = torch.full((3,), float("nan"), dtype=dtype)
-        assert_same(torch.addmm(nan_bias.to("tpu"), a.to("tpu"), b.to("tpu"), beta=0),
-                    torch.addmm(nan_bias, a, b, beta=0), **tol(dtype))
+        assert_same(
+            torch.addmm(nan_bias.to("tpu"), a.to("tpu"), b.to("tpu"), beta=0),
+            torch.addmm(nan_bias, a, b, beta=0),
+            **tol(dtype),
+        )
 
 
 def test_linear_forward_backward():
@@ -111,8 +128,9 @@ def test_linear_forward_backward():
     assert_same(lin_t.bias.grad, lin.bias.grad)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int32,
-                                   torch.bool])
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int32, torch.bool]
+)
 def test_sum_and_mean(dtype):
     x = rand((3, 4, 5), dtype) if dtype != torch.bool else rand((3, 4, 5), torch.float32) > 0
     t = x.to("tpu")

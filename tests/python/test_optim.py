@@ -1,5 +1,6 @@
 """_foreach_* ops (one program per call over every tensor of the lists) and the foreach
 optimizers built on them, compared with CPU."""
+
 import copy
 import math
 
@@ -90,7 +91,9 @@ def test_addcmul_addcdiv(op, dtype, inplace):
         cpu, tpu = make_lists(dtype)
         c1, t1 = make_lists(dtype, seed=1)
         c2, t2 = make_lists(dtype, positive=True, seed=2)
-        executions = run_both(lambda a, b, c: fn(a, b, c, value), (cpu, c1, c2), (tpu, t1, t2), dtype)
+        executions = run_both(
+            lambda a, b, c: fn(a, b, c, value), (cpu, c1, c2), (tpu, t1, t2), dtype
+        )
         assert executions == 1
 
 
@@ -111,9 +114,38 @@ def test_lerp(dtype, inplace):
         assert run_both(fn, args_c, args_t, dtype) == 1
 
 
-UNARY = ["sqrt", "neg", "sign", "reciprocal", "abs", "exp", "log", "expm1", "log1p", "sin", "cos",
-         "tan", "tanh", "sigmoid", "erf", "erfc", "lgamma", "asin", "acos", "atan", "sinh", "cosh",
-         "floor", "ceil", "round", "trunc", "frac", "log2", "log10", "rsqrt"]
+UNARY = [
+    "sqrt",
+    "neg",
+    "sign",
+    "reciprocal",
+    "abs",
+    "exp",
+    "log",
+    "expm1",
+    "log1p",
+    "sin",
+    "cos",
+    "tan",
+    "tanh",
+    "sigmoid",
+    "erf",
+    "erfc",
+    "lgamma",
+    "asin",
+    "acos",
+    "atan",
+    "sinh",
+    "cosh",
+    "floor",
+    "ceil",
+    "round",
+    "trunc",
+    "frac",
+    "log2",
+    "log10",
+    "rsqrt",
+]
 
 
 @pytest.mark.parametrize("op", UNARY)
@@ -209,6 +241,7 @@ def test_scalar_values_do_not_recompile():
 
 # ---- optimizers -------------------------------------------------------------------------
 
+
 def small_model():
     torch.manual_seed(0)
     return torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
@@ -251,8 +284,9 @@ def run_steps(opt_cls, kwargs, tpu_kwargs, mode=dict(foreach=True)):
     return torch_tpu.metrics.snapshot()["executions"]
 
 
-@pytest.mark.parametrize("opt_cls, kwargs", OPTIMIZERS,
-                         ids=[f"{c.__name__}-{'-'.join(k)}" for c, k in OPTIMIZERS])
+@pytest.mark.parametrize(
+    "opt_cls, kwargs", OPTIMIZERS, ids=[f"{c.__name__}-{'-'.join(k)}" for c, k in OPTIMIZERS]
+)
 def test_foreach_optimizer_steps_match_cpu(opt_cls, kwargs):
     run_steps(opt_cls, kwargs, {})
 
@@ -263,50 +297,77 @@ def test_capturable_adam_keeps_steps_on_tpu_and_matches_cpu(opt_cls):
     run_steps(opt_cls, dict(lr=0.01, amsgrad=True, weight_decay=0.1), dict(capturable=True))
 
 
-@pytest.mark.parametrize("opt_cls, kwargs", [
-    (torch.optim.Adam, dict(lr=0.01)),
-    (torch.optim.Adam, dict(lr=0.01, amsgrad=True, weight_decay=0.1, maximize=True)),
-    (torch.optim.AdamW, dict(lr=0.01, weight_decay=0.05, amsgrad=True)),
-])
+@pytest.mark.parametrize(
+    "opt_cls, kwargs",
+    [
+        (torch.optim.Adam, dict(lr=0.01)),
+        (torch.optim.Adam, dict(lr=0.01, amsgrad=True, weight_decay=0.1, maximize=True)),
+        (torch.optim.AdamW, dict(lr=0.01, weight_decay=0.05, amsgrad=True)),
+    ],
+)
 def test_fused_adam_is_one_program_and_matches_cpu(opt_cls, kwargs):
     # an optimizer step is one program in either eager mode: step count and update
     assert run_steps(opt_cls, kwargs, {}, mode=dict(fused=True)) == 1
 
 
-@pytest.mark.parametrize("opt_cls, kwargs", [
-    (torch.optim.SGD, dict(lr=0.1)),
-    (torch.optim.SGD, dict(lr=0.05, momentum=0.9, weight_decay=0.01, dampening=0.1)),
-    (torch.optim.SGD, dict(lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.1, maximize=True)),
-    (torch.optim.Adagrad, dict(lr=0.1)),
-    (torch.optim.Adagrad, dict(lr=0.1, lr_decay=0.05, weight_decay=0.1, eps=1e-6, maximize=True)),
-], ids=["sgd", "sgd-momentum", "sgd-nesterov-maximize", "adagrad", "adagrad-decay"])
+@pytest.mark.parametrize(
+    "opt_cls, kwargs",
+    [
+        (torch.optim.SGD, dict(lr=0.1)),
+        (torch.optim.SGD, dict(lr=0.05, momentum=0.9, weight_decay=0.01, dampening=0.1)),
+        (
+            torch.optim.SGD,
+            dict(lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.1, maximize=True),
+        ),
+        (torch.optim.Adagrad, dict(lr=0.1)),
+        (
+            torch.optim.Adagrad,
+            dict(lr=0.1, lr_decay=0.05, weight_decay=0.1, eps=1e-6, maximize=True),
+        ),
+    ],
+    ids=["sgd", "sgd-momentum", "sgd-nesterov-maximize", "adagrad", "adagrad-decay"],
+)
 def test_fused_sgd_and_adagrad_are_one_program_and_match_cpu(opt_cls, kwargs):
     # Adagrad's step count and update are one program too (a step runs as one program).
     assert run_steps(opt_cls, kwargs, {}, mode=dict(fused=True)) == 1
 
 
-@pytest.mark.parametrize("opt_cls, kwargs", [
-    (torch.optim.SGD, dict(momentum=0.9)), (torch.optim.Adagrad, dict(lr_decay=0.01)),
-    (torch.optim.Adam, dict(amsgrad=True)), (torch.optim.AdamW, dict(weight_decay=0.05)),
-], ids=["sgd", "adagrad", "adam", "adamw"])
+@pytest.mark.parametrize(
+    "opt_cls, kwargs",
+    [
+        (torch.optim.SGD, dict(momentum=0.9)),
+        (torch.optim.Adagrad, dict(lr_decay=0.01)),
+        (torch.optim.Adam, dict(amsgrad=True)),
+        (torch.optim.AdamW, dict(weight_decay=0.05)),
+    ],
+    ids=["sgd", "adagrad", "adam", "adamw"],
+)
 @pytest.mark.parametrize("lr_device", ["cpu", "tpu"])
 def test_fused_steps_with_a_tensor_lr_match_cpu(opt_cls, kwargs, lr_device):
     # The .tensor_lr overloads: the lr tensor may live on the CPU or on the device.
-    run_steps(opt_cls, dict(lr=torch.tensor(0.02), **kwargs),
-              dict(lr=torch.tensor(0.02, device=lr_device)), mode=dict(fused=True))
+    run_steps(
+        opt_cls,
+        dict(lr=torch.tensor(0.02), **kwargs),
+        dict(lr=torch.tensor(0.02, device=lr_device)),
+        mode=dict(fused=True),
+    )
 
 
-@pytest.mark.parametrize("make_opt", [
-    lambda params: torch.optim.AdamW(params, lr=0.01, fused=True),
-    lambda params: torch.optim.SGD(params, lr=0.01, momentum=0.9, fused=True),
-    lambda params: torch.optim.Adagrad(params, lr=0.05, fused=True),
-], ids=["adamw", "sgd", "adagrad"])
+@pytest.mark.parametrize(
+    "make_opt",
+    [
+        lambda params: torch.optim.AdamW(params, lr=0.01, fused=True),
+        lambda params: torch.optim.SGD(params, lr=0.01, momentum=0.9, fused=True),
+        lambda params: torch.optim.Adagrad(params, lr=0.05, fused=True),
+    ],
+    ids=["adamw", "sgd", "adagrad"],
+)
 def test_fused_step_with_grad_scaler_skips_overflows_like_cpu(make_opt):
     runs = []
     for device in ("cpu", "tpu"):
         model = small_model().to(device)
         opt = make_opt(model.parameters())
-        scaler = torch.amp.GradScaler(device, init_scale=2.0 ** 8, growth_interval=2)
+        scaler = torch.amp.GradScaler(device, init_scale=2.0**8, growth_interval=2)
         g = torch.Generator().manual_seed(2)
         for step in range(4):
             x = torch.randn(8, 6, generator=g).to(device)

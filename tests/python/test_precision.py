@@ -2,6 +2,7 @@
 torch.tpu.precision(...) become StableHLO precision_config on dot_general and
 convolution, in eager (op and fused) and compiled programs; read back from the dumped
 programs (TORCH_TPU_DUMP_DIR, read once per process: a fresh one per test)."""
+
 import json
 
 import pytest
@@ -51,10 +52,14 @@ print(json.dumps(result))
 
 def _run(tmp_path, body, settings=("highest", "high", "medium"), mode="op"):
     indented = "\n".join("    " + line for line in body.strip().splitlines())
-    proc = run_python(SCRIPT.format(body=indented, settings=list(settings), mode=mode),
-                      env={"TORCH_TPU_DUMP_DIR": str(tmp_path),
-                           "TORCH_TPU_CACHE_DIR": str(tmp_path / "cache"),
-                           "TORCH_TPU_DISK_CACHE": "0"})
+    proc = run_python(
+        SCRIPT.format(body=indented, settings=list(settings), mode=mode),
+        env={
+            "TORCH_TPU_DUMP_DIR": str(tmp_path),
+            "TORCH_TPU_CACHE_DIR": str(tmp_path / "cache"),
+            "TORCH_TPU_DISK_CACHE": "0",
+        },
+    )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -98,9 +103,13 @@ return list(f(x, w, img, k))
         programs = result[setting]["programs"]
         assert {op for op, _, _ in programs} == {"dot_general", "convolution"}
         assert all(p == want for _, p, _ in programs), (setting, programs)
-    eager = _run(tmp_path / "eager", """
+    eager = _run(
+        tmp_path / "eager",
+        """
 return [x @ w, torch.nn.functional.conv2d(img, k)]
-""", settings=["highest"])
+""",
+        settings=["highest"],
+    )
     assert eager["highest"]["values"] == result["highest"]["values"]
 
 

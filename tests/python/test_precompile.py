@@ -9,6 +9,7 @@ an XLA compile.
 
 Each run is a fresh process; torch_tpu's disk cache is shared by a test's runs, PyTorch's
 cache directory is not (what crosses over is the saved file)."""
+
 import json
 
 import pytest
@@ -74,10 +75,13 @@ def expected():
 
 
 def run(tmp_path, way, save, name, prelude="", ok=True):
-    r = run_python(STEP.format(way=way, save=save, path=str(tmp_path / "saved.bin"),
-                               prelude=prelude),
-                   env={"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / name),
-                        "TORCH_TPU_CACHE_DIR": str(tmp_path / "tpu")})
+    r = run_python(
+        STEP.format(way=way, save=save, path=str(tmp_path / "saved.bin"), prelude=prelude),
+        env={
+            "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / name),
+            "TORCH_TPU_CACHE_DIR": str(tmp_path / "tpu"),
+        },
+    )
     if not ok:
         return r
     assert r.returncode == 0, r.stderr

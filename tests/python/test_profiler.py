@@ -1,5 +1,6 @@
 """torch.profiler on tpu: device events for every program run (eager, fused, compiled),
 host events for compiles and transfers, memory events, and the exported traces."""
+
 import json
 import time
 
@@ -135,10 +136,12 @@ def test_chrome_trace_has_device_lane(tmp_path):
         assert {e["name"] for e in kernels} == {"mm", "relu", "sum"}
     else:
         assert all(e["name"].startswith("fused (") for e in kernels)
-    assert all(e["pid"] == 0 and e["dur"] > 0 and len(e["args"]["program"]) == 32
-               for e in kernels)
-    lanes = {e["args"]["name"] for e in trace["traceEvents"]
-             if e.get("ph") == "M" and e["name"] == "thread_name" and e["pid"] == 0}
+    assert all(e["pid"] == 0 and e["dur"] > 0 and len(e["args"]["program"]) == 32 for e in kernels)
+    lanes = {
+        e["args"]["name"]
+        for e in trace["traceEvents"]
+        if e.get("ph") == "M" and e["name"] == "thread_name" and e["pid"] == 0
+    }
     assert "tpu:0 programs" in lanes
     transfers = [e for e in trace["traceEvents"] if e.get("name") == "tpu::device_to_host"]
     assert transfers and transfers[0]["args"]["bytes"] == 4
@@ -146,9 +149,11 @@ def test_chrome_trace_has_device_lane(tmp_path):
 
 def test_schedule_and_tensorboard_handler(tmp_path):
     x = rand((8, 8), torch.float32).to("tpu")
-    with profile(activities=ACTIVITIES,
-                 schedule=torch.profiler.schedule(wait=1, warmup=1, active=2),
-                 on_trace_ready=torch.profiler.tensorboard_trace_handler(str(tmp_path))) as p:
+    with profile(
+        activities=ACTIVITIES,
+        schedule=torch.profiler.schedule(wait=1, warmup=1, active=2),
+        on_trace_ready=torch.profiler.tensorboard_trace_handler(str(tmp_path)),
+    ) as p:
         for _ in range(4):
             (x + 1).sum().item()
             p.step()
@@ -186,8 +191,9 @@ def test_memory_timeline(tmp_path):
     model = _model().to("tpu")
     x = rand((8, 16), torch.float32).to("tpu")
     model(x).sum().backward()
-    with profile(activities=ACTIVITIES, profile_memory=True, record_shapes=True,
-                 with_stack=True) as prof:
+    with profile(
+        activities=ACTIVITIES, profile_memory=True, record_shapes=True, with_stack=True
+    ) as prof:
         model(x).sum().backward()
         torch.tpu.synchronize()
     out = tmp_path / "memory.json"

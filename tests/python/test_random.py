@@ -1,6 +1,7 @@
 """Random ops: reproducibility from the seed, generator state round trips, and the
 distributions themselves (tolerances a few standard errors wide, far tighter than any
 wrong distribution could meet)."""
+
 import math
 
 import pytest
@@ -17,6 +18,7 @@ def host(t):
 
 
 # ---- reproducibility ----------------------------------------------------------------------
+
 
 def test_same_seed_same_numbers_and_draws_advance():
     torch.manual_seed(123)
@@ -43,11 +45,17 @@ def test_rng_state_round_trip_replays():
     torch.rand(3, device="tpu")
     state = torch.tpu.get_rng_state()
     assert state.dtype == torch.uint8 and state.device.type == "cpu"
-    first = [torch.rand(100, device="tpu").cpu(), torch.randn(10, device="tpu").cpu(),
-             torch.randperm(20, device="tpu").cpu()]
+    first = [
+        torch.rand(100, device="tpu").cpu(),
+        torch.randn(10, device="tpu").cpu(),
+        torch.randperm(20, device="tpu").cpu(),
+    ]
     torch.tpu.set_rng_state(state)
-    again = [torch.rand(100, device="tpu").cpu(), torch.randn(10, device="tpu").cpu(),
-             torch.randperm(20, device="tpu").cpu()]
+    again = [
+        torch.rand(100, device="tpu").cpu(),
+        torch.randn(10, device="tpu").cpu(),
+        torch.randperm(20, device="tpu").cpu(),
+    ]
     for x, y in zip(first, again):
         assert torch.equal(x, y)
 
@@ -100,6 +108,7 @@ def test_repeated_draws_do_not_recompile():
 
 # ---- uniform --------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_rand_moments_range_and_histogram(dtype):
     torch.manual_seed(0)
@@ -140,6 +149,7 @@ def test_rand_like_and_empty():
 
 # ---- normal ---------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_randn_moments_and_tails(dtype):
     torch.manual_seed(2)
@@ -149,8 +159,8 @@ def test_randn_moments_and_tails(dtype):
     assert abs((z.abs() < 1).double().mean() - 0.6827) < 0.005
     assert abs((z.abs() > 2).double().mean() - 0.0455) < 0.003
     assert abs((z.abs() > 3).double().mean() - 0.0027) < 0.0008
-    skew = (z ** 3).mean()
-    kurt = (z ** 4).mean()
+    skew = (z**3).mean()
+    kurt = (z**4).mean()
     assert abs(skew) < 0.05 and abs(kurt - 3) < 0.1
 
 
@@ -161,7 +171,9 @@ def test_normal_overloads():
     for z in (torch.normal(mean, std), torch.normal(mean, 2.0), torch.normal(1.0, std)):
         assert z.shape == mean.shape
     z = host(torch.normal(mean, std))
-    torch.testing.assert_close(z.mean(0), torch.tensor([-10.0, 0.0, 10.0]).double(), atol=0.04, rtol=0)
+    torch.testing.assert_close(
+        z.mean(0), torch.tensor([-10.0, 0.0, 10.0]).double(), atol=0.04, rtol=0
+    )
     torch.testing.assert_close(z.std(0), torch.tensor([0.5, 1.0, 2.0]).double(), atol=0.03, rtol=0)
     z = host(torch.normal(mean, 2.0))
     torch.testing.assert_close(z.std(0), torch.full((3,), 2.0).double(), atol=0.03, rtol=0)
@@ -178,7 +190,10 @@ def test_normal_overloads():
 
 # ---- bernoulli and dropout ------------------------------------------------------------------
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64, torch.int64, torch.bool])
+
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.bfloat16, torch.float64, torch.int64, torch.bool]
+)
 def test_bernoulli_float_p(dtype):
     torch.manual_seed(4)
     x = torch.empty(N, device="tpu", dtype=dtype).bernoulli_(0.3)
@@ -225,7 +240,9 @@ def test_native_dropout_mask_and_eval():
     out, mask = torch.ops.aten.native_dropout(x, 0.25, False)
     assert torch.equal(out.cpu(), x.cpu()) and bool(mask.cpu().all())
     assert torch.equal(torch.nn.functional.dropout(x, 0.3, training=False).cpu(), x.cpu())
-    assert torch.equal(torch.nn.functional.dropout(x, 1.0).cpu(), torch.zeros(1000, dtype=torch.bfloat16))
+    assert torch.equal(
+        torch.nn.functional.dropout(x, 1.0).cpu(), torch.zeros(1000, dtype=torch.bfloat16)
+    )
     assert torch.equal(torch.nn.functional.dropout(x, 0.0).cpu(), x.cpu())
     g = torch.ops.aten.native_dropout_backward(x, mask, 2.0)
     torch.testing.assert_close(g.cpu(), x.cpu() * 2)
@@ -242,7 +259,10 @@ def test_dropout_module_is_reproducible():
 
 # ---- integers -------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16, torch.uint8, torch.float32, torch.bfloat16])
+
+@pytest.mark.parametrize(
+    "dtype", [torch.int64, torch.int32, torch.int16, torch.uint8, torch.float32, torch.bfloat16]
+)
 def test_randint_bounds_and_frequencies(dtype):
     torch.manual_seed(9)
     x = torch.randint(3, 13, (N,), device="tpu", dtype=dtype)
@@ -257,18 +277,27 @@ def test_randint_negative_and_large_ranges():
     torch.manual_seed(10)
     h = torch.randint(-5, 0, (N,), device="tpu").cpu()
     assert h.min() == -5 and h.max() == -1
-    big = torch.randint(-(2 ** 40), 2 ** 40, (N,), device="tpu").cpu().double()
-    assert abs(big.mean()) / 2 ** 40 < 0.01
+    big = torch.randint(-(2**40), 2**40, (N,), device="tpu").cpu().double()
+    assert abs(big.mean()) / 2**40 < 0.01
     assert abs((big < 0).double().mean() - 0.5) < 0.005
-    full = torch.empty(N, device="tpu", dtype=torch.int64).random_(-(2 ** 63), None).cpu()
+    full = torch.empty(N, device="tpu", dtype=torch.int64).random_(-(2**63), None).cpu()
     assert abs((full < 0).double().mean() - 0.5) < 0.005
-    assert full.double().abs().max() > 2 ** 62
+    assert full.double().abs().max() > 2**62
     like = torch.randint_like(torch.empty(10, device="tpu", dtype=torch.int32), 4)
     assert like.dtype == torch.int32 and like.cpu().max() < 4
 
 
-@pytest.mark.parametrize("dtype, high", [(torch.uint8, 255), (torch.int8, 127), (torch.int16, 2 ** 15 - 1),
-                                         (torch.bool, 1), (torch.float16, 2 ** 11), (torch.bfloat16, 2 ** 8)])
+@pytest.mark.parametrize(
+    "dtype, high",
+    [
+        (torch.uint8, 255),
+        (torch.int8, 127),
+        (torch.int16, 2**15 - 1),
+        (torch.bool, 1),
+        (torch.float16, 2**11),
+        (torch.bfloat16, 2**8),
+    ],
+)
 def test_random_default_range(dtype, high):
     torch.manual_seed(11)
     h = torch.empty(N, device="tpu", dtype=dtype).random_().cpu().double()
@@ -287,6 +316,7 @@ def test_random_to_and_from():
 
 
 # ---- exponential ----------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
 def test_exponential(dtype):
@@ -334,6 +364,7 @@ def test_invalid_arguments_raise_like_cpu():
 
 # ---- randperm -------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("n", [0, 1, 10, 1000])
 def test_randperm_is_a_permutation(n):
     torch.manual_seed(14)
@@ -349,10 +380,13 @@ def test_randperm_is_uniform_and_dtypes():
     freq = torch.stack([(first == v).double().mean(0) for v in range(5)])
     assert torch.all((freq - 0.2).abs() < 0.05), freq
     p = torch.randperm(100, device="tpu", dtype=torch.int32)
-    assert p.dtype == torch.int32 and torch.equal(p.cpu().sort().values, torch.arange(100, dtype=torch.int32))
+    assert p.dtype == torch.int32 and torch.equal(
+        p.cpu().sort().values, torch.arange(100, dtype=torch.int32)
+    )
 
 
 # ---- multinomial ----------------------------------------------------------------------------
+
 
 def test_multinomial_with_replacement_frequencies():
     torch.manual_seed(16)

@@ -1,4 +1,5 @@
 """Reductions, scans and statistics against CPU PyTorch: values, indices, gradients."""
+
 import math
 
 import pytest
@@ -71,16 +72,37 @@ def test_views_empty_and_zero_dim():
     assert_same(t.t()[1:].amax(0), x.t()[1:].amax(0))
     assert_same(t.t().argmax(1), x.t().argmax(1))
     e = torch.empty(0, 3)
-    for fn in (lambda v: v.sum(0), lambda v: v.prod(0), lambda v: v.mean(0), lambda v: v.sum(),
-               lambda v: v.amax(1), lambda v: v.any(0), lambda v: v.all(0), lambda v: v.cumsum(0),
-               lambda v: v.logsumexp(0), lambda v: v.norm(dim=0), lambda v: v.std(0),
-               lambda v: v.max(1)[0]):
+    for fn in (
+        lambda v: v.sum(0),
+        lambda v: v.prod(0),
+        lambda v: v.mean(0),
+        lambda v: v.sum(),
+        lambda v: v.amax(1),
+        lambda v: v.any(0),
+        lambda v: v.all(0),
+        lambda v: v.cumsum(0),
+        lambda v: v.logsumexp(0),
+        lambda v: v.norm(dim=0),
+        lambda v: v.std(0),
+        lambda v: v.max(1)[0],
+    ):
         assert_same(fn(e.to("tpu")), fn(e), equal_nan=True)
     s = torch.tensor(2.5)
-    for fn in (lambda v: v.sum(), lambda v: v.sum(0), lambda v: v.prod(0), lambda v: v.max(),
-               lambda v: v.max(0)[0], lambda v: v.max(-1)[1], lambda v: v.argmax(),
-               lambda v: v.argmin(0), lambda v: v.cumsum(0), lambda v: v.logsumexp(0),
-               lambda v: v.amin(), lambda v: v.any(), lambda v: v.norm()):
+    for fn in (
+        lambda v: v.sum(),
+        lambda v: v.sum(0),
+        lambda v: v.prod(0),
+        lambda v: v.max(),
+        lambda v: v.max(0)[0],
+        lambda v: v.max(-1)[1],
+        lambda v: v.argmax(),
+        lambda v: v.argmin(0),
+        lambda v: v.cumsum(0),
+        lambda v: v.logsumexp(0),
+        lambda v: v.amin(),
+        lambda v: v.any(),
+        lambda v: v.norm(),
+    ):
         assert_same(fn(s.to("tpu")), fn(s))
     for _ in range(2):  # also once the shape has been seen
         with pytest.raises(RuntimeError, match="Expected reduction dim to be specified"):
@@ -114,16 +136,31 @@ def test_max_min_argmax_amax(dtype):
 
 
 def test_ties_and_nan_follow_pytorch():
-    x = torch.tensor([[1.0, 3.0, 3.0, 0.0], [2.0, math.nan, 5.0, math.nan],
-                      [math.nan, 1.0, math.nan, -1.0], [-math.inf, -math.inf, -math.inf, -math.inf]])
+    x = torch.tensor(
+        [
+            [1.0, 3.0, 3.0, 0.0],
+            [2.0, math.nan, 5.0, math.nan],
+            [math.nan, 1.0, math.nan, -1.0],
+            [-math.inf, -math.inf, -math.inf, -math.inf],
+        ]
+    )
     t = x.to("tpu")
     for fn in (lambda v: v.max(1), lambda v: v.min(1), lambda v: v.max(0), lambda v: v.min(0)):
         got, ref = fn(t), fn(x)
         assert_same(got[0], ref[0], equal_nan=True)
         assert_same(got[1], ref[1])
-    for fn in (lambda v: v.argmax(1), lambda v: v.argmin(1), lambda v: v.argmax(),
-               lambda v: v.argmin(0), lambda v: v.amax(1), lambda v: v.amin(0), lambda v: v.max(),
-               lambda v: v.min(), lambda v: v[0].max(), lambda v: v[3].argmax()):
+    for fn in (
+        lambda v: v.argmax(1),
+        lambda v: v.argmin(1),
+        lambda v: v.argmax(),
+        lambda v: v.argmin(0),
+        lambda v: v.amax(1),
+        lambda v: v.amin(0),
+        lambda v: v.max(),
+        lambda v: v.min(),
+        lambda v: v[0].max(),
+        lambda v: v[3].argmax(),
+    ):
         assert_same(fn(t), fn(x), equal_nan=True)
     ints = torch.tensor([[5, 7, 7, 1], [-3, -3, -3, -3]])
     assert_same(ints.to("tpu").argmax(1), ints.argmax(1))
@@ -163,8 +200,11 @@ def test_var_std(op, dtype):
     for dim in (None, (0, 2), -1):
         check(dim=dim, keepdim=dim == -1)
     one = torch.tensor([1.5])  # N - correction = 0
-    assert_same(fn(one.to("tpu"), 0)[0] if "mean" in op else fn(one.to("tpu")),
-                fn(one, 0)[0] if "mean" in op else fn(one), equal_nan=True)
+    assert_same(
+        fn(one.to("tpu"), 0)[0] if "mean" in op else fn(one.to("tpu")),
+        fn(one, 0)[0] if "mean" in op else fn(one),
+        equal_nan=True,
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64, torch.int64])
@@ -173,8 +213,9 @@ def test_logsumexp(dtype):
     t = x.to("tpu")
     for dim in (0, -1, (0, 2)):
         for keepdim in (False, True):
-            assert_same(torch.logsumexp(t, dim, keepdim), torch.logsumexp(x, dim, keepdim),
-                        **tol(dtype))
+            assert_same(
+                torch.logsumexp(t, dim, keepdim), torch.logsumexp(x, dim, keepdim), **tol(dtype)
+            )
     y = torch.tensor([[-math.inf, -math.inf], [math.inf, 1.0], [1e4, 1e4 - 1]])
     assert_same(torch.logsumexp(y.to("tpu"), 1), torch.logsumexp(y, 1))
 
@@ -197,6 +238,7 @@ def test_vector_norms(p, dtype):
 
 def test_norm_program_is_shared_across_p():
     import torch_tpu
+
     t = torch.randn(5).to("tpu")
     torch.linalg.vector_norm(t, 3.0).cpu()
     torch_tpu.metrics.reset()
@@ -234,8 +276,9 @@ def test_logcumsumexp(dtype):
     x[0, 2], x[1, :2], x[2, 3] = -math.inf, math.inf, math.nan
     t = x.to("tpu")
     for dim in (1, -2):
-        assert_same(torch.logcumsumexp(t, dim), torch.logcumsumexp(x, dim), equal_nan=True,
-                    **tol(dtype))
+        assert_same(
+            torch.logcumsumexp(t, dim), torch.logcumsumexp(x, dim), equal_nan=True, **tol(dtype)
+        )
     grad_check(lambda v: v.logcumsumexp(1), rand((3, 6), dtype, 1), **tol(dtype))
 
 
@@ -248,8 +291,11 @@ def test_nansum_and_count_nonzero(dtype):
     for dim in (None, 1, (0, 1)):
         assert_same(torch.nansum(t, dim), torch.nansum(x, dim), **tol(dtype))
         assert_same(torch.count_nonzero(t, dim), torch.count_nonzero(x, dim))
-    assert_same(torch.nansum(t, 0, keepdim=True, dtype=torch.float64),
-                torch.nansum(x, 0, keepdim=True, dtype=torch.float64), **tol(dtype))
+    assert_same(
+        torch.nansum(t, 0, keepdim=True, dtype=torch.float64),
+        torch.nansum(x, 0, keepdim=True, dtype=torch.float64),
+        **tol(dtype),
+    )
 
 
 def test_cumsum_long_is_exact():
@@ -343,7 +389,10 @@ def test_cummax_cummin(op, dtype):
         want_values, want_indices = fn(x, dim)
         assert_same(values, want_values, equal_nan=True)
         assert_same(indices, want_indices)
-    values, indices = torch.empty(0, dtype=dtype, device="tpu"), torch.empty(0, dtype=torch.int64, device="tpu")
+    values, indices = (
+        torch.empty(0, dtype=dtype, device="tpu"),
+        torch.empty(0, dtype=torch.int64, device="tpu"),
+    )
     fn(t, 2, out=(values, indices))
     assert_same(indices, fn(x, 2)[1])
     for shape in ((), (0, 3)):
@@ -386,10 +435,13 @@ def test_hash_tensor(dtype):
     assert_same(h(x.to("tpu")), h(x))
     for dim, keepdim in (([1], False), ([0], True), ([0, 1], False)):
         assert_same(h(x.to("tpu"), dim, keepdim=keepdim), h(x, dim, keepdim=keepdim))
-    assert_same(h(torch.empty(0, 3, dtype=dtype).to("tpu"), [1]), h(torch.empty(0, 3, dtype=dtype), [1]))
+    assert_same(
+        h(torch.empty(0, 3, dtype=dtype).to("tpu"), [1]), h(torch.empty(0, 3, dtype=dtype), [1])
+    )
 
 
 # ---- segment_reduce ----
+
 
 @pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min", "prod"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
@@ -401,8 +453,13 @@ def test_segment_reduce_lengths_and_offsets(reduce, dtype, initial):
     offsets = torch.cat([torch.zeros(1, dtype=torch.long), lengths.cumsum(0)])
     for kw in (dict(lengths=lengths), dict(offsets=offsets)):
         want = torch.segment_reduce(data, reduce, initial=initial, unsafe=True, **kw)
-        got = torch.segment_reduce(data.to("tpu"), reduce, initial=initial, unsafe=True,
-                                   **{k: v.to("tpu") for k, v in kw.items()})
+        got = torch.segment_reduce(
+            data.to("tpu"),
+            reduce,
+            initial=initial,
+            unsafe=True,
+            **{k: v.to("tpu") for k, v in kw.items()},
+        )
         assert_same(got, want, **tol(dtype, low=3e-2), equal_nan=True)
 
 
@@ -414,6 +471,7 @@ def test_segment_reduce_batched_lengths_along_axis(reduce):
     offsets = torch.cat([torch.zeros(2, 1, dtype=torch.long), lengths.cumsum(1)], 1)
     for kw in (dict(lengths=lengths), dict(offsets=offsets)):
         want = torch.segment_reduce(data, reduce, axis=1, **kw)
-        got = torch.segment_reduce(data.to("tpu"), reduce, axis=1,
-                                   **{k: v.to("tpu") for k, v in kw.items()})
+        got = torch.segment_reduce(
+            data.to("tpu"), reduce, axis=1, **{k: v.to("tpu") for k, v in kw.items()}
+        )
         assert_same(got, want, **tol(torch.float32), equal_nan=True)

@@ -3,6 +3,7 @@ outputs, final states and every parameter's gradient, for multi-layer, bidirecti
 batch_first and packed inputs, with odd sizes. On tpu the layers run PyTorch's fused
 cell ops (_thnn_fused_lstm_cell, _thnn_fused_gru_cell and their backward), which
 csrc/ops/rnn.cpp lowers."""
+
 import copy
 
 import pytest
@@ -35,12 +36,20 @@ def compare(cpu_module, run):
 
 
 @pytest.mark.parametrize("kind", LAYERS)
-@pytest.mark.parametrize("layers,bidirectional,batch_first,bias", [
-    (1, False, False, True), (2, True, True, True), (3, False, True, False), (2, True, False, False)])
+@pytest.mark.parametrize(
+    "layers,bidirectional,batch_first,bias",
+    [
+        (1, False, False, True),
+        (2, True, True, True),
+        (3, False, True, False),
+        (2, True, False, False),
+    ],
+)
 def test_layer_matches_cpu(kind, layers, bidirectional, batch_first, bias):
     torch.manual_seed(0)
-    module = LAYERS[kind](5, 7, num_layers=layers, bidirectional=bidirectional,
-                          batch_first=batch_first, bias=bias)
+    module = LAYERS[kind](
+        5, 7, num_layers=layers, bidirectional=bidirectional, batch_first=batch_first, bias=bias
+    )
     x = torch.randn((3, 4, 5) if batch_first else (4, 3, 5))
     directions = 2 if bidirectional else 1
     h0 = torch.randn(layers * directions, 3, 7)

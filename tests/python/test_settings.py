@@ -15,18 +15,30 @@ NAMES = [s["name"] for s in _settings.table()]
 
 # Each variable's value when unset: what the code read before the table existed.
 DEFAULTS = {
-    "TORCH_TPU_PJRT_PLUGIN": None, "TORCH_TPU_NUM_DEVICES": None,
-    "TORCH_TPU_CPU_FALLBACK": False, "TORCH_TPU_LAUNCH_BLOCKING": False,
-    "TORCH_TPU_DUMP_DIR": None, "TORCH_TPU_CACHE_DIR": None,
-    "TORCH_TPU_CACHE_MAX_BYTES": 4 << 30, "TORCH_TPU_DISK_CACHE": True,
-    "TORCH_TPU_VERBOSE": False, "TORCH_TPU_CACHE_ENTRIES": 4096,
-    "TORCH_TPU_MAX_MAPPINGS": None, "TORCH_TPU_EAGER_MODE": None,
-    "TORCH_TPU_DEFER_AND_FUSE": False, "TORCH_TPU_FUSED_MAX_OPS": 4096,
+    "TORCH_TPU_PJRT_PLUGIN": None,
+    "TORCH_TPU_NUM_DEVICES": None,
+    "TORCH_TPU_CPU_FALLBACK": False,
+    "TORCH_TPU_LAUNCH_BLOCKING": False,
+    "TORCH_TPU_DUMP_DIR": None,
+    "TORCH_TPU_CACHE_DIR": None,
+    "TORCH_TPU_CACHE_MAX_BYTES": 4 << 30,
+    "TORCH_TPU_DISK_CACHE": True,
+    "TORCH_TPU_VERBOSE": False,
+    "TORCH_TPU_CACHE_ENTRIES": 4096,
+    "TORCH_TPU_MAX_MAPPINGS": None,
+    "TORCH_TPU_EAGER_MODE": None,
+    "TORCH_TPU_DEFER_AND_FUSE": False,
+    "TORCH_TPU_FUSED_MAX_OPS": 4096,
     "TORCH_TPU_FUSED_REUSE": True,
-    "TORCH_TPU_FAST_COMPILE_ELEMENTS": 65536, "TORCH_TPU_DONATE": True,
-    "TORCH_TPU_LOG": [], "TORCH_TPU_SHAPE_BUCKETS": -1, "TORCH_TPU_NO_COMPILE": False,
-    "TORCH_TPU_DIST_TRANSPORT": "auto", "TORCH_TPU_DIST_CHECKS": True,
-    "TORCH_TPU_VLLM_EAGER": False, "TORCH_TPU_SGLANG_EAGER": False,
+    "TORCH_TPU_FAST_COMPILE_ELEMENTS": 65536,
+    "TORCH_TPU_DONATE": True,
+    "TORCH_TPU_LOG": [],
+    "TORCH_TPU_SHAPE_BUCKETS": -1,
+    "TORCH_TPU_NO_COMPILE": False,
+    "TORCH_TPU_DIST_TRANSPORT": "auto",
+    "TORCH_TPU_DIST_CHECKS": True,
+    "TORCH_TPU_VLLM_EAGER": False,
+    "TORCH_TPU_SGLANG_EAGER": False,
     "TORCH_TPU_SGLANG_STATS": None,
 }
 # A value each variable accepts, and what it reads as.
@@ -95,8 +107,9 @@ def test_readme_table_is_generated_from_the_table():
         sys.path.pop(0)
     with open(os.path.join(ROOT, "README.md")) as f:
         table = settings_readme.readme_table(f.read())
-    assert table == _settings.markdown(), \
-        "README.md's table of variables is stale: run python tools/settings_readme.py"
+    assert (
+        table == _settings.markdown()
+    ), "README.md's table of variables is stale: run python tools/settings_readme.py"
     assert all(f"| `{name}` |" in table for name in NAMES)
 
 
@@ -113,8 +126,10 @@ def _sources():
 def test_variables_are_read_only_through_the_table():
     # No reader of its own (getenv, os.environ.get, os.environ[...] not assigned), and
     # every TORCH_TPU_ name the sources write in quotes or backticks is in the table.
-    own_reader = re.compile(r'getenv\(\s*"TORCH_TPU_|environ\.get\(\s*"TORCH_TPU_|'
-                            r'environ\[\s*"TORCH_TPU_[A-Z_]*"\](?!\s*=[^=])')
+    own_reader = re.compile(
+        r'getenv\(\s*"TORCH_TPU_|environ\.get\(\s*"TORCH_TPU_|'
+        r'environ\[\s*"TORCH_TPU_[A-Z_]*"\](?!\s*=[^=])'
+    )
     named = re.compile(r'["`](TORCH_TPU_[A-Z_]+)\b')
     build_macros = {"TORCH_TPU_VERSION"}
     unknown = []
@@ -122,4 +137,3 @@ def test_variables_are_read_only_through_the_table():
         assert not own_reader.search(text), f"{path} reads a TORCH_TPU_ variable itself"
         unknown += [(path, n) for n in named.findall(text) if n not in NAMES + list(build_macros)]
     assert not unknown
-

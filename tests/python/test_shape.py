@@ -1,5 +1,6 @@
 """Shape ops against CPU: cat/stack, views, padding, repeat, flip, roll, triangles,
 unfold, diagonals, repeat_interleave, clones of views."""
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -136,8 +137,10 @@ def test_repeat_interleave():
     assert_same(tpu(x).repeat_interleave(tpu(r), dim=0), x.repeat_interleave(r, dim=0))
     assert_same(tpu(x).repeat_interleave(2), x.repeat_interleave(2))
     assert_same(torch.repeat_interleave(tpu(r), output_size=5), torch.repeat_interleave(r))
-    assert_same(torch.repeat_interleave(tpu(torch.zeros(2, dtype=torch.long))),
-                torch.repeat_interleave(torch.zeros(2, dtype=torch.long)))
+    assert_same(
+        torch.repeat_interleave(tpu(torch.zeros(2, dtype=torch.long))),
+        torch.repeat_interleave(torch.zeros(2, dtype=torch.long)),
+    )
     grad_check(lambda x: x.repeat_interleave(2, dim=1), x)
 
 
@@ -145,8 +148,12 @@ def test_repeat_interleave():
 def test_clone_contiguous_of_views(dtype):
     x = make((4, 6), dtype)
     t = tpu(x)
-    for view in (lambda a: a.t(), lambda a: a[1:, ::2], lambda a: a.expand(2, 4, 6),
-                 lambda a: a.unsqueeze(1)[:, :, 2:]):
+    for view in (
+        lambda a: a.t(),
+        lambda a: a[1:, ::2],
+        lambda a: a.expand(2, 4, 6),
+        lambda a: a.unsqueeze(1)[:, :, 2:],
+    ):
         assert_same(view(t).clone(), view(x).clone())
         assert_same(view(t).contiguous(), view(x).contiguous())
 
@@ -156,4 +163,6 @@ def test_clone_contiguous_of_views(dtype):
 def test_channel_shuffle(dtype, shape, groups):
     x = make(shape, dtype)
     assert_same(F.channel_shuffle(tpu(x), groups), F.channel_shuffle(x, groups))
-    assert_same(torch.native_channel_shuffle(tpu(x), groups), torch.native_channel_shuffle(x, groups))
+    assert_same(
+        torch.native_channel_shuffle(tpu(x), groups), torch.native_channel_shuffle(x, groups)
+    )

@@ -1,4 +1,5 @@
 """softmax / log_softmax forward and backward against CPU PyTorch."""
+
 import functools
 import math
 
@@ -30,7 +31,9 @@ def test_forward_and_backward(op, dtype):
 def test_dtype_argument_half_to_float(op):
     x = rand((4, 6), torch.float16)
     fn = getattr(torch, op)
-    assert_same(fn(x.to("tpu"), 1, dtype=torch.float32), fn(x, 1, dtype=torch.float32), **tol(torch.float16))
+    assert_same(
+        fn(x.to("tpu"), 1, dtype=torch.float32), fn(x, 1, dtype=torch.float32), **tol(torch.float16)
+    )
     # _softmax(half_to_float=True) is what autocast calls; CPU has no kernel for it.
     got = getattr(torch.ops.aten, "_" + op)(x.to("tpu"), 1, True)
     assert got.dtype == torch.float32
@@ -50,8 +53,14 @@ def test_edge_cases(op):
     e = torch.empty(0, 4)
     assert_same(fn(e.to("tpu"), 1), fn(e, 1))
     assert_same(fn(e.to("tpu"), 0), fn(e, 0))
-    y = torch.tensor([[1e4, 1e4 - 1, -1e4], [-math.inf, 0.0, 1.0], [-math.inf, -math.inf, -math.inf],
-                      [math.nan, 1.0, 2.0]])
+    y = torch.tensor(
+        [
+            [1e4, 1e4 - 1, -1e4],
+            [-math.inf, 0.0, 1.0],
+            [-math.inf, -math.inf, -math.inf],
+            [math.nan, 1.0, 2.0],
+        ]
+    )
     assert_same(fn(y.to("tpu"), 1), fn(y, 1), equal_nan=True)
     z = torch.randn(6, 8)
     assert_same(fn(z.to("tpu").t(), 1), fn(z.t(), 1), rtol=1e-5, atol=1e-5)
@@ -63,4 +72,6 @@ def test_edge_cases(op):
 
 def test_integer_input_is_promoted():
     x = torch.arange(6).reshape(2, 3)
-    assert_same(torch.softmax(x.to("tpu"), 1, dtype=torch.float32), torch.softmax(x, 1, dtype=torch.float32))
+    assert_same(
+        torch.softmax(x.to("tpu"), 1, dtype=torch.float32), torch.softmax(x, 1, dtype=torch.float32)
+    )

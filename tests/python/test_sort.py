@@ -1,4 +1,5 @@
 """sort, argsort, topk, kthvalue, median against CPU PyTorch."""
+
 import math
 
 import pytest
@@ -29,8 +30,10 @@ def test_sort_and_argsort(dtype):
         rv, ri = torch.sort(x, dim=dim, descending=descending, stable=True)
         assert_same(v, rv)
         assert_same(i, ri)
-        assert_same(torch.argsort(t, dim=dim, descending=descending, stable=True),
-                    torch.argsort(x, dim=dim, descending=descending, stable=True))
+        assert_same(
+            torch.argsort(t, dim=dim, descending=descending, stable=True),
+            torch.argsort(x, dim=dim, descending=descending, stable=True),
+        )
     # unstable sort: the values are PyTorch's, the indices point at them
     v, i = torch.sort(t, 1)
     assert_same(v, torch.sort(x, 1).values)
@@ -105,8 +108,13 @@ def test_kthvalue_and_median(dtype):
 
 
 def test_median_nan():
-    x = torch.tensor([[3.0, math.nan, 1.0, math.nan, 2.0], [4.0, 1.0, 2.0, 3.0, 0.0],
-                      [math.nan, math.nan, math.nan, math.nan, math.nan]])
+    x = torch.tensor(
+        [
+            [3.0, math.nan, 1.0, math.nan, 2.0],
+            [4.0, 1.0, 2.0, 3.0, 0.0],
+            [math.nan, math.nan, math.nan, math.nan, math.nan],
+        ]
+    )
     t = x.to("tpu")
     for fn in (torch.median, torch.nanmedian):
         v, i = fn(t, 1)
@@ -115,7 +123,9 @@ def test_median_nan():
         assert_same(i, ri)
         assert_same(fn(t), fn(x), equal_nan=True)
         assert_same(fn(t[1]), fn(x[1]))
-    assert_same(torch.median(torch.empty(0).to("tpu")), torch.median(torch.empty(0)), equal_nan=True)
+    assert_same(
+        torch.median(torch.empty(0).to("tpu")), torch.median(torch.empty(0)), equal_nan=True
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.int32])
@@ -124,19 +134,31 @@ def test_searchsorted_and_bucketize(dtype, right):
     seq = torch.sort(with_ties((13,), dtype, seed=1)).values
     values = with_ties((4, 5), dtype, seed=2)
     t = lambda x: x.to("tpu")
-    assert_same(torch.searchsorted(t(seq), t(values), right=right), torch.searchsorted(seq, values, right=right))
-    assert_same(torch.searchsorted(t(seq), t(values), side="right" if right else "left", out_int32=True),
-                torch.searchsorted(seq, values, side="right" if right else "left", out_int32=True))
-    assert_same(torch.bucketize(t(values), t(seq), right=right), torch.bucketize(values, seq, right=right))
+    assert_same(
+        torch.searchsorted(t(seq), t(values), right=right),
+        torch.searchsorted(seq, values, right=right),
+    )
+    assert_same(
+        torch.searchsorted(t(seq), t(values), side="right" if right else "left", out_int32=True),
+        torch.searchsorted(seq, values, side="right" if right else "left", out_int32=True),
+    )
+    assert_same(
+        torch.bucketize(t(values), t(seq), right=right), torch.bucketize(values, seq, right=right)
+    )
     assert_same(torch.searchsorted(t(seq), 1, right=right), torch.searchsorted(seq, 1, right=right))
     assert_same(torch.bucketize(2, t(seq), right=right), torch.bucketize(2, seq, right=right))
     # Row-wise sequences, and a sorter that orders an unsorted sequence.
     rows = torch.sort(with_ties((4, 9), dtype, seed=4), dim=1).values
-    assert_same(torch.searchsorted(t(rows), t(values), right=right), torch.searchsorted(rows, values, right=right))
+    assert_same(
+        torch.searchsorted(t(rows), t(values), right=right),
+        torch.searchsorted(rows, values, right=right),
+    )
     raw = with_ties((4, 9), dtype, seed=5)
     sorter = torch.argsort(raw, dim=1, stable=True)
-    assert_same(torch.searchsorted(t(raw), t(values), right=right, sorter=t(sorter)),
-                torch.searchsorted(raw, values, right=right, sorter=sorter))
+    assert_same(
+        torch.searchsorted(t(raw), t(values), right=right, sorter=t(sorter)),
+        torch.searchsorted(raw, values, right=right, sorter=sorter),
+    )
     out = torch.empty(0, dtype=torch.int64, device="tpu")
     torch.searchsorted(t(seq), t(values), right=right, out=out)
     assert_same(out, torch.searchsorted(seq, values, right=right))
@@ -146,11 +168,15 @@ def test_searchsorted_nan():
     seq = torch.tensor([-1.0, 0.5, 2.0, math.nan])
     values = torch.tensor([math.nan, -2.0, 0.5, 3.0, math.inf])
     for right in (False, True):
-        assert_same(torch.searchsorted(seq.to("tpu"), values.to("tpu"), right=right),
-                    torch.searchsorted(seq, values, right=right))
+        assert_same(
+            torch.searchsorted(seq.to("tpu"), values.to("tpu"), right=right),
+            torch.searchsorted(seq, values, right=right),
+        )
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.int32, torch.bool])
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.float64, torch.int64, torch.int32, torch.bool]
+)
 @pytest.mark.parametrize("shape,dim", [((7,), 0), ((5, 9), 1), ((5, 9), 0), ((3, 4, 5), -2)])
 def test_mode(dtype, shape, dim):
     x = with_ties(shape, dtype, seed=6)

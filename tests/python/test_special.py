@@ -3,6 +3,7 @@ the orthogonal polynomials over degrees and points that reach every branch (nega
 and NaN degrees, the ends of the interval, the closed trigonometric form, the
 recurrence), erfcx, log_ndtr, spherical_bessel_j0 and the Hurwitz zeta function, in
 f32, f64 and promoted integer inputs, with odd sizes, out= forms and broadcasting."""
+
 import math
 
 import pytest
@@ -11,11 +12,18 @@ import torch
 from helpers import assert_same
 
 POLYNOMIALS = [
-    "chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v",
-    "chebyshev_polynomial_w", "shifted_chebyshev_polynomial_t",
-    "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
-    "shifted_chebyshev_polynomial_w", "hermite_polynomial_h", "hermite_polynomial_he",
-    "laguerre_polynomial_l", "legendre_polynomial_p",
+    "chebyshev_polynomial_t",
+    "chebyshev_polynomial_u",
+    "chebyshev_polynomial_v",
+    "chebyshev_polynomial_w",
+    "shifted_chebyshev_polynomial_t",
+    "shifted_chebyshev_polynomial_u",
+    "shifted_chebyshev_polynomial_v",
+    "shifted_chebyshev_polynomial_w",
+    "hermite_polynomial_h",
+    "hermite_polynomial_he",
+    "laguerre_polynomial_l",
+    "legendre_polynomial_p",
 ]
 
 TOL = {torch.float32: dict(rtol=2e-5, atol=1e-5), torch.float64: dict(rtol=1e-9, atol=1e-9)}
@@ -62,8 +70,9 @@ def test_polynomials_reject_half_like_cpu():
 def wide(dtype, seed=0):
     g = torch.Generator().manual_seed(seed)
     x = torch.empty(5, 41, dtype=torch.float64).uniform_(-30, 30, generator=g)
-    x.view(-1)[:12] = torch.tensor([0.0, -0.0, 1e-8, -1.0, -1.0001, 25.9, 26.1, 40.0, -26.0,
-                                    math.inf, -math.inf, math.nan])
+    x.view(-1)[:12] = torch.tensor(
+        [0.0, -0.0, 1e-8, -1.0, -1.0001, 25.9, 26.1, 40.0, -26.0, math.inf, -math.inf, math.nan]
+    )
     return x.to(dtype)
 
 
@@ -93,30 +102,54 @@ def test_zeta_matches_cpu(dtype):
     q = torch.empty(13, dtype=torch.float64).uniform_(-5, 20, generator=g)
     q[:6] = torch.tensor([1.0, 0.5, -2.0, -2.5, 0.0, 2e8])
     x, q = x.to(dtype), q.to(dtype)
-    assert_same(torch.special.zeta(x.to("tpu"), q.to("tpu")), torch.special.zeta(x, q),
-                equal_nan=True, **TOL[dtype])
+    assert_same(
+        torch.special.zeta(x.to("tpu"), q.to("tpu")),
+        torch.special.zeta(x, q),
+        equal_nan=True,
+        **TOL[dtype],
+    )
 
 
 def test_zeta_scalar_and_integer_inputs():
     q = torch.arange(1, 8)
-    assert_same(torch.special.zeta(torch.tensor(3).to("tpu"), q.to("tpu")),
-                torch.special.zeta(torch.tensor(3), q), rtol=1e-5, atol=1e-6)
-    assert_same(torch.special.zeta(2.0, q.double().to("tpu")), torch.special.zeta(2.0, q.double()),
-                rtol=1e-9, atol=1e-12)
+    assert_same(
+        torch.special.zeta(torch.tensor(3).to("tpu"), q.to("tpu")),
+        torch.special.zeta(torch.tensor(3), q),
+        rtol=1e-5,
+        atol=1e-6,
+    )
+    assert_same(
+        torch.special.zeta(2.0, q.double().to("tpu")),
+        torch.special.zeta(2.0, q.double()),
+        rtol=1e-9,
+        atol=1e-12,
+    )
 
 
 def test_empty_and_0d():
     e = torch.empty(0, 3)
     assert_same(torch.special.erfcx(e.to("tpu")), torch.special.erfcx(e))
-    assert_same(torch.special.hermite_polynomial_h(e.to("tpu"), e.to("tpu")),
-                torch.special.hermite_polynomial_h(e, e))
+    assert_same(
+        torch.special.hermite_polynomial_h(e.to("tpu"), e.to("tpu")),
+        torch.special.hermite_polynomial_h(e, e),
+    )
     s = torch.tensor(0.3)
-    assert_same(torch.special.legendre_polynomial_p(s.to("tpu"), torch.tensor(5.0).to("tpu")),
-                torch.special.legendre_polynomial_p(s, torch.tensor(5.0)))
+    assert_same(
+        torch.special.legendre_polynomial_p(s.to("tpu"), torch.tensor(5.0).to("tpu")),
+        torch.special.legendre_polynomial_p(s, torch.tensor(5.0)),
+    )
 
 
-BESSEL = ["bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1", "modified_bessel_k0",
-          "modified_bessel_k1", "scaled_modified_bessel_k0", "scaled_modified_bessel_k1"]
+BESSEL = [
+    "bessel_j0",
+    "bessel_j1",
+    "bessel_y0",
+    "bessel_y1",
+    "modified_bessel_k0",
+    "modified_bessel_k1",
+    "scaled_modified_bessel_k0",
+    "scaled_modified_bessel_k1",
+]
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64])
@@ -127,8 +160,26 @@ def test_bessel_match_cpu(name, dtype):
     fn = getattr(torch.special, name)
     g = torch.Generator().manual_seed(2)
     x = torch.empty(3, 67, dtype=torch.float64).uniform_(-25, 40, generator=g)
-    x.view(-1)[:16] = torch.tensor([0.0, 1e-6, -1e-6, 0.5, 8.99, 9.01, 16.99, 17.01, 17.0, 9.0,
-                                    -3.0, 100.0, 700.0, math.inf, -math.inf, math.nan])
+    x.view(-1)[:16] = torch.tensor(
+        [
+            0.0,
+            1e-6,
+            -1e-6,
+            0.5,
+            8.99,
+            9.01,
+            16.99,
+            17.01,
+            17.0,
+            9.0,
+            -3.0,
+            100.0,
+            700.0,
+            math.inf,
+            -math.inf,
+            math.nan,
+        ]
+    )
     x = x.to(dtype) if dtype.is_floating_point else x.clamp(-30, 30).round().to(dtype)
     expected = fn(x)
     tol = TOL.get(dtype, TOL[torch.float32])
@@ -164,8 +215,11 @@ def test_incomplete_gamma_match_cpu(name, dtype):
     a[:5, 0] = torch.tensor([0.0, -1.0, math.inf, 1.0, 500.0])
     x[:6] = torch.tensor([0.0, -2.0, math.inf, 1e-8, 499.0, math.nan])
     a, x = a.to(dtype), x.to(dtype)
-    tol = {torch.float64: dict(rtol=1e-8, atol=1e-10), torch.float32: dict(rtol=2e-5, atol=1e-6),
-           torch.bfloat16: dict(rtol=2e-2, atol=1e-2)}[dtype]
+    tol = {
+        torch.float64: dict(rtol=1e-8, atol=1e-10),
+        torch.float32: dict(rtol=2e-5, atol=1e-6),
+        torch.bfloat16: dict(rtol=2e-2, atol=1e-2),
+    }[dtype]
     assert_same(fn(a.to("tpu"), x.to("tpu")), fn(a, x), equal_nan=True, **tol)
     y = a.to("tpu").expand(13, 41).clone()
     getattr(y, name + "_")(x.to("tpu"))
@@ -178,8 +232,24 @@ def test_airy_ai_matches_cpu(dtype):
     # decaying form from 2.09 (and past 8.32), 0 beyond 103.892, NaN at +-inf and NaN.
     g = torch.Generator().manual_seed(3)
     x = torch.empty(3, 37, dtype=torch.float64).uniform_(-12, 12, generator=g)
-    x.view(-1)[:14] = torch.tensor([0.0, -2.09, -2.0899, 2.09, 2.0899, 8.3, 8.4, -30.0, 50.0,
-                                    103.9, 200.0, math.inf, -math.inf, math.nan])
+    x.view(-1)[:14] = torch.tensor(
+        [
+            0.0,
+            -2.09,
+            -2.0899,
+            2.09,
+            2.0899,
+            8.3,
+            8.4,
+            -30.0,
+            50.0,
+            103.9,
+            200.0,
+            math.inf,
+            -math.inf,
+            math.nan,
+        ]
+    )
     x = x.to(dtype)
     want = torch.special.airy_ai(x)
     got = torch.special.airy_ai(x.to("tpu"))

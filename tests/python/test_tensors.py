@@ -6,8 +6,18 @@ import torch
 import torch_tpu  # noqa: F401  (registers the tpu device)
 from helpers import assert_same
 
-DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32,
-          torch.int16, torch.int8, torch.uint8, torch.bool]
+DTYPES = [
+    torch.float32,
+    torch.float64,
+    torch.float16,
+    torch.bfloat16,
+    torch.int64,
+    torch.int32,
+    torch.int16,
+    torch.int8,
+    torch.uint8,
+    torch.bool,
+]
 
 
 def sample(shape, dtype):

@@ -1,5 +1,6 @@
 """TorchTPU 0.2's public `torch.tpu` names: each imported and exercised (results against
 CPU, or against what the name promises)."""
+
 import json
 import os
 
@@ -11,11 +12,27 @@ from helpers import assert_same, rand, run_python
 
 
 def test_names_exist():
-    for name in ("EagerMode", "set_eager_mode", "eager_mode", "Precision", "precision",
-                 "allow_excess_precision", "compiler", "profiler", "ops", "default_generators",
-                 "get_device_properties", "get_amp_supported_dtype", "topology_aware_mesh",
-                 "Stream", "Event", "synchronize", "manual_seed", "memory_allocated",
-                 "cache_stats"):
+    for name in (
+        "EagerMode",
+        "set_eager_mode",
+        "eager_mode",
+        "Precision",
+        "precision",
+        "allow_excess_precision",
+        "compiler",
+        "profiler",
+        "ops",
+        "default_generators",
+        "get_device_properties",
+        "get_amp_supported_dtype",
+        "topology_aware_mesh",
+        "Stream",
+        "Event",
+        "synchronize",
+        "manual_seed",
+        "memory_allocated",
+        "cache_stats",
+    ):
         assert hasattr(torch.tpu, name), name
     from torch.tpu.compiler import custom_compiler_options  # noqa: F401
     from torch.tpu.profiler import TpuProfilerConfig  # noqa: F401
@@ -60,8 +77,9 @@ def test_launch_blocking_mode(restore_mode):
 
 
 def test_defer_and_fuse_env():
-    code = ("import torch, torch_tpu; print(torch.tpu.eager_mode.name, "
-            "torch_tpu.get_eager_mode())")
+    code = (
+        "import torch, torch_tpu; print(torch.tpu.eager_mode.name, " "torch_tpu.get_eager_mode())"
+    )
     # TORCH_TPU_EAGER_MODE (set when the suite runs in fused mode) would win: unset.
     out = run_python(code, env={"TORCH_TPU_DEFER_AND_FUSE": "1", "TORCH_TPU_EAGER_MODE": ""})
     assert out.returncode == 0, out.stderr
@@ -105,7 +123,8 @@ def test_allow_excess_precision():
         "print(torch.tpu.allow_excess_precision, torch_tpu._C._compiler_options())\n"
         "x = torch.arange(6.).to('tpu').bfloat16()\n"
         "print((x * 3 + 1).float().sum().item())\n",
-        env={"XLA_FLAGS": ""})
+        env={"XLA_FLAGS": ""},
+    )
     assert out.returncode == 0, out.stderr
     lines = out.stdout.split("\n")
     assert lines[0] == "True"  # XLA's default
@@ -151,11 +170,13 @@ def test_profiler_config(tmp_path):
     acts = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]
     programs = 2 if torch_tpu.get_eager_mode() == "op" else 1  # add, sum; or one group
     for level, expect in ((1, programs), (0, 0)):
-        with profile(activities=acts,
-                     experimental_config=TpuProfilerConfig(device_tracer_level=level)) as prof:
+        with profile(
+            activities=acts, experimental_config=TpuProfilerConfig(device_tracer_level=level)
+        ) as prof:
             (x + 2).sum().item()
-        device = [e for e in prof.events()
-                  if e.device_type == torch.autograd.DeviceType.PrivateUse1]
+        device = [
+            e for e in prof.events() if e.device_type == torch.autograd.DeviceType.PrivateUse1
+        ]
         assert len(device) == expect
     with pytest.raises(ValueError):
         TpuProfilerConfig(worker_rank="a:b")

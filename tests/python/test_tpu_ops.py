@@ -1,6 +1,7 @@
 """torch.tpu.ops: ragged_dot and its weight gradient (eager and compiled, values and
 gradients against a per-group CPU reference), all_gather_dim and reduce_scatter_dim on
 two ranks."""
+
 import pytest
 import torch
 
@@ -14,7 +15,7 @@ def _reference(lhs, rhs, sizes):
     out = torch.zeros(lhs.shape[0], rhs.shape[2], dtype=lhs.dtype)
     start = 0
     for i, n in enumerate(sizes):
-        out[start:start + n] = lhs[start:start + n] @ rhs[i]
+        out[start : start + n] = lhs[start : start + n] @ rhs[i]
         start += n
     return out
 
@@ -59,8 +60,9 @@ def test_ragged_dot_weight_grad_and_out():
 def test_ragged_dot_bf16():
     lhs, rhs, _ = _inputs()
     expected = _reference(lhs.detach().bfloat16().float(), rhs.detach().bfloat16().float(), SIZES)
-    out = torch.tpu.ops.ragged_dot(lhs.detach().bfloat16().to("tpu"),
-                                   rhs.detach().bfloat16().to("tpu"), torch.tensor(SIZES))
+    out = torch.tpu.ops.ragged_dot(
+        lhs.detach().bfloat16().to("tpu"), rhs.detach().bfloat16().to("tpu"), torch.tensor(SIZES)
+    )
     eps = torch.finfo(torch.bfloat16).eps
     assert_same(out, expected.bfloat16(), rtol=2 * eps, atol=2 * eps * expected.abs().max().item())
 
@@ -82,22 +84,32 @@ def collectives_worker(rank, world, init_method):
     import torch.distributed as dist
 
     import torch_tpu  # noqa: F401, F811  (in the rank process)
-    dist.init_process_group("cpu:gloo,tpu:tpu_dist", init_method=init_method, rank=rank,
-                            world_size=world, timeout=datetime.timedelta(seconds=60))
+
+    dist.init_process_group(
+        "cpu:gloo,tpu:tpu_dist",
+        init_method=init_method,
+        rank=rank,
+        world_size=world,
+        timeout=datetime.timedelta(seconds=60),
+    )
     from torch.profiler import ProfilerActivity, profile
 
-    base = torch.arange(12.).reshape(3, 4)
+    base = torch.arange(12.0).reshape(3, 4)
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
         g = torch.tpu.ops.all_gather_dim((base + 100 * rank).to("tpu"), 1).cpu()
     staged = [e for e in prof.events() if e.name == "tpu_dist::stage_to_host"]
     want_g = torch.cat([base + 100 * r for r in range(world)], 1)
-    y = torch.arange(8.).reshape(4, 2)
+    y = torch.arange(8.0).reshape(4, 2)
     s = torch.tpu.ops.reduce_scatter_dim((y * (rank + 1)).to("tpu"), 0).cpu()
     want_s = sum(y * (r + 1) for r in range(world)).chunk(world, 0)[rank]
     m = torch.tpu.ops.reduce_scatter_dim((y * (rank + 1)).to("tpu"), -1, reduce_op="max").cpu()
     want_m = (y * world).chunk(world, 1)[rank]
-    return [torch.equal(g, want_g), torch.equal(s, want_s), torch.equal(m, want_m),
-            len(staged) >= 1]
+    return [
+        torch.equal(g, want_g),
+        torch.equal(s, want_s),
+        torch.equal(m, want_m),
+        len(staged) >= 1,
+    ]
 
 
 def test_all_gather_and_reduce_scatter_dim():
@@ -119,9 +131,10 @@ def ragged_reference(operands, outputs):
     results = [o.clone() for o in outputs]
     for src, (in_off, send, out_off, _) in RAGGED.items():
         for dst in RAGGED:
-            rows = operands[src][in_off[dst]:in_off[dst] + send[dst]]
-            results[dst] = torch.cat([results[dst][:out_off[dst]], rows,
-                                      results[dst][out_off[dst] + send[dst]:]])
+            rows = operands[src][in_off[dst] : in_off[dst] + send[dst]]
+            results[dst] = torch.cat(
+                [results[dst][: out_off[dst]], rows, results[dst][out_off[dst] + send[dst] :]]
+            )
     return results
 
 
@@ -132,10 +145,16 @@ def p2p_worker(rank, world, init_method):
     import torch.distributed as dist
 
     import torch_tpu  # noqa: F401, F811  (in the rank process)
-    dist.init_process_group("cpu:gloo,tpu:tpu_dist", init_method=init_method, rank=rank,
-                            world_size=world, timeout=datetime.timedelta(seconds=60))
+
+    dist.init_process_group(
+        "cpu:gloo,tpu:tpu_dist",
+        init_method=init_method,
+        rank=rank,
+        world_size=world,
+        timeout=datetime.timedelta(seconds=60),
+    )
     ok = []
-    a, b = torch.arange(6.).reshape(2, 3), torch.arange(4, dtype=torch.int64)
+    a, b = torch.arange(6.0).reshape(2, 3), torch.arange(4, dtype=torch.int64)
     if rank == 0:
         torch.tpu.ops.send([a.to("tpu"), b.to("tpu")], 1, tag=7).wait()
         got = torch.zeros(3, device="tpu")
@@ -147,7 +166,7 @@ def p2p_worker(rank, world, init_method):
         ok.append(torch.equal(x.cpu(), a) and torch.equal(y.cpu(), b))
         torch.tpu.ops.send([torch.full((3,), 5.0, device="tpu")], 0, tag=8).wait()
 
-    operands = [(torch.arange(18.).reshape(6, 3) + 100 * r).requires_grad_() for r in RAGGED]
+    operands = [(torch.arange(18.0).reshape(6, 3) + 100 * r).requires_grad_() for r in RAGGED]
     outputs = [torch.full((6, 3), -1.0 - r).requires_grad_() for r in RAGGED]
     weights = [torch.linspace(-1, 2, 18).reshape(6, 3) * (r + 1) for r in RAGGED]
     want = ragged_reference(operands, outputs)
@@ -161,8 +180,9 @@ def p2p_worker(rank, world, init_method):
     ok.append(torch.equal(op.grad.cpu(), operands[rank].grad))
     ok.append(torch.equal(out0.grad.cpu(), outputs[rank].grad))
     into = torch.zeros(6, 3, device="tpu")
-    res = torch.tpu.ops.ragged_all_to_all(op.detach(), out0.detach(), *plan,
-                                          dist.group.WORLD.group_name, out=into)
+    res = torch.tpu.ops.ragged_all_to_all(
+        op.detach(), out0.detach(), *plan, dist.group.WORLD.group_name, out=into
+    )
     ok.append(res is into and torch.equal(into.cpu(), want[rank].detach()))
     try:
         torch.tpu.ops.ragged_all_to_all(op, out0, plan[0], torch.tensor([9, 9]), *plan[2:])
@@ -202,7 +222,8 @@ def test_optimization_barrier_is_in_the_program(tmp_path):
         "import torch, torch_tpu\n"
         "x = torch.arange(4.).to('tpu')\n"
         "print(torch.tpu.ops.optimization_barrier([x + 1])[0].cpu().tolist())\n",
-        env={"TORCH_TPU_DUMP_DIR": str(tmp_path), "TORCH_TPU_DISK_CACHE": "0"})
+        env={"TORCH_TPU_DUMP_DIR": str(tmp_path), "TORCH_TPU_DISK_CACHE": "0"},
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[1.0, 2.0, 3.0, 4.0]"
     texts = [p.read_text() for p in tmp_path.glob("*.mlir")]

@@ -1,6 +1,7 @@
 """Unary math through the lowering table, compared with CPU PyTorch: every dtype the CPU
 kernels accept (and the same errors where they reject one), special values, in-place and
 out= forms, views, empty and 0-d tensors, and gradients."""
+
 import functools
 import math
 
@@ -16,8 +17,14 @@ DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.float64, torch.int
 SPECIALS = [0.0, -0.0, math.inf, -math.inf, math.nan, 1.0, -1.0, 0.5, 2.0, -2.5]
 
 
-DOMAINS = {"any": (-4, 4), "pos": (0.05, 6), "unit": (-0.95, 0.95), "ge1": (1.05, 6),
-           "open01": (0.02, 0.98), "small": (-2.5, 2.5)}
+DOMAINS = {
+    "any": (-4, 4),
+    "pos": (0.05, 6),
+    "unit": (-0.95, 0.95),
+    "ge1": (1.05, 6),
+    "open01": (0.02, 0.98),
+    "small": (-2.5, 2.5),
+}
 
 
 def sample(domain, dtype, shape=(4, 6), specials=True, seed=0):
@@ -27,21 +34,56 @@ def sample(domain, dtype, shape=(4, 6), specials=True, seed=0):
 
 # name: (input domain, differentiable)
 FLOAT_OPS = {
-    "exp": ("any", True), "exp2": ("any", True), "expm1": ("any", True), "log": ("pos", True),
-    "log2": ("pos", True), "log10": ("pos", True), "log1p": ("pos", True), "sqrt": ("pos", True),
-    "rsqrt": ("pos", True), "reciprocal": ("any", True), "sin": ("any", True),
-    "cos": ("any", True), "tan": ("small", True), "tanh": ("any", True), "asin": ("unit", True),
-    "acos": ("unit", True), "atan": ("any", True), "sinh": ("any", True), "cosh": ("any", True),
-    "asinh": ("any", True), "acosh": ("ge1", True), "atanh": ("unit", True),
-    "sigmoid": ("any", True), "erf": ("any", True), "erfc": ("any", True),
-    "erfinv": ("unit", True), "lgamma": ("pos", True), "digamma": ("pos", True),
-    "sinc": ("any", True), "logit": ("open01", True),
+    "exp": ("any", True),
+    "exp2": ("any", True),
+    "expm1": ("any", True),
+    "log": ("pos", True),
+    "log2": ("pos", True),
+    "log10": ("pos", True),
+    "log1p": ("pos", True),
+    "sqrt": ("pos", True),
+    "rsqrt": ("pos", True),
+    "reciprocal": ("any", True),
+    "sin": ("any", True),
+    "cos": ("any", True),
+    "tan": ("small", True),
+    "tanh": ("any", True),
+    "asin": ("unit", True),
+    "acos": ("unit", True),
+    "atan": ("any", True),
+    "sinh": ("any", True),
+    "cosh": ("any", True),
+    "asinh": ("any", True),
+    "acosh": ("ge1", True),
+    "atanh": ("unit", True),
+    "sigmoid": ("any", True),
+    "erf": ("any", True),
+    "erfc": ("any", True),
+    "erfinv": ("unit", True),
+    "lgamma": ("pos", True),
+    "digamma": ("pos", True),
+    "sinc": ("any", True),
+    "logit": ("open01", True),
 }
 EXACT_OPS = {
-    "neg": True, "abs": True, "sign": True, "sgn": True, "floor": True, "ceil": True,
-    "round": True, "trunc": True, "frac": True, "bitwise_not": False, "logical_not": False,
-    "signbit": False, "isnan": False, "isposinf": False, "isneginf": False, "isinf": False,
-    "isfinite": False, "nan_to_num": False,
+    "neg": True,
+    "abs": True,
+    "sign": True,
+    "sgn": True,
+    "floor": True,
+    "ceil": True,
+    "round": True,
+    "trunc": True,
+    "frac": True,
+    "bitwise_not": False,
+    "logical_not": False,
+    "signbit": False,
+    "isnan": False,
+    "isposinf": False,
+    "isneginf": False,
+    "isinf": False,
+    "isfinite": False,
+    "nan_to_num": False,
 }
 
 
@@ -59,9 +101,19 @@ def test_float_unary_f16(name):
     same_or_same_error(getattr(torch, name), x, **tol(torch.float16))
 
 
-SPECIAL_OPS = {"i1": "any", "i1e": "any", "ndtri": "open01", "entr": "any", "expit": "any",
-               "psi": "pos", "gammaln": "pos", "i0": "any", "i0e": "any",
-               "modified_bessel_i0": "any", "modified_bessel_i1": "any"}
+SPECIAL_OPS = {
+    "i1": "any",
+    "i1e": "any",
+    "ndtri": "open01",
+    "entr": "any",
+    "expit": "any",
+    "psi": "pos",
+    "gammaln": "pos",
+    "i0": "any",
+    "i0e": "any",
+    "modified_bessel_i0": "any",
+    "modified_bessel_i1": "any",
+}
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64, torch.int64])
@@ -112,8 +164,11 @@ def test_unary_inplace_out_views_empty(name):
 
 
 # sgn's backward needs _efficientzerotensor (a factory op lowered elsewhere).
-@pytest.mark.parametrize("name", sorted(n for n, (_, d) in FLOAT_OPS.items() if d)
-                         + sorted(n for n, d in EXACT_OPS.items() if d and n != "sgn"))
+@pytest.mark.parametrize(
+    "name",
+    sorted(n for n, (_, d) in FLOAT_OPS.items() if d)
+    + sorted(n for n, d in EXACT_OPS.items() if d and n != "sgn"),
+)
 def test_unary_grad(name):
     domain = FLOAT_OPS.get(name, ("any",))[0]
     fn = getattr(torch, name)
@@ -182,7 +237,11 @@ def test_logit_eps_and_backward(eps):
 
 @pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16, torch.uint8, torch.bool])
 def test_bitwise_not_integers(dtype):
-    cpu = torch.tensor([0, 1, 5, 127], dtype=dtype) if dtype != torch.bool else torch.tensor([True, False])
+    cpu = (
+        torch.tensor([0, 1, 5, 127], dtype=dtype)
+        if dtype != torch.bool
+        else torch.tensor([True, False])
+    )
     assert_same(torch.bitwise_not(cpu.to("tpu")), torch.bitwise_not(cpu))
     assert_same(~cpu.to("tpu"), ~cpu)
 
@@ -204,15 +263,38 @@ def test_isinf_isfinite_on_integers_and_floats():
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
 def test_frexp(dtype):
     info = torch.finfo(dtype)
-    special = [0.0, -0.0, 1.0, -1.0, 0.5, 0.75, 3.0, -1024.5, info.max, -info.max, info.tiny,
-               info.smallest_normal * 0.25, -info.smallest_normal * 0.5, info.eps]
-    x = torch.cat([torch.tensor(special, dtype=torch.float64).to(dtype),
-                   (torch.randn(7, 5, generator=torch.Generator().manual_seed(0)) * 100).to(dtype).flatten()])
+    special = [
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        0.5,
+        0.75,
+        3.0,
+        -1024.5,
+        info.max,
+        -info.max,
+        info.tiny,
+        info.smallest_normal * 0.25,
+        -info.smallest_normal * 0.5,
+        info.eps,
+    ]
+    x = torch.cat(
+        [
+            torch.tensor(special, dtype=torch.float64).to(dtype),
+            (torch.randn(7, 5, generator=torch.Generator().manual_seed(0)) * 100)
+            .to(dtype)
+            .flatten(),
+        ]
+    )
     mantissa, exponent = torch.frexp(x.to("tpu"))
     want_mantissa, want_exponent = torch.frexp(x)
     assert_same(mantissa, want_mantissa, rtol=0, atol=0)
     assert_same(exponent, want_exponent)
-    out = (torch.empty(0, dtype=dtype, device="tpu"), torch.empty(0, dtype=torch.int32, device="tpu"))
+    out = (
+        torch.empty(0, dtype=dtype, device="tpu"),
+        torch.empty(0, dtype=torch.int32, device="tpu"),
+    )
     torch.frexp(x.to("tpu"), out=out)
     assert_same(out[0], want_mantissa, rtol=0, atol=0)
 
@@ -236,8 +318,12 @@ def test_sgn_backward_of_reals_is_zero_like_cpu():
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_bessel_i0_over_its_range(dtype):
     # Both sides of the switch from the power series to the asymptotic series at |x| = 20.
-    x = torch.cat([torch.linspace(-60, 60, 241, dtype=torch.float64),
-                   torch.tensor([19.999, 20.0, 20.001, -20.001, 85.0, 300.0, -700.0])]).to(dtype)
+    x = torch.cat(
+        [
+            torch.linspace(-60, 60, 241, dtype=torch.float64),
+            torch.tensor([19.999, 20.0, 20.001, -20.001, 85.0, 300.0, -700.0]),
+        ]
+    ).to(dtype)
     same_or_same_error(torch.special.i0e, x, **tol(dtype))
     same_or_same_error(torch.i0, x[x.abs() < 85], **tol(dtype))
     cpu = x[x.abs() < 60].clone().requires_grad_()

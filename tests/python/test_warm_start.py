@@ -3,6 +3,7 @@ and their programs in torch_tpu's disk cache traces nothing and compiles nothing
 
 Each run is a fresh process with the cache directories of its test (PyTorch's under
 TORCHINDUCTOR_CACHE_DIR, torch_tpu's under TORCH_TPU_CACHE_DIR)."""
+
 import json
 import pickle
 
@@ -61,8 +62,9 @@ print(json.dumps({{"losses": losses, "traced": len(traced), "aot": dict(counters
 
 def expected_losses():
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.LayerNorm(16),
-                                torch.nn.Linear(16, 4))
+    model = torch.nn.Sequential(
+        torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.LayerNorm(16), torch.nn.Linear(16, 4)
+    )
     x, y = torch.randn(6, 8), torch.randint(0, 4, (6,))
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     losses = []
@@ -76,9 +78,13 @@ def expected_losses():
 
 
 def run(tmp_path, backend="tpu", prelude=""):
-    r = run_python(STEP.format(backend=backend, prelude=prelude),
-                   env={"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),
-                        "TORCH_TPU_CACHE_DIR": str(tmp_path / "tpu")})
+    r = run_python(
+        STEP.format(backend=backend, prelude=prelude),
+        env={
+            "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),
+            "TORCH_TPU_CACHE_DIR": str(tmp_path / "tpu"),
+        },
+    )
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout.strip().splitlines()[-1])
     torch.testing.assert_close(out["losses"], expected_losses(), rtol=1e-5, atol=1e-5)
@@ -86,8 +92,9 @@ def run(tmp_path, backend="tpu", prelude=""):
 
 
 def aot_entries(tmp_path):
-    return [p for p in (tmp_path / "inductor" / "aotautograd").glob("*/*")
-            if not p.name.startswith(".")]
+    return [
+        p for p in (tmp_path / "inductor" / "aotautograd").glob("*/*") if not p.name.startswith(".")
+    ]
 
 
 def test_warm_process_traces_and_compiles_nothing(tmp_path):
@@ -122,7 +129,7 @@ def test_corrupt_entries_are_ignored(tmp_path, damage):
             entry.write_bytes(data[: len(data) // 2])
         else:  # inside the stored graph: unpickles, fails its checksum
             middle = len(data) // 2
-            entry.write_bytes(data[:middle] + bytes([data[middle] ^ 0xFF]) + data[middle + 1:])
+            entry.write_bytes(data[:middle] + bytes([data[middle] ^ 0xFF]) + data[middle + 1 :])
     again = run(tmp_path)
     assert again["aot"].get("autograd_cache_hit", 0) == 0
     assert again["traced"] == 2
@@ -172,8 +179,10 @@ print(json.dumps({"outs": outs, "traced": len(traced), "aot": dict(counters["aot
 
 
 def test_a_graph_with_symbolic_sizes_is_stored_whole(tmp_path):
-    env = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),
-           "TORCH_TPU_CACHE_DIR": str(tmp_path / "tpu")}
+    env = {
+        "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),
+        "TORCH_TPU_CACHE_DIR": str(tmp_path / "tpu"),
+    }
     runs = []
     for _ in range(2):
         r = run_python(DYNAMIC, env=env)

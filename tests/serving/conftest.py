@@ -61,9 +61,14 @@ def hf_greedy(path: str, prompts: list[str], max_new_tokens: int) -> list[list[i
     for prompt in prompts:
         ids = tok(prompt, return_tensors="pt").input_ids
         with torch.no_grad():
-            gen = model.generate(ids, max_new_tokens=max_new_tokens, do_sample=False,
-                                 min_new_tokens=max_new_tokens, pad_token_id=tok.pad_token_id)
-        out.append(gen[0, ids.shape[1]:].tolist())
+            gen = model.generate(
+                ids,
+                max_new_tokens=max_new_tokens,
+                do_sample=False,
+                min_new_tokens=max_new_tokens,
+                pad_token_id=tok.pad_token_id,
+            )
+        out.append(gen[0, ids.shape[1] :].tolist())
     return out
 
 
@@ -81,23 +86,27 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def running_server(cmd: list[str], log: pathlib.Path, base: str,
-                   timeout: float = SERVER_STARTUP_TIMEOUT,
-                   env: dict | None = None):
+def running_server(
+    cmd: list[str],
+    log: pathlib.Path,
+    base: str,
+    timeout: float = SERVER_STARTUP_TIMEOUT,
+    env: dict | None = None,
+):
     """Starts `cmd` (an engine's HTTP server) in its own process group with its output
     in `log`, waits (at most `timeout` s) until `base`/health answers 200, yields the
     process, and kills its whole process group at the end."""
     import requests
 
     with open(log, "w") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True, env=env)
+        proc = subprocess.Popen(
+            cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env
+        )
     try:
         deadline = time.monotonic() + timeout
         while True:
             if proc.poll() is not None:
-                pytest.fail(f"{cmd[0]} exited with {proc.returncode}:\n"
-                            + log.read_text()[-5000:])
+                pytest.fail(f"{cmd[0]} exited with {proc.returncode}:\n" + log.read_text()[-5000:])
             try:
                 if requests.get(base + "/health", timeout=5).status_code == 200:
                     break

@@ -29,16 +29,27 @@ def make_engine(path, stats, eager=False, env=None, **kw):
     """An engine on tpu whose scheduler writes its compile counts to `stats`, with `env`
     added to its environment (the scheduler is a subprocess started here; the caller's
     environment is restored after)."""
-    env = {"TORCH_TPU_SGLANG_STATS": str(stats), "TORCH_TPU_SGLANG_EAGER": "1" if eager else "0",
-           **(env or {})}
+    env = {
+        "TORCH_TPU_SGLANG_STATS": str(stats),
+        "TORCH_TPU_SGLANG_EAGER": "1" if eager else "0",
+        **(env or {}),
+    }
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
         # chunked_prefill_size 32: the step budget, so token buckets 16 and 32; the
         # prompts of 23 and 30 tokens prefill in chunks when batched with others.
-        args = dict(model_path=path, device="tpu", dtype="float32", random_seed=0,
-                    context_length=128, max_total_tokens=2048, chunked_prefill_size=32,
-                    max_running_requests=8, log_level="warning")
+        args = dict(
+            model_path=path,
+            device="tpu",
+            dtype="float32",
+            random_seed=0,
+            context_length=128,
+            max_total_tokens=2048,
+            chunked_prefill_size=32,
+            max_running_requests=8,
+            log_level="warning",
+        )
         return sgl.Engine(**{**args, **kw})
     finally:
         for k, v in saved.items():

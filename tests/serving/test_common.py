@@ -30,8 +30,14 @@ def test_width_buckets_of_both_engines():
 def test_token_buckets_and_pairs():
     assert common.token_buckets(64) == [16, 32, 64]
     assert common.token_buckets(40) == [16, 32, 40]
-    assert list(common.bucket_pairs([16, 32], [1, 2], (1,))) == \
-        [(32, 1), (16, 1), (1, 1), (32, 2), (16, 2), (1, 2)]
+    assert list(common.bucket_pairs([16, 32], [1, 2], (1,))) == [
+        (32, 1),
+        (16, 1),
+        (1, 1),
+        (32, 2),
+        (16, 2),
+        (1, 2),
+    ]
 
 
 def test_switches_and_refusals(monkeypatch):
@@ -98,11 +104,19 @@ except Exception as e:
 
 
 def test_no_compile_after_warm_up(tmp_path):
-    env = {**os.environ, "TORCH_TPU_NO_COMPILE": "1", "TORCH_TPU_CACHE_DIR": str(tmp_path / "tpu"),
-           "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
-    r = subprocess.run([sys.executable, "-c",
-                        textwrap.dedent(STEPS.format(dir=str(tmp_path / "steps")))],
-                       capture_output=True, text=True, env=env, timeout=300)
+    env = {
+        **os.environ,
+        "TORCH_TPU_NO_COMPILE": "1",
+        "TORCH_TPU_CACHE_DIR": str(tmp_path / "tpu"),
+        "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),
+    }
+    r = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(STEPS.format(dir=str(tmp_path / "steps")))],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-5000:]
     out = dict(line.split(": ", 1) for line in r.stdout.splitlines() if ": " in line)
     # The variable forbids compiles from the start; start_up() lifts that for the engine.

@@ -43,9 +43,20 @@ def make_case(specs, seed, num_tokens):
     query = torch.cat(qs)
     pad3 = lambda t: torch.cat([t, torch.randn(pad, *t.shape[1:], generator=g)])
     slot_mapping = torch.tensor(slots + [-1] * pad, dtype=torch.int64)
-    return dict(cache=cache, table=table, query=pad3(query), key=pad3(new_k),
-                value=pad3(new_v), slot_mapping=slot_mapping, qsl=np.array(qsl),
-                seq_lens=np.array(seq_lens), keys=keys, values=values, qs=qs, specs=specs)
+    return dict(
+        cache=cache,
+        table=table,
+        query=pad3(query),
+        key=pad3(new_k),
+        value=pad3(new_v),
+        slot_mapping=slot_mapping,
+        qsl=np.array(qsl),
+        seq_lens=np.array(seq_lens),
+        keys=keys,
+        values=values,
+        qs=qs,
+        specs=specs,
+    )
 
 
 def reference(case, scale, window=None, cap=None):
@@ -70,11 +81,17 @@ def run(case, device, window=None, cap=None):
     cache = case["cache"].to(device)
     # the engines pass views of their fixed-size buffers
     table = case["table"].to(device)[: len(case["specs"])]
-    batch = pa.build_batch(case["qsl"], case["seq_lens"], table,
-                           case["slot_mapping"].to(device), case["query"].shape[0], BLOCK,
-                           torch.device(device))
+    batch = pa.build_batch(
+        case["qsl"],
+        case["seq_lens"],
+        table,
+        case["slot_mapping"].to(device),
+        case["query"].shape[0],
+        BLOCK,
+        torch.device(device),
+    )
     pa.write_kv(cache, case["key"].to(device), case["value"].to(device), batch.slot_mapping)
-    out = pa.paged_attention(case["query"].to(device), cache, batch, D ** -0.5, window, cap)
+    out = pa.paged_attention(case["query"].to(device), cache, batch, D**-0.5, window, cap)
     return out.cpu()[: case["qsl"][-1]], cache.cpu()
 
 
@@ -86,8 +103,7 @@ MIXED = [(0, 5), (7, 1), (3, 4), (10, 1)]  # prefill, decode, chunked prefill, d
 def test_mixed_batch_matches_reference(device, window, cap):
     case = make_case(MIXED, seed=0, num_tokens=16)
     out, cache = run(case, device, window, cap)
-    torch.testing.assert_close(out, reference(case, D ** -0.5, window, cap),
-                               atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(out, reference(case, D**-0.5, window, cap), atol=1e-5, rtol=1e-5)
     # every new token's key and value landed in its slot (row of each plane and head)
     n = case["qsl"][-1]
     slots = cache.view(2, KV_HEADS, NUM_BLOCKS * BLOCK, D)[:, :, case["slot_mapping"][:n]]
@@ -98,7 +114,7 @@ def test_mixed_batch_matches_reference(device, window, cap):
 def test_decode_only_batch():
     case = make_case([(5, 1), (12, 1), (1, 1)], seed=1, num_tokens=4)
     out, _ = run(case, "tpu")
-    torch.testing.assert_close(out, reference(case, D ** -0.5), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(out, reference(case, D**-0.5), atol=1e-5, rtol=1e-5)
 
 
 def test_same_buckets_compile_nothing_new():
@@ -109,7 +125,7 @@ def test_same_buckets_compile_nothing_new():
     case = make_case([(2, 6), (9, 1), (1, 2)], seed=3, num_tokens=16)
     out, _ = run(case, "tpu")
     assert torch_tpu.metrics.snapshot()["compiles"] == before
-    torch.testing.assert_close(out, reference(case, D ** -0.5), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(out, reference(case, D**-0.5), atol=1e-5, rtol=1e-5)
 
 
 def test_table_rows_select_each_requests_row():
@@ -120,10 +136,18 @@ def test_table_rows_select_each_requests_row():
     table = torch.zeros_like(case["table"])
     table[torch.from_numpy(rows)] = case["table"][: len(rows)]
     cache = case["cache"].to("tpu")
-    batch = pa.build_batch(case["qsl"], case["seq_lens"], table.to("tpu"),
-                           case["slot_mapping"].to("tpu"), 16, BLOCK, torch.device("tpu"),
-                           table_rows=rows)
+    batch = pa.build_batch(
+        case["qsl"],
+        case["seq_lens"],
+        table.to("tpu"),
+        case["slot_mapping"].to("tpu"),
+        16,
+        BLOCK,
+        torch.device("tpu"),
+        table_rows=rows,
+    )
     pa.write_kv(cache, case["key"].to("tpu"), case["value"].to("tpu"), batch.slot_mapping)
-    out = pa.paged_attention(case["query"].to("tpu"), cache, batch, D ** -0.5)
-    torch.testing.assert_close(out.cpu()[: case["qsl"][-1]], reference(case, D ** -0.5),
-                               atol=1e-5, rtol=1e-5)
+    out = pa.paged_attention(case["query"].to("tpu"), cache, batch, D**-0.5)
+    torch.testing.assert_close(
+        out.cpu()[: case["qsl"][-1]], reference(case, D**-0.5), atol=1e-5, rtol=1e-5
+    )

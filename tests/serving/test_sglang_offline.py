@@ -33,8 +33,13 @@ def engine(model_dir, tmp_path_factory):
     compile."""
     path = model_dir("llama")
     stats = tmp_path_factory.mktemp("sglang-stats") / "compiled.json"
-    llm = make_engine(path, stats, env={"TORCH_TPU_NO_COMPILE": "1"}, max_total_tokens=256,
-                      schedule_conservativeness=0.05)
+    llm = make_engine(
+        path,
+        stats,
+        env={"TORCH_TPU_NO_COMPILE": "1"},
+        max_total_tokens=256,
+        schedule_conservativeness=0.05,
+    )
     yield llm, path, stats
     llm.shutdown()
 
@@ -82,12 +87,13 @@ def test_no_step_compile_after_warmup(engine):
     words = "the quick brown fox jumps over a lazy dog while tensors flow".split()
     before = read_stats(stats)
     for _ in range(2):
-        prompts = [" ".join(rng.choice(words) for _ in range(rng.randint(1, 20)))
-                   for _ in range(rng.randint(1, 8))]
+        prompts = [
+            " ".join(rng.choice(words) for _ in range(rng.randint(1, 20)))
+            for _ in range(rng.randint(1, 8))
+        ]
         params = [{"temperature": 0.0, "max_new_tokens": rng.randint(1, 20)} for _ in prompts]
         outs = llm.generate(prompts, params)
-        assert all(1 <= len(o["output_ids"]) <= p["max_new_tokens"]
-                   for o, p in zip(outs, params))
+        assert all(1 <= len(o["output_ids"]) <= p["max_new_tokens"] for o, p in zip(outs, params))
     after = read_stats(stats)
     assert after["steps"] > before["steps"]
     assert after["step_graphs_after_warmup"] == 0

@@ -19,7 +19,12 @@ pytest.importorskip("sglang")
 requests = pytest.importorskip("requests")
 
 from conftest import (  # noqa: E402
-    PROMPTS, REQUEST_TIMEOUT, free_port, hf_greedy, running_server)
+    PROMPTS,
+    REQUEST_TIMEOUT,
+    free_port,
+    hf_greedy,
+    running_server,
+)
 
 MAX_TOKENS = 8
 
@@ -33,13 +38,41 @@ def server(model_dir, tmp_path_factory):
     # -P: the repository root (the working directory) must not shadow torch_tpu.
     # A 32-token chunk budget and a 128-token context: token buckets 16 and 32 by
     # block-table widths 64 and 128, all compiled before the server answers.
-    cmd = [sys.executable, "-P", "-m", "sglang.launch_server", "--model-path", path,
-           "--device", "tpu", "--host", "127.0.0.1", "--port", str(port),
-           "--dtype", "float32", "--context-length", "128", "--max-total-tokens", "2048",
-           "--chunked-prefill-size", "32", "--max-running-requests", "16",
-           "--random-seed", "0", "--log-level", "warning", "--skip-server-warmup"]
-    env = {**os.environ, "SGLANG_PLATFORM": "tpu", "TORCH_TPU_SGLANG_STATS": str(stats),
-           "TORCH_TPU_NO_COMPILE": "1"}
+    cmd = [
+        sys.executable,
+        "-P",
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        path,
+        "--device",
+        "tpu",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--dtype",
+        "float32",
+        "--context-length",
+        "128",
+        "--max-total-tokens",
+        "2048",
+        "--chunked-prefill-size",
+        "32",
+        "--max-running-requests",
+        "16",
+        "--random-seed",
+        "0",
+        "--log-level",
+        "warning",
+        "--skip-server-warmup",
+    ]
+    env = {
+        **os.environ,
+        "SGLANG_PLATFORM": "tpu",
+        "TORCH_TPU_SGLANG_STATS": str(stats),
+        "TORCH_TPU_NO_COMPILE": "1",
+    }
     env.pop("TORCH_TPU_SGLANG_EAGER", None)
     base = f"http://127.0.0.1:{port}"
     with running_server(cmd, log, base, env=env) as proc:
@@ -49,8 +82,13 @@ def server(model_dir, tmp_path_factory):
 def complete_ids(base, path, prompt):
     """Greedy completion of `prompt` as token ids (the tokenizer is a byte-level BPE,
     so the text re-encodes to the ids the server produced)."""
-    body = {"model": path, "prompt": prompt, "max_tokens": MAX_TOKENS, "temperature": 0.0,
-            "min_tokens": MAX_TOKENS}
+    body = {
+        "model": path,
+        "prompt": prompt,
+        "max_tokens": MAX_TOKENS,
+        "temperature": 0.0,
+        "min_tokens": MAX_TOKENS,
+    }
     r = requests.post(base + "/v1/completions", json=body, timeout=REQUEST_TIMEOUT)
     assert r.status_code == 200, r.text
     choice = r.json()["choices"][0]
@@ -84,8 +122,12 @@ def test_concurrent_completions(server):
 
 def test_chat_completion(server):
     base, path, _, _ = server
-    body = {"model": path, "messages": [{"role": "user", "content": "Hello, how are you?"}],
-            "max_tokens": 6, "temperature": 0.0}
+    body = {
+        "model": path,
+        "messages": [{"role": "user", "content": "Hello, how are you?"}],
+        "max_tokens": 6,
+        "temperature": 0.0,
+    }
     r = requests.post(base + "/v1/chat/completions", json=body, timeout=REQUEST_TIMEOUT)
     assert r.status_code == 200, r.text
     assert r.json()["choices"][0]["message"]["content"]
@@ -96,11 +138,18 @@ def test_streaming_completion(server):
 
     base, path, _, _ = server
     whole, _ = complete_ids(base, path, PROMPTS[1])
-    body = {"model": path, "prompt": PROMPTS[1], "max_tokens": MAX_TOKENS,
-            "min_tokens": MAX_TOKENS, "temperature": 0.0, "stream": True}
+    body = {
+        "model": path,
+        "prompt": PROMPTS[1],
+        "max_tokens": MAX_TOKENS,
+        "min_tokens": MAX_TOKENS,
+        "temperature": 0.0,
+        "stream": True,
+    }
     pieces = []
-    with requests.post(base + "/v1/completions", json=body, stream=True,
-                       timeout=REQUEST_TIMEOUT) as r:
+    with requests.post(
+        base + "/v1/completions", json=body, stream=True, timeout=REQUEST_TIMEOUT
+    ) as r:
         assert r.status_code == 200
         for line in r.iter_lines():
             if line.startswith(b"data: ") and line != b"data: [DONE]":
@@ -124,14 +173,20 @@ def test_client_disconnect_frees_its_request(server):
     request's 100 tokens would take ~50 s; /flush_cache succeeds only when no request
     is running or waiting, which it must within 15 s of the disconnect."""
     base, path, proc, _ = server
-    body = {"model": path, "prompt": "Hello", "max_tokens": 100, "min_tokens": 100,
-            "temperature": 0.0, "stream": True}
-    slow = requests.post(base + "/slow_down", json={"forward_sleep_time": 0.5},
-                         timeout=REQUEST_TIMEOUT)
+    body = {
+        "model": path,
+        "prompt": "Hello",
+        "max_tokens": 100,
+        "min_tokens": 100,
+        "temperature": 0.0,
+        "stream": True,
+    }
+    slow = requests.post(
+        base + "/slow_down", json={"forward_sleep_time": 0.5}, timeout=REQUEST_TIMEOUT
+    )
     assert slow.status_code == 200, slow.text
     try:
-        r = requests.post(base + "/v1/completions", json=body, stream=True,
-                          timeout=REQUEST_TIMEOUT)
+        r = requests.post(base + "/v1/completions", json=body, stream=True, timeout=REQUEST_TIMEOUT)
         assert r.status_code == 200
         chunks = 0
         for line in r.iter_lines():
@@ -147,14 +202,17 @@ def test_client_disconnect_frees_its_request(server):
             assert time.monotonic() < deadline, "the disconnected request is still running"
             time.sleep(0.5)
     finally:
-        requests.post(base + "/slow_down", json={"forward_sleep_time": None},
-                      timeout=REQUEST_TIMEOUT)
+        requests.post(
+            base + "/slow_down", json={"forward_sleep_time": None}, timeout=REQUEST_TIMEOUT
+        )
     assert proc.poll() is None
     from transformers import AutoTokenizer
 
     want = hf_greedy(path, ["Hello"], MAX_TOKENS)[0]
-    assert complete_ids(base, path, "Hello") == \
-        (AutoTokenizer.from_pretrained(path).decode(want), MAX_TOKENS)
+    assert complete_ids(base, path, "Hello") == (
+        AutoTokenizer.from_pretrained(path).decode(want),
+        MAX_TOKENS,
+    )
 
 
 def test_no_step_compile_after_warmup(server):

@@ -17,8 +17,14 @@ from sglang_engine import MAX_TOKENS, greedy_params, make_engine, read_stats  # 
 def run_engine(path, stats, cache):
     """Starts an engine whose scheduler uses `cache` for PyTorch's and torch_tpu's
     caches, runs the greedy prompts, shuts it down; returns (tokens, stats)."""
-    llm = make_engine(path, stats, env={"TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
-                                        "TORCH_TPU_CACHE_DIR": str(cache / "tpu")})
+    llm = make_engine(
+        path,
+        stats,
+        env={
+            "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
+            "TORCH_TPU_CACHE_DIR": str(cache / "tpu"),
+        },
+    )
     try:
         tokens = [o["output_ids"] for o in llm.generate(PROMPTS, greedy_params())]
     finally:
@@ -34,8 +40,11 @@ def test_second_engine_loads_its_steps(model_dir, tmp_path):
     warm_tokens, warm = run_engine(path, tmp_path / "warm.json", tmp_path)
     assert warm["warmup_loaded_steps"] == cold["bucket_pairs"]
     assert cold["warmup_traced_frames"] >= cold["bucket_pairs"]
-    assert (warm["warmup_traced_frames"], warm["warmup_saved_steps"],
-            warm["warmup_compiles"]) == (0, 0, 0)
+    assert (warm["warmup_traced_frames"], warm["warmup_saved_steps"], warm["warmup_compiles"]) == (
+        0,
+        0,
+        0,
+    )
     assert warm["step_compiles_after_warmup"] == 0
     expected = hf_greedy(path, PROMPTS, MAX_TOKENS)
     assert cold_tokens == expected and warm_tokens == expected

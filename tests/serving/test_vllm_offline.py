@@ -23,15 +23,21 @@ MAX_MODEL_LEN = 64  # small buckets keep the warm-up short: widths 1, 2, 4 block
 
 
 def make_llm(path, eager, kv_bytes=16 << 20, **kw):
-    args = dict(model=path, dtype="float32", enforce_eager=eager,
-                max_model_len=MAX_MODEL_LEN, max_num_seqs=8, max_num_batched_tokens=64,
-                kv_cache_memory_bytes=kv_bytes, seed=0)
+    args = dict(
+        model=path,
+        dtype="float32",
+        enforce_eager=eager,
+        max_model_len=MAX_MODEL_LEN,
+        max_num_seqs=8,
+        max_num_batched_tokens=64,
+        kv_cache_memory_bytes=kv_bytes,
+        seed=0,
+    )
     return vllm.LLM(**{**args, **kw})
 
 
 def greedy(llm, prompts, max_tokens=MAX_TOKENS):
-    params = vllm.SamplingParams(temperature=0.0, max_tokens=max_tokens,
-                                 min_tokens=max_tokens)
+    params = vllm.SamplingParams(temperature=0.0, max_tokens=max_tokens, min_tokens=max_tokens)
     return [list(o.outputs[0].token_ids) for o in llm.generate(prompts, params)]
 
 
@@ -44,8 +50,7 @@ def compiled_llama(model_dir):
 
 def test_compiled_llama_matches_hf(model_dir, compiled_llama):
     assert compiled_llama.llm_engine.vllm_config.device_config.device_type == "tpu"
-    assert greedy(compiled_llama, PROMPTS) == hf_greedy(model_dir("llama"), PROMPTS,
-                                                        MAX_TOKENS)
+    assert greedy(compiled_llama, PROMPTS) == hf_greedy(model_dir("llama"), PROMPTS, MAX_TOKENS)
 
 
 def mixed_batches(llm, rounds=3):
@@ -53,19 +58,20 @@ def mixed_batches(llm, rounds=3):
     rng = random.Random(0)
     words = "the quick brown fox jumps over a lazy dog while tensors flow".split()
     for _ in range(rounds):
-        prompts = [" ".join(rng.choice(words) for _ in range(rng.randint(1, 20)))
-                   for _ in range(rng.randint(1, 8))]
-        params = [vllm.SamplingParams(temperature=0.0, max_tokens=rng.randint(1, 20))
-                  for _ in prompts]
+        prompts = [
+            " ".join(rng.choice(words) for _ in range(rng.randint(1, 20)))
+            for _ in range(rng.randint(1, 8))
+        ]
+        params = [
+            vllm.SamplingParams(temperature=0.0, max_tokens=rng.randint(1, 20)) for _ in prompts
+        ]
         outs = llm.generate(prompts, params, use_tqdm=False)
-        assert all(1 <= len(o.outputs[0].token_ids) <= p.max_tokens
-                   for o, p in zip(outs, params))
+        assert all(1 <= len(o.outputs[0].token_ids) <= p.max_tokens for o, p in zip(outs, params))
 
 
 def runner_of(llm):
     """The engine's model runner (the engine core runs in this process)."""
-    return llm.llm_engine.engine_core.engine_core.model_executor.driver_worker.worker \
-        .model_runner
+    return llm.llm_engine.engine_core.engine_core.model_executor.driver_worker.worker.model_runner
 
 
 def test_no_step_compile_after_warmup(compiled_llama, monkeypatch):
@@ -93,15 +99,17 @@ def test_step_outside_the_buckets_raises(compiled_llama, monkeypatch):
     runner = runner_of(compiled_llama)
     ids = torch.zeros(17, dtype=torch.int32, device=runner.device)
     with torch.inference_mode(), set_forward_context(None, runner.vllm_config):
-        with pytest.raises(RuntimeError,
-                           match=r"graph \(\d+ ops\) \(.*\[17\b.*needs an XLA compile"):
+        with pytest.raises(
+            RuntimeError, match=r"graph \(\d+ ops\) \(.*\[17\b.*needs an XLA compile"
+        ):
             runner.model(input_ids=ids, positions=ids.long())
     mixed_batches(compiled_llama, rounds=1)  # the engine still serves
 
 
 def test_seeded_sampling_is_reproducible(compiled_llama):
-    params = vllm.SamplingParams(temperature=0.8, top_p=0.9, top_k=20, seed=1234,
-                                 max_tokens=10, min_tokens=10)
+    params = vllm.SamplingParams(
+        temperature=0.8, top_p=0.9, top_k=20, seed=1234, max_tokens=10, min_tokens=10
+    )
     first = [o.outputs[0].token_ids for o in compiled_llama.generate(PROMPTS[:3], params)]
     again = [o.outputs[0].token_ids for o in compiled_llama.generate(PROMPTS[:3], params)]
     assert first == again
@@ -154,9 +162,9 @@ def test_prefix_caching_and_chunked_prefill(model_dir):
         return first, second, metrics
 
     plain, plain_again, _ = run(enable_prefix_caching=False, enable_chunked_prefill=False)
-    cached, cached_again, metrics = run(enable_prefix_caching=True,
-                                        enable_chunked_prefill=True,
-                                        max_num_batched_tokens=16)
+    cached, cached_again, metrics = run(
+        enable_prefix_caching=True, enable_chunked_prefill=True, max_num_batched_tokens=16
+    )
     assert metrics["vllm:prefix_cache_hits"].value > 0
     assert plain == plain_again == cached == cached_again
     assert plain == hf_greedy(path, prompts, MAX_TOKENS)

@@ -17,7 +17,12 @@ pytest.importorskip("vllm")
 requests = pytest.importorskip("requests")
 
 from conftest import (  # noqa: E402
-    PROMPTS, REQUEST_TIMEOUT, free_port, hf_greedy, running_server)
+    PROMPTS,
+    REQUEST_TIMEOUT,
+    free_port,
+    hf_greedy,
+    running_server,
+)
 
 MAX_MODEL_LEN = 128
 
@@ -28,18 +33,42 @@ def server(model_dir, tmp_path_factory):
     port = free_port()
     vllm_cli = shutil.which("vllm", path=os.path.dirname(sys.executable)) or "vllm"
     log = tmp_path_factory.mktemp("vllm-server") / "server.log"
-    cmd = [vllm_cli, "serve", path, "--host", "127.0.0.1", "--port", str(port),
-           "--dtype", "float32", "--max-model-len", str(MAX_MODEL_LEN),
-           "--max-num-seqs", "16", "--max-num-batched-tokens", "256",
-           "--kv-cache-memory-bytes", str(32 << 20), "--seed", "0"]
+    cmd = [
+        vllm_cli,
+        "serve",
+        path,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--dtype",
+        "float32",
+        "--max-model-len",
+        str(MAX_MODEL_LEN),
+        "--max-num-seqs",
+        "16",
+        "--max-num-batched-tokens",
+        "256",
+        "--kv-cache-memory-bytes",
+        str(32 << 20),
+        "--seed",
+        "0",
+    ]
     base = f"http://127.0.0.1:{port}"
     with running_server(cmd, log, base) as proc:
         yield base, path, proc
 
 
 def complete(base, path, prompt, max_tokens=8, **kw):
-    body = {"model": path, "prompt": prompt, "max_tokens": max_tokens,
-            "min_tokens": max_tokens, "temperature": 0.0, "return_token_ids": True, **kw}
+    body = {
+        "model": path,
+        "prompt": prompt,
+        "max_tokens": max_tokens,
+        "min_tokens": max_tokens,
+        "temperature": 0.0,
+        "return_token_ids": True,
+        **kw,
+    }
     r = requests.post(base + "/v1/completions", json=body, timeout=REQUEST_TIMEOUT)
     assert r.status_code == 200, r.text
     return r.json()["choices"][0]
@@ -55,16 +84,25 @@ def test_completions_match_hf(server):
 
 def test_chat_and_streaming(server):
     base, path, _ = server
-    body = {"model": path, "messages": [{"role": "user", "content": "Hello, how are you?"}],
-            "max_tokens": 6, "min_tokens": 6, "temperature": 0.0}
+    body = {
+        "model": path,
+        "messages": [{"role": "user", "content": "Hello, how are you?"}],
+        "max_tokens": 6,
+        "min_tokens": 6,
+        "temperature": 0.0,
+    }
     r = requests.post(base + "/v1/chat/completions", json=body, timeout=REQUEST_TIMEOUT)
     assert r.status_code == 200, r.text
     whole = r.json()["choices"][0]["message"]["content"]
     assert whole
 
     pieces = []
-    with requests.post(base + "/v1/chat/completions", json={**body, "stream": True},
-                       stream=True, timeout=REQUEST_TIMEOUT) as r:
+    with requests.post(
+        base + "/v1/chat/completions",
+        json={**body, "stream": True},
+        stream=True,
+        timeout=REQUEST_TIMEOUT,
+    ) as r:
         assert r.status_code == 200
         for line in r.iter_lines():
             if not line.startswith(b"data: ") or line == b"data: [DONE]":
@@ -98,10 +136,17 @@ def test_too_long_prompt_is_400_and_server_survives(server):
 
 def test_client_disconnect_mid_stream(server):
     base, path, proc = server
-    body = {"model": path, "prompt": "Once upon a time", "max_tokens": 100,
-            "min_tokens": 100, "temperature": 0.0, "stream": True}
-    with requests.post(base + "/v1/completions", json=body, stream=True,
-                       timeout=REQUEST_TIMEOUT) as r:
+    body = {
+        "model": path,
+        "prompt": "Once upon a time",
+        "max_tokens": 100,
+        "min_tokens": 100,
+        "temperature": 0.0,
+        "stream": True,
+    }
+    with requests.post(
+        base + "/v1/completions", json=body, stream=True, timeout=REQUEST_TIMEOUT
+    ) as r:
         next(r.iter_lines())  # one chunk, then hang up
     assert proc.poll() is None
     assert len(complete(base, path, "Hello")["token_ids"]) == 8
@@ -112,5 +157,4 @@ def test_client_disconnect_mid_stream(server):
         assert time.monotonic() < deadline, running  # the abandoned sequence was freed
         time.sleep(1)
         metrics = requests.get(base + "/metrics", timeout=REQUEST_TIMEOUT).text
-        running = [l for l in metrics.splitlines()
-                   if l.startswith("vllm:num_requests_running")]
+        running = [l for l in metrics.splitlines() if l.startswith("vllm:num_requests_running")]

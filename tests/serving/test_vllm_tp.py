@@ -31,15 +31,22 @@ def restore_num_devices():
 
 def test_tp2_greedy_matches_hf(model_dir, restore_num_devices):
     path = model_dir("llama")
-    llm = vllm.LLM(model=path, dtype="float32", enforce_eager=True, tensor_parallel_size=2,
-                   max_model_len=64, max_num_seqs=8, max_num_batched_tokens=64,
-                   kv_cache_memory_bytes=16 << 20, seed=0)
+    llm = vllm.LLM(
+        model=path,
+        dtype="float32",
+        enforce_eager=True,
+        tensor_parallel_size=2,
+        max_model_len=64,
+        max_num_seqs=8,
+        max_num_batched_tokens=64,
+        kv_cache_memory_bytes=16 << 20,
+        seed=0,
+    )
     try:
         config = llm.llm_engine.vllm_config
         assert config.parallel_config.tensor_parallel_size == 2
         assert config.parallel_config.distributed_executor_backend == "mp"
-        params = vllm.SamplingParams(temperature=0.0, max_tokens=MAX_TOKENS,
-                                     min_tokens=MAX_TOKENS)
+        params = vllm.SamplingParams(temperature=0.0, max_tokens=MAX_TOKENS, min_tokens=MAX_TOKENS)
         got = [list(o.outputs[0].token_ids) for o in llm.generate(PROMPTS, params)]
     finally:
         llm.llm_engine.engine_core.shutdown()
@@ -62,6 +69,11 @@ def test_host_backed_memory_is_split_between_workers():
 
 def test_pipeline_parallel_is_refused(model_dir):
     with pytest.raises(NotImplementedError, match="pipeline parallel"):
-        vllm.LLM(model=model_dir("llama"), dtype="float32", enforce_eager=True,
-                 pipeline_parallel_size=2, max_model_len=64,
-                 kv_cache_memory_bytes=16 << 20)
+        vllm.LLM(
+            model=model_dir("llama"),
+            dtype="float32",
+            enforce_eager=True,
+            pipeline_parallel_size=2,
+            max_model_len=64,
+            kv_cache_memory_bytes=16 << 20,
+        )

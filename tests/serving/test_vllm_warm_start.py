@@ -36,17 +36,24 @@ print(json.dumps(dict(tokens=[list(o.outputs[0].token_ids) for o in out],
 
 
 def start_engine(path, cache):
-    env = {"TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
-           "TORCH_TPU_CACHE_DIR": str(cache / "tpu"), "HF_HUB_OFFLINE": "1"}
-    r = subprocess.run([sys.executable, "-c", ENGINE.format(path=path, n=MAX_TOKENS,
-                                                           prompts=PROMPTS[:3])],
-                       capture_output=True, text=True, env={**os.environ, **env},
-                       timeout=900)
+    env = {
+        "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
+        "TORCH_TPU_CACHE_DIR": str(cache / "tpu"),
+        "HF_HUB_OFFLINE": "1",
+    }
+    r = subprocess.run(
+        [sys.executable, "-c", ENGINE.format(path=path, n=MAX_TOKENS, prompts=PROMPTS[:3])],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=900,
+    )
     assert r.returncode == 0, r.stderr[-5000:]
     out = json.loads(r.stdout.strip().splitlines()[-1])
     # The runner's log line after warm-up: "tpu warm start: L step buckets loaded, S saved"
-    found = re.search(r"tpu warm start: (\d+) step buckets loaded, (\d+) saved",
-                      r.stdout + r.stderr)
+    found = re.search(
+        r"tpu warm start: (\d+) step buckets loaded, (\d+) saved", r.stdout + r.stderr
+    )
     assert found, r.stderr[-5000:]
     out["loaded"], out["saved"] = int(found[1]), int(found[2])
     return out, r.stderr

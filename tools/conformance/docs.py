@@ -14,8 +14,11 @@ import os
 from .ops import ISSUE_SET
 from .records import COMPILE_COUNTERS, DETAIL_CHARS
 
-PAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                    "docs", "conformance.md")
+PAGE = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+    "docs",
+    "conformance.md",
+)
 # An op's row: these counts of its record, then (eager) its fallen-back ATen ops or
 # (compiled) COMPILE_COUNTERS, the graphs' op-by-op reasons and the first failure.
 OP_COLUMNS = ("samples", "match", "mismatch", "error", "crash", "fallback", "native_match")
@@ -46,13 +49,19 @@ def merge(data, report):
     for key, summary in report["summary"].items():
         if key == "ops":
             continue
-        target["runs"][key] = dict(summary, date=report["date"], torch=report["torch_version"],
-                                   torch_tpu=report["torch_tpu_version"],
-                                   max_samples=report["max_samples"])
+        target["runs"][key] = dict(
+            summary,
+            date=report["date"],
+            torch=report["torch_version"],
+            torch_tpu=report["torch_tpu_version"],
+            max_samples=report["max_samples"],
+        )
     for name, r in report["ops"].items():
         if compiled:
-            target["ops"][name] = ([r[c] for c in OP_COLUMNS + COMPILE_COUNTERS]
-                                   + [sorted(r["graph_reasons"]), r["failures"][:1]])
+            target["ops"][name] = [r[c] for c in OP_COLUMNS + COMPILE_COUNTERS] + [
+                sorted(r["graph_reasons"]),
+                r["failures"][:1],
+            ]
         else:
             target["ops"][name] = [r[c] for c in OP_COLUMNS] + [sorted(r["fallback_ops"])]
 
@@ -60,6 +69,7 @@ def merge(data, report):
 def dump(data):
     """The data as JSON with one line per op row and per summary count, so that a sweep's
     diff shows the rows it changed."""
+
     def encode(value, depth):
         if not isinstance(value, dict) or not value:
             return json.dumps(value)
@@ -117,9 +127,12 @@ def _summary_table(runs, counters):
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for key, s in runs.items():
         capped = f" (max {s['max_samples']}/op/dtype)" if s.get("max_samples") else ""
-        lines.append(f"| {key}{capped} | {s['date']} | {s['torch']} | {s['ops']} "
-                     f"| {s['samples']} | " + " | ".join(str(s[c]) for c in counters)
-                     + f" | {100 * s['match_rate']:.1f}% | {100 * s['native_match_rate']:.1f}% |")
+        lines.append(
+            f"| {key}{capped} | {s['date']} | {s['torch']} | {s['ops']} "
+            f"| {s['samples']} | "
+            + " | ".join(str(s[c]) for c in counters)
+            + f" | {100 * s['match_rate']:.1f}% | {100 * s['native_match_rate']:.1f}% |"
+        )
     return lines
 
 
@@ -129,9 +142,11 @@ def _by_non_native(ops):
 
 
 def _op_table(ops):
-    lines = ["| op | samples | match | mismatch | error | crash | fallback | native "
-             "| fallen-back ATen ops |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| op | samples | match | mismatch | error | crash | fallback | native "
+        "| fallen-back ATen ops |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     issue = set(ISSUE_SET)
     for name, row in _by_non_native(ops):
         shown = f"**{name}**" if name in issue else name
@@ -142,12 +157,14 @@ def _op_table(ops):
 
 def _compiled_op_table(ops):
     """The ops with samples that are not native compiled matches or ran no graph."""
-    lines = ["| op | samples | match | mismatch | error | crash | fallback | native "
-             "| graph fallback | no graph | first failure / op-by-op reasons |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| op | samples | match | mismatch | error | crash | fallback | native "
+        "| graph fallback | no graph | first failure / op-by-op reasons |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for name, row in _by_non_native(ops):
         if row[6] == row[0] and not row[8]:
             continue
-        why = "; ".join(row[9] + row[10]).replace("|", "\\|")[:DETAIL_CHARS // 2]
+        why = "; ".join(row[9] + row[10]).replace("|", "\\|")[: DETAIL_CHARS // 2]
         lines.append(f"| {name} | " + " | ".join(str(v) for v in row[:9]) + f" | {why} |")
     return lines

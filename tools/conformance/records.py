@@ -13,8 +13,15 @@ COMPILE_COUNTERS = ("graph_fallback", "no_graph")
 def new_op_record(compiled=False):
     """An op's record before its first sample."""
     record = {s: 0 for s in STATUSES}
-    record.update(samples=0, native_match=0, fallback=0, fallback_ops={}, failures=[],
-                  by_dtype={}, seconds=0.0)
+    record.update(
+        samples=0,
+        native_match=0,
+        fallback=0,
+        fallback_ops={},
+        failures=[],
+        by_dtype={},
+        seconds=0.0,
+    )
     if compiled:
         record.update({k: 0 for k in COMPILE_COUNTERS}, graph_reasons={})
     return record
@@ -42,17 +49,23 @@ def add_result(record, event, grad):
         if status == "match" and not fallback and not event.get("graph_fallback"):
             record["native_match"] += 1
         if status != "match" and len(record["failures"]) < 5:
-            record["failures"].append(f"{event['dtype']} #{event['k']} {status}: "
-                                      f"{event.get('detail', '')}")
+            record["failures"].append(
+                f"{event['dtype']} #{event['k']} {status}: " f"{event.get('detail', '')}"
+            )
     if grad and "grad" in event:
         g = record.setdefault("grad", dict({s: 0 for s in STATUSES}, native_match=0))
         g[event["grad"]["status"]] += 1
-        g["native_match"] += (event["grad"]["status"] == "match" and not event["grad"]["fallback"]
-                              and not event["grad"].get("graph_fallback"))
+        g["native_match"] += (
+            event["grad"]["status"] == "match"
+            and not event["grad"]["fallback"]
+            and not event["grad"].get("graph_fallback")
+        )
         if event["grad"]["status"] in ("mismatch", "error") and len(record["failures"]) < 5:
-            record["failures"].append(f"{event['dtype']} #{event['k']} grad "
-                                      f"{event['grad']['status']}: "
-                                      f"{event['grad'].get('detail', '')}")
+            record["failures"].append(
+                f"{event['dtype']} #{event['k']} grad "
+                f"{event['grad']['status']}: "
+                f"{event['grad'].get('detail', '')}"
+            )
 
 
 def summarize(records, names):

@@ -30,12 +30,25 @@ class Worker:
 
     def __init__(self, args):
         self.stderr = open(os.devnull, "w") if not args.worker_log else open(args.worker_log, "a")
-        cmd = [sys.executable, PACKAGE, "--worker",
-               "--dtypes", ",".join(args.dtypes), "--max-samples", str(args.max_samples)]
+        cmd = [
+            sys.executable,
+            PACKAGE,
+            "--worker",
+            "--dtypes",
+            ",".join(args.dtypes),
+            "--max-samples",
+            str(args.max_samples),
+        ]
         cmd += ["--grad"] if args.grad else []
         cmd += ["--compile"] if args.compile else []
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self.stderr, text=True, bufsize=1)
+        self.proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr,
+            text=True,
+            bufsize=1,
+        )
         self.events = queue.Queue()
         threading.Thread(target=self._pump, daemon=True).start()
 
@@ -108,11 +121,16 @@ def run_op(name, state, args):
         worker.kill()
         state["worker"] = None
         current = progress["current"]
-        reason = f"{'timeout' if outcome == 'timeout' else 'worker died'} " \
-                 f"(exit {worker.proc.returncode})"
+        reason = (
+            f"{'timeout' if outcome == 'timeout' else 'worker died'} "
+            f"(exit {worker.proc.returncode})"
+        )
         if current is None:
-            add_result(record, {"k": -1, "dtype": "-", "status": "crash",
-                                "detail": reason + " outside a sample"}, args.grad)
+            add_result(
+                record,
+                {"k": -1, "dtype": "-", "status": "crash", "detail": reason + " outside a sample"},
+                args.grad,
+            )
             break
         crashes += 1
         add_result(record, dict(current, status="crash", detail=reason), args.grad)
@@ -153,12 +171,16 @@ def main():
     parser.add_argument("--ops", help="comma-separated OpInfo names (name.variant)")
     parser.add_argument("--dtypes", default=",".join(DTYPES))
     parser.add_argument("--grad", action="store_true", help="also compare input gradients")
-    parser.add_argument("--compile", action="store_true",
-                        help="run each sample on tpu through torch.compile(backend='tpu')")
+    parser.add_argument(
+        "--compile",
+        action="store_true",
+        help="run each sample on tpu through torch.compile(backend='tpu')",
+    )
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per op")
     parser.add_argument("--workers", type=int, default=1)
-    parser.add_argument("--max-samples", type=int, default=0,
-                        help="at most N samples per (op, dtype); 0: all")
+    parser.add_argument(
+        "--max-samples", type=int, default=0, help="at most N samples per (op, dtype); 0: all"
+    )
     parser.add_argument("--json", default="conformance_report.json")
     parser.add_argument("--write-docs", metavar="MD")
     parser.add_argument("--worker-log", metavar="FILE", help="append workers' stderr here")
@@ -190,12 +212,16 @@ def main():
                 with lock:
                     records[name] = record
                     if not args.quiet:
-                        graph = (f"{record['graph_fallback']} graph fallback, "
-                                 if args.compile else "")
-                        print(f"[{len(records)}/{len(names)}] {name}: {record['samples']} samples, "
-                              f"{record['match']} match, {record['native_match']} native, "
-                              f"{record['mismatch']} mismatch, {record['error']} error, "
-                              f"{record['crash']} crash, {graph}{record['seconds']} s", flush=True)
+                        graph = (
+                            f"{record['graph_fallback']} graph fallback, " if args.compile else ""
+                        )
+                        print(
+                            f"[{len(records)}/{len(names)}] {name}: {record['samples']} samples, "
+                            f"{record['match']} match, {record['native_match']} native, "
+                            f"{record['mismatch']} mismatch, {record['error']} error, "
+                            f"{record['crash']} crash, {graph}{record['seconds']} s",
+                            flush=True,
+                        )
         except RuntimeError as e:
             fatal.append(str(e))
         finally:
@@ -212,8 +238,15 @@ def main():
         sys.exit(fatal[0])
 
     records = {n: records[n] for n in names if n in records}
-    selection = ("whole op_db" if args.all else "ops" if args.ops
-                 else "ci subset" if args.subset == "ci" else "issue set")
+    selection = (
+        "whole op_db"
+        if args.all
+        else "ops"
+        if args.ops
+        else "ci subset"
+        if args.subset == "ci"
+        else "issue set"
+    )
     summary = {selection: summarize(records, names)}
     if args.all:
         summary["issue set"] = summarize(records, ISSUE_SET)
@@ -237,16 +270,23 @@ def main():
         docs.write(report, args.write_docs)
 
     worst = sorted(records.items(), key=lambda kv: kv[1]["native_match"] - kv[1]["samples"])
-    print("\nmost non-native samples: " + ", ".join(
-        f"{n} ({r['samples'] - r['native_match']})" for n, r in worst[:15]
-        if r["samples"] > r["native_match"]))
+    print(
+        "\nmost non-native samples: "
+        + ", ".join(
+            f"{n} ({r['samples'] - r['native_match']})"
+            for n, r in worst[:15]
+            if r["samples"] > r["native_match"]
+        )
+    )
     for key, s in summary.items():
-        print(f"{key}: {s['ops']} ops, {s['samples']} samples — match rate "
-              f"{100 * s['match_rate']:.1f}%, native match rate "
-              f"{100 * s['native_match_rate']:.1f}% (mismatch {s['mismatch']}, error "
-              f"{s['error']}, crash {s['crash']}, fallback {s['fallback']}, skip {s['skip']}"
-              + "".join(f", {k.replace('_', ' ')} {s[k]}" for k in COMPILE_COUNTERS if k in s)
-              + ")")
+        print(
+            f"{key}: {s['ops']} ops, {s['samples']} samples — match rate "
+            f"{100 * s['match_rate']:.1f}%, native match rate "
+            f"{100 * s['native_match_rate']:.1f}% (mismatch {s['mismatch']}, error "
+            f"{s['error']}, crash {s['crash']}, fallback {s['fallback']}, skip {s['skip']}"
+            + "".join(f", {k.replace('_', ' ')} {s[k]}" for k in COMPILE_COUNTERS if k in s)
+            + ")"
+        )
     reasons = collections.Counter()
     for r in records.values():
         reasons.update(r.get("graph_reasons", {}))

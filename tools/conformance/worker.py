@@ -41,8 +41,14 @@ def _to_tpu(value, grad_leaves, pinned=frozenset(), path=()):
     if isinstance(value, tuple):
         return tuple(_to_tpu(v, grad_leaves, pinned, path + (i,)) for i, v in enumerate(value))
     if isinstance(value, dict):
-        return {k: ("tpu" if k == "device" and isinstance(v, str) and v == "cpu"
-                    else _to_tpu(v, grad_leaves, pinned, path + (k,))) for k, v in value.items()}
+        return {
+            k: (
+                "tpu"
+                if k == "device" and isinstance(v, str) and v == "cpu"
+                else _to_tpu(v, grad_leaves, pinned, path + (k,))
+            )
+            for k, v in value.items()
+        }
     return value
 
 
@@ -50,8 +56,13 @@ def _tensor_paths(value, path=()):
     """{path: tensor} of the tensors in a sample argument (paths as _to_tpu builds them)."""
     if isinstance(value, torch.Tensor):
         return {path: value}
-    items = (enumerate(value) if isinstance(value, (list, tuple))
-             else value.items() if isinstance(value, dict) else ())
+    items = (
+        enumerate(value)
+        if isinstance(value, (list, tuple))
+        else value.items()
+        if isinstance(value, dict)
+        else ()
+    )
     found = {}
     for k, v in items:
         found.update(_tensor_paths(v, path + (k,)))
@@ -76,8 +87,9 @@ def _cpu_pinned(cpu_sample, meta_sample):
     inputs = [t for path, t in meta.items() if path[0] == "input"]
     if not inputs or any(t.device.type != "meta" for t in inputs):
         return frozenset()
-    return frozenset(path for path, t in meta.items()
-                     if t.device.type == "cpu" and cpu[path].shape == t.shape)
+    return frozenset(
+        path for path, t in meta.items() if t.device.type == "cpu" and cpu[path].shape == t.shape
+    )
 
 
 def _has_tpu_tensor(value) -> bool:
@@ -106,8 +118,9 @@ def _compare(actual, expected, path, values, want_tpu):
         if actual.dtype != expected.dtype:
             raise Mismatch(f"{path}: dtype {actual.dtype} vs CPU {expected.dtype}")
         if actual.shape != expected.shape:
-            raise Mismatch(f"{path}: shape {tuple(actual.shape)} vs CPU "
-                           f"{tuple(expected.shape)}")
+            raise Mismatch(
+                f"{path}: shape {tuple(actual.shape)} vs CPU " f"{tuple(expected.shape)}"
+            )
         if not values:
             return
         host = actual.detach().cpu()
@@ -117,16 +130,25 @@ def _compare(actual, expected, path, values, want_tpu):
         name = str(exp.dtype).replace("torch.", "")
         rtol, atol = TOLERANCES.get(name, (0.0, 0.0))
         try:
-            torch.testing.assert_close(host, exp, rtol=rtol, atol=atol, equal_nan=True,
-                                       check_device=False, check_stride=False)
+            torch.testing.assert_close(
+                host,
+                exp,
+                rtol=rtol,
+                atol=atol,
+                equal_nan=True,
+                check_device=False,
+                check_stride=False,
+            )
         except AssertionError as e:
             lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
             raise Mismatch(f"{path}: " + "; ".join(lines[:4])) from None
         return
     if isinstance(expected, (list, tuple)):
         if not isinstance(actual, (list, tuple)) or len(actual) != len(expected):
-            raise Mismatch(f"{path}: structure {type(actual).__name__} vs CPU "
-                           f"{type(expected).__name__}[{len(expected)}]")
+            raise Mismatch(
+                f"{path}: structure {type(actual).__name__} vs CPU "
+                f"{type(expected).__name__}[{len(expected)}]"
+            )
         for i, (a, e) in enumerate(zip(actual, expected)):
             _compare(a, e, f"{path}[{i}]", values, want_tpu)
         return
@@ -137,8 +159,10 @@ def _compare(actual, expected, path, values, want_tpu):
             _compare(actual[k], expected[k], f"{path}[{k!r}]", values, want_tpu)
         return
     if isinstance(expected, float) and isinstance(actual, (int, float)):
-        if values and not (math.isclose(actual, expected, rel_tol=1e-5, abs_tol=1e-5)
-                           or (math.isnan(actual) and math.isnan(expected))):
+        if values and not (
+            math.isclose(actual, expected, rel_tol=1e-5, abs_tol=1e-5)
+            or (math.isnan(actual) and math.isnan(expected))
+        ):
             raise Mismatch(f"{path}: {actual!r} vs CPU {expected!r}")
         return
     if type(actual) is not type(expected) or (values and actual != expected):
@@ -180,13 +204,19 @@ def _watch(into, compiled):
         finally:
             after = torch_tpu.metrics.snapshot()
             old = before["fallbacks"]
-            into["fallback"] = {op: n - old.get(op, 0) for op, n in after["fallbacks"].items()
-                                if n != old.get(op, 0)}
+            into["fallback"] = {
+                op: n - old.get(op, 0)
+                for op, n in after["fallbacks"].items()
+                if n != old.get(op, 0)
+            }
             if compiled:
                 into["graph_fallback"] = after["graph_fallbacks"] - before["graph_fallbacks"]
                 into["graph_runs"] = after["graph_runs"] - before["graph_runs"]
-                reasons = {str(w.message)[len(GRAPH_WARNING):] for w in caught
-                           if str(w.message).startswith(GRAPH_WARNING)}
+                reasons = {
+                    str(w.message)[len(GRAPH_WARNING) :]
+                    for w in caught
+                    if str(w.message).startswith(GRAPH_WARNING)
+                }
                 if reasons:
                     into["graph_reasons"] = sorted(reasons)
 
@@ -197,8 +227,7 @@ def _compiled(op):
     # Every sample compiles afresh: no recompile limit to reach, and a graph an earlier
     # sample compiled cannot hide this sample's op-by-op fallback (counted at compile).
     torch._dynamo.reset()
-    return torch.compile(lambda *a, **k: op(*a, **k), backend="tpu", fullgraph=False,
-                         dynamic=False)
+    return torch.compile(lambda *a, **k: op(*a, **k), backend="tpu", fullgraph=False, dynamic=False)
 
 
 def _run_sample(op, sample, values, grad, compiled, pinned=frozenset()):
@@ -247,15 +276,17 @@ def _run_grad(expected, actual, grad_pairs, values):
     generator = torch.Generator().manual_seed(0)
     seeds = [torch.randn(t.shape, dtype=t.dtype, generator=generator) for t in cpu_outs]
     try:
-        cpu_grads = torch.autograd.grad(cpu_outs, [c for c, _ in grad_pairs], seeds,
-                                        allow_unused=True)
+        cpu_grads = torch.autograd.grad(
+            cpu_outs, [c for c, _ in grad_pairs], seeds, allow_unused=True
+        )
     except Exception as e:  # noqa: BLE001
         return {"status": "skip", "detail": "CPU: " + _short(e)}
     try:
         if len(tpu_outs) != len(cpu_outs):
             raise Mismatch("differentiable outputs differ")
-        tpu_grads = torch.autograd.grad(tpu_outs, [t for _, t in grad_pairs],
-                                        [s.to("tpu") for s in seeds], allow_unused=True)
+        tpu_grads = torch.autograd.grad(
+            tpu_outs, [t for _, t in grad_pairs], [s.to("tpu") for s in seeds], allow_unused=True
+        )
         _compare(list(tpu_grads), list(cpu_grads), "grad", values, True)
         return {"status": "match"}
     except Mismatch as e:
@@ -272,8 +303,9 @@ def _samples(op, dtypes, grad, max_samples):
         dtype = getattr(torch, name)
         if dtype not in supported:
             continue
-        requires_grad = grad and op.supports_autograd and (
-            dtype.is_floating_point or dtype.is_complex)
+        requires_grad = (
+            grad and op.supports_autograd and (dtype.is_floating_point or dtype.is_complex)
+        )
 
         def generate(device):
             torch.manual_seed(0)
@@ -330,8 +362,12 @@ def worker_main(dtypes, grad, max_samples, compiled):
             start = time.perf_counter()
             # A sample that draws dropout (SDPA's dropout_p) is random too.
             random_sample = float(sample.kwargs.get("dropout_p", 0) or 0) > 0
-            result = _run_sample(op, sample, values and not random_sample, grad, compiled,
-                                 pinned)
-            send(ev="result", k=k, dtype=dtype, ms=round(1000 * (time.perf_counter() - start), 1),
-                 **result)
+            result = _run_sample(op, sample, values and not random_sample, grad, compiled, pinned)
+            send(
+                ev="result",
+                k=k,
+                dtype=dtype,
+                ms=round(1000 * (time.perf_counter() - start), 1),
+                **result,
+            )
         send(ev="done")

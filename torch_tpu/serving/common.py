@@ -48,8 +48,9 @@ def refuse_pipeline_parallel(size: int) -> None:
     """Pipeline stages exchange tensor dicts by send/recv on the device group, which
     tensor parallel serving does not use: not validated on tpu."""
     if size > 1:
-        raise NotImplementedError("pipeline parallel serving on tpu is not supported "
-                                  "yet (tensor parallel is)")
+        raise NotImplementedError(
+            "pipeline parallel serving on tpu is not supported " "yet (tensor parallel is)"
+        )
 
 
 def raise_recompile_limits() -> None:
@@ -81,8 +82,9 @@ def width_buckets(max_blocks: int, table_width: int, min_blocks: int = 1) -> lis
     1, 2, 4, ... 32 tokens, so its smallest width is 64 tokens (`sglang.attention.
     MIN_WIDTH`)."""
     lengths = [*buckets_up_to(max_blocks, min_blocks), max_blocks]
-    return sorted({bucket(max(n, min_blocks), maximum=table_width)
-                   for n in lengths if n <= table_width})
+    return sorted(
+        {bucket(max(n, min_blocks), maximum=table_width) for n in lengths if n <= table_width}
+    )
 
 
 def bucket_pairs(tokens: list[int], widths: list[int], extra_tokens: tuple = ()):
@@ -109,10 +111,12 @@ class CompileCount:
 
     def counts(self) -> dict:
         now = self._metrics.snapshot()
-        return {"graphs": now["graphs"] - self.before["graphs"],
-                "compiles": now["compiles"] - self.before["compiles"],
-                "disk_hits": now["disk_hits"] - self.before["disk_hits"],
-                "seconds": round(time.perf_counter() - self.start, 2)}
+        return {
+            "graphs": now["graphs"] - self.before["graphs"],
+            "compiles": now["compiles"] - self.before["compiles"],
+            "disk_hits": now["disk_hits"] - self.before["disk_hits"],
+            "seconds": round(time.perf_counter() - self.start, 2),
+        }
 
 
 # Whether start_up() lifted TORCH_TPU_NO_COMPILE's process-wide ban in this process.
@@ -139,9 +143,11 @@ def runs_eagerly() -> None:
     """Called when an engine's model will run eagerly: says that TORCH_TPU_NO_COMPILE=1,
     if set, forbids nothing there."""
     if _settings.get(NO_COMPILE):
-        logger.warning("tpu: TORCH_TPU_NO_COMPILE=1 forbids compiles in compiled model "
-                       "steps after warm-up; this engine runs its model eagerly, op by "
-                       "op, so its steps may compile")
+        logger.warning(
+            "tpu: TORCH_TPU_NO_COMPILE=1 forbids compiles in compiled model "
+            "steps after warm-up; this engine runs its model eagerly, op by "
+            "op, so its steps may compile"
+        )
 
 
 class SteadyState:

@@ -42,10 +42,10 @@ _MASKED = -1e30
 
 @dataclasses.dataclass
 class PagedBatch:
-    slot_mapping: torch.Tensor   # [T] int64: cache row of each token (padding: row 0)
-    token_pos: torch.Tensor      # [T] int64: absolute position of each token; -1: padding
-    token_blocks: torch.Tensor   # [T, W] int64: block table row of each token's request
-    num_tokens: int              # T, the padded token count the model runs with
+    slot_mapping: torch.Tensor  # [T] int64: cache row of each token (padding: row 0)
+    token_pos: torch.Tensor  # [T] int64: absolute position of each token; -1: padding
+    token_blocks: torch.Tensor  # [T, W] int64: block table row of each token's request
+    num_tokens: int  # T, the padded token count the model runs with
     num_actual_tokens: int
 
     def fit(self, num_tokens: int) -> "PagedBatch":
@@ -61,10 +61,12 @@ class PagedBatch:
                 raise ValueError(f"{num_tokens} token rows for a batch of {n} tokens")
             pad = (0, num_tokens - n)
             fitted[num_tokens] = dataclasses.replace(
-                self, slot_mapping=F.pad(self.slot_mapping[:n], pad),
+                self,
+                slot_mapping=F.pad(self.slot_mapping[:n], pad),
                 token_pos=F.pad(self.token_pos[:n], pad, value=-1),
                 token_blocks=F.pad(self.token_blocks[:n], (0, 0) + pad),
-                num_tokens=num_tokens)
+                num_tokens=num_tokens,
+            )
         return fitted[num_tokens]
 
 
@@ -74,16 +76,28 @@ def base_buffer(t: torch.Tensor) -> torch.Tensor:
     Engines stage per-step inputs (slot mappings, block tables, token ids) in such
     fixed buffers."""
     base = t._base
-    if base is not None and base.dim() == t.dim() and base.is_contiguous() \
-            and t.storage_offset() == 0 and t.stride() == base.stride():
+    if (
+        base is not None
+        and base.dim() == t.dim()
+        and base.is_contiguous()
+        and t.storage_offset() == 0
+        and t.stride() == base.stride()
+    ):
         return base
     return t
 
 
-def build_batch(query_start_loc: np.ndarray, seq_lens: np.ndarray,
-                block_table: torch.Tensor, slot_mapping: torch.Tensor,
-                num_tokens: int, block_size: int, device: torch.device,
-                min_blocks: int = 1, table_rows: np.ndarray | None = None) -> PagedBatch:
+def build_batch(
+    query_start_loc: np.ndarray,
+    seq_lens: np.ndarray,
+    block_table: torch.Tensor,
+    slot_mapping: torch.Tensor,
+    num_tokens: int,
+    block_size: int,
+    device: torch.device,
+    min_blocks: int = 1,
+    table_rows: np.ndarray | None = None,
+) -> PagedBatch:
     """Describes a batch from host metadata: `query_start_loc` ([R+1]) and `seq_lens`
     ([R], context length including this step's tokens) as numpy arrays; `block_table`
     ([>=R, max_blocks]) and `slot_mapping` ([>= num_actual], -1 for padding) as device
@@ -98,18 +112,17 @@ def build_batch(query_start_loc: np.ndarray, seq_lens: np.ndarray,
     query_lens = np.diff(query_start_loc)
     num_actual = int(query_start_loc[-1])
     table = base_buffer(block_table)
-    W = bucket(max(-(-int(seq_lens.max()) // block_size), min_blocks),
-               maximum=table.shape[1])
+    W = bucket(max(-(-int(seq_lens.max()) // block_size), min_blocks), maximum=table.shape[1])
 
     req = np.repeat(np.arange(num_reqs, dtype=np.int64), query_lens)
     token_pos = np.full(num_tokens, -1, np.int64)
-    token_pos[:num_actual] = (seq_lens - query_lens)[req] + \
-        np.arange(num_actual, dtype=np.int64) - query_start_loc[req]
+    token_pos[:num_actual] = (
+        (seq_lens - query_lens)[req] + np.arange(num_actual, dtype=np.int64) - query_start_loc[req]
+    )
     # Row and column of the block table each token reads; padding tokens read row 0,
     # columns past a request's last block hold stale ids: the causal mask hides both.
     rows = np.zeros(num_tokens, np.int64)
-    rows[:num_actual] = req if table_rows is None else \
-        np.asarray(table_rows, dtype=np.int64)[req]
+    rows[:num_actual] = req if table_rows is None else np.asarray(table_rows, dtype=np.int64)[req]
     flat = rows[:, None] * table.shape[1] + np.arange(W)[None, :]
 
     slots = base_buffer(slot_mapping)
@@ -122,13 +135,18 @@ def build_batch(query_start_loc: np.ndarray, seq_lens: np.ndarray,
     def dev(a: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(a).to(device)
 
-    return PagedBatch(slot_mapping=slots, token_pos=dev(token_pos),
-                      token_blocks=table.reshape(-1)[dev(flat)].to(torch.int64),
-                      num_tokens=num_tokens, num_actual_tokens=num_actual)
+    return PagedBatch(
+        slot_mapping=slots,
+        token_pos=dev(token_pos),
+        token_blocks=table.reshape(-1)[dev(flat)].to(torch.int64),
+        num_tokens=num_tokens,
+        num_actual_tokens=num_actual,
+    )
 
 
-def kv_cache_shape(num_blocks: int, block_size: int, num_kv_heads: int,
-                   head_size: int) -> tuple[int, ...]:
+def kv_cache_shape(
+    num_blocks: int, block_size: int, num_kv_heads: int, head_size: int
+) -> tuple[int, ...]:
     """The shape of one layer's cache (see the module's docstring)."""
     return (2, num_kv_heads, num_blocks, block_size, head_size)
 
@@ -140,8 +158,9 @@ def _plane_heads(kv_cache: torch.Tensor) -> torch.Tensor:
     return torch.arange(2 * kv_heads, device=kv_cache.device).view(2, 1, kv_heads)
 
 
-def write_kv(kv_cache: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-             slot_mapping: torch.Tensor) -> None:
+def write_kv(
+    kv_cache: torch.Tensor, key: torch.Tensor, value: torch.Tensor, slot_mapping: torch.Tensor
+) -> None:
     """Stores each token's key and value ([T, kv_heads, head_size]) at its slot: one
     scatter into the cache."""
     _, kv_heads, num_blocks, block_size, head_size = kv_cache.shape
@@ -151,9 +170,14 @@ def write_kv(kv_cache: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
     rows.index_put_((index,), torch.stack([key, value]).to(kv_cache.dtype))
 
 
-def paged_attention(query: torch.Tensor, kv_cache: torch.Tensor, batch: PagedBatch,
-                    scale: float, sliding_window: int | None = None,
-                    logits_soft_cap: float | None = None) -> torch.Tensor:
+def paged_attention(
+    query: torch.Tensor,
+    kv_cache: torch.Tensor,
+    batch: PagedBatch,
+    scale: float,
+    sliding_window: int | None = None,
+    logits_soft_cap: float | None = None,
+) -> torch.Tensor:
     """Causal attention of `query` ([T, heads, head_size]) over the cache; returns
     [T, heads, head_size]. Rows of padding tokens are unspecified (finite)."""
     T, heads, head_size = query.shape
@@ -165,8 +189,10 @@ def paged_attention(query: torch.Tensor, kv_cache: torch.Tensor, batch: PagedBat
     q = query.reshape(T, kv_heads, group, head_size).float()
     # One gather per plane: the tile of each (token, KV head, block column).
     tiles = kv_cache.view(2, kv_heads * num_blocks, block_size, head_size)
-    index = (torch.arange(kv_heads, device=query.device).view(1, kv_heads, 1) * num_blocks +
-             batch.token_blocks.view(T, 1, W)).reshape(-1)               # [T * kv_heads * W]
+    index = (
+        torch.arange(kv_heads, device=query.device).view(1, kv_heads, 1) * num_blocks
+        + batch.token_blocks.view(T, 1, W)
+    ).reshape(-1)  # [T * kv_heads * W]
     k = tiles[0][index].reshape(T, kv_heads, L, head_size).float()
     v = tiles[1][index].reshape(T, kv_heads, L, head_size).float()
 
@@ -175,7 +201,7 @@ def paged_attention(query: torch.Tensor, kv_cache: torch.Tensor, batch: PagedBat
         scores = logits_soft_cap * torch.tanh(scores / logits_soft_cap)
     key_pos = torch.arange(L, device=query.device)[None, :]
     pos = batch.token_pos[:, None]
-    allowed = key_pos <= pos                                          # causal, [T, L]
+    allowed = key_pos <= pos  # causal, [T, L]
     if sliding_window:
         allowed = allowed & (key_pos > pos - sliding_window)
     scores = scores.masked_fill(~allowed[:, None, None, :], _MASKED)

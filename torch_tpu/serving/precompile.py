@@ -48,8 +48,9 @@ def package_dir(config: str, rank: int = 0) -> str:
 
     from torch_tpu import _output_code
 
-    key = hashlib.sha256(f"{config}|torch {torch.__version__}|"
-                         f"{_output_code.identity()}".encode()).hexdigest()[:32]
+    key = hashlib.sha256(
+        f"{config}|torch {torch.__version__}|" f"{_output_code.identity()}".encode()
+    ).hexdigest()[:32]
     return os.path.join(cache_dir(), "tpu_steps", key, f"rank_{rank}")
 
 
@@ -61,8 +62,10 @@ def _storable_guards(entries) -> list[bool]:
     from torch._dynamo.guards import CheckFunctionManager
 
     identity = CheckFunctionManager.UNSUPPORTED_SERIALIZATION_GUARD_TYPES
-    return [e.guard_type not in identity and
-            not any(t in identity for t in e.derived_guard_types) for e in entries]
+    return [
+        e.guard_type not in identity and not any(t in identity for t in e.derived_guard_types)
+        for e in entries
+    ]
 
 
 def _skip_installed_names(package) -> None:
@@ -72,13 +75,14 @@ def _skip_installed_names(package) -> None:
     counter and fail ("already exists in scope"). Moves the counter past them."""
     from torch._dynamo import bytecode_transformation as bt
 
-    used = [int(m.group(1))
-            for module in {entry.python_module for entry in package._codes.values()}
-            for name in sys.modules[module].__dict__
-            if (m := re.fullmatch(r"__\w+?_(\d+)", name))]
+    used = [
+        int(m.group(1))
+        for module in {entry.python_module for entry in package._codes.values()}
+        for name in sys.modules[module].__dict__
+        if (m := re.fullmatch(r"__\w+?_(\d+)", name))
+    ]
     if used:
-        bt._unique_id_counter = itertools.count(max(next(bt._unique_id_counter),
-                                                    max(used) + 1))
+        bt._unique_id_counter = itertools.count(max(next(bt._unique_id_counter), max(used) + 1))
 
 
 def _storing_failed(e: BaseException) -> bool:
@@ -95,8 +99,9 @@ def _storing_failed(e: BaseException) -> bool:
 class _Step:
     """One bucket's compiled step and its package (loaded, or new and to be saved)."""
 
-    def __init__(self, fn: Callable[..., Any], directory: str, options: dict,
-                 storable: bool = True):
+    def __init__(
+        self, fn: Callable[..., Any], directory: str, options: dict, storable: bool = True
+    ):
         from torch._dynamo.package import CompilePackage, DiskDynamoStore
 
         self.dir = directory
@@ -117,16 +122,25 @@ class _Step:
                 _skip_installed_names(package)
                 self.loaded = True
             except Exception as e:  # noqa: BLE001: any bad entry means trace again
-                logger.warning("torch_tpu: the saved compiled step in %s cannot be used "
-                               "(%s: %s); tracing it again", directory, type(e).__name__, e)
+                logger.warning(
+                    "torch_tpu: the saved compiled step in %s cannot be used "
+                    "(%s: %s); tracing it again",
+                    directory,
+                    type(e).__name__,
+                    e,
+                )
                 shutil.rmtree(directory, ignore_errors=True)
                 package = None
         self.package = package or CompilePackage(fn)
         # isolate_recompiles: what this bucket traces stays in its own Dynamo cache
         # region (and so in its package); it still finds loaded entries.
-        self.call = torch._dynamo.optimize("tpu", package=self.package,
-                                           guard_filter_fn=_storable_guards,
-                                           isolate_recompiles=True, **options)(fn)
+        self.call = torch._dynamo.optimize(
+            "tpu",
+            package=self.package,
+            guard_filter_fn=_storable_guards,
+            isolate_recompiles=True,
+            **options,
+        )(fn)
 
 
 class SavedSteps:
@@ -141,9 +155,15 @@ class SavedSteps:
     Every compiled call runs in `steady.step()` (common.SteadyState): after the engine's
     warm-up, with TORCH_TPU_NO_COMPILE=1, a step that would compile raises."""
 
-    def __init__(self, fn: Callable[..., Any], directory: str,
-                 key_fn: Callable[[tuple, dict], Hashable], fullgraph: bool = True,
-                 dynamic: bool | None = None, steady: SteadyState | None = None):
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        directory: str,
+        key_fn: Callable[[tuple, dict], Hashable],
+        fullgraph: bool = True,
+        dynamic: bool | None = None,
+        steady: SteadyState | None = None,
+    ):
         self._fn = fn
         self.steady = steady or SteadyState()
         self._options = dict(nopython=fullgraph, dynamic=dynamic)
@@ -183,8 +203,11 @@ class SavedSteps:
             # Some frames keep state Dynamo cannot store with their guards (a Python
             # generator across a graph break, for one). The step is run again from the
             # start, unstored; its writes (the KV cache) are the same the second time.
-            logger.warning("torch_tpu: the compiled steps of this model cannot be saved "
-                           "for the next start (%s); they are traced on every start", e)
+            logger.warning(
+                "torch_tpu: the compiled steps of this model cannot be saved "
+                "for the next start (%s); they are traced on every start",
+                e,
+            )
             self._storable = False
             step = self._steps[key] = self._step(key)
             return step.call(*args, **kwargs)

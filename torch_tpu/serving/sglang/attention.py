@@ -53,9 +53,9 @@ class TpuPagedAttnBackend(AttentionBackend):
     def width_buckets(self) -> list[int]:
         """Every block-table width a batch of contexts up to the context length can
         get (the width `pa.build_batch` picks for the longest context)."""
-        return common.width_buckets(self.context_len,
-                                    self.req_to_token_pool.req_to_token.shape[1],
-                                    self.min_width)
+        return common.width_buckets(
+            self.context_len, self.req_to_token_pool.req_to_token.shape[1], self.min_width
+        )
 
     def init_forward_metadata(self, forward_batch) -> None:
         mode = forward_batch.forward_mode
@@ -75,17 +75,30 @@ class TpuPagedAttnBackend(AttentionBackend):
         query_start_loc = np.concatenate([[0], np.cumsum(query_lens)])
         num_actual = int(query_start_loc[-1])
         # Past the step token budget (not expected), an unbounded bucket: it compiles.
-        num_tokens = token_bucket(num_actual, self.max_tokens) \
-            if num_actual <= self.max_tokens else bucket(num_actual, minimum=MIN_TOKENS)
+        num_tokens = (
+            token_bucket(num_actual, self.max_tokens)
+            if num_actual <= self.max_tokens
+            else bucket(num_actual, minimum=MIN_TOKENS)
+        )
         # SGLang's out_cache_loc can be a view of a reused buffer whose other entries
         # are live slots: padded here (-1: padding), so that padding rows never
         # write there.
-        slots = F.pad(forward_batch.out_cache_loc[:num_actual].to(torch.int64),
-                      (0, num_tokens - num_actual), value=-1)
+        slots = F.pad(
+            forward_batch.out_cache_loc[:num_actual].to(torch.int64),
+            (0, num_tokens - num_actual),
+            value=-1,
+        )
         self.batch = pa.build_batch(
-            query_start_loc, seq_lens, self.req_to_token_pool.req_to_token, slots,
-            num_tokens, block_size=1, device=self.device, min_blocks=self.min_width,
-            table_rows=rows)
+            query_start_loc,
+            seq_lens,
+            self.req_to_token_pool.req_to_token,
+            slots,
+            num_tokens,
+            block_size=1,
+            device=self.device,
+            min_blocks=self.min_width,
+            table_rows=rows,
+        )
 
     def forward(self, q, k, v, layer, forward_batch, save_kv_cache=True, **kwargs):
         if forward_batch.forward_mode.is_idle():
@@ -96,21 +109,23 @@ class TpuPagedAttnBackend(AttentionBackend):
             raise NotImplementedError(f"logit capping {layer.logit_capping_method}")
         batch = self.batch
         n = q.shape[0]
-        query = _pad_rows(q.reshape(n, layer.tp_q_head_num, layer.qk_head_dim),
-                          batch.num_tokens)
+        query = _pad_rows(q.reshape(n, layer.tp_q_head_num, layer.qk_head_dim), batch.num_tokens)
         kv_cache = self.token_to_kv_pool.get_paged_kv_buffer(layer.layer_id)
         if save_kv_cache and k is not None and v is not None:
-            key = _pad_rows(k.reshape(n, layer.tp_k_head_num, layer.qk_head_dim),
-                            batch.num_tokens)
-            value = _pad_rows(v.reshape(n, layer.tp_v_head_num, layer.v_head_dim),
-                              batch.num_tokens)
+            key = _pad_rows(k.reshape(n, layer.tp_k_head_num, layer.qk_head_dim), batch.num_tokens)
+            value = _pad_rows(v.reshape(n, layer.tp_v_head_num, layer.v_head_dim), batch.num_tokens)
             pa.write_kv(kv_cache, key, value, batch.slot_mapping)
         # SGLang's window admits the query's position and `sliding_window_size`
         # before it; the paged op's admits `sliding_window` positions in all.
         window = layer.sliding_window_size
-        out = pa.paged_attention(query, kv_cache, batch, layer.scaling,
-                                 sliding_window=window + 1 if window > -1 else None,
-                                 logits_soft_cap=layer.logit_cap or None)
+        out = pa.paged_attention(
+            query,
+            kv_cache,
+            batch,
+            layer.scaling,
+            sliding_window=window + 1 if window > -1 else None,
+            logits_soft_cap=layer.logit_cap or None,
+        )
         return out[:n].reshape(n, layer.tp_q_head_num * layer.v_head_dim)
 
     def forward_extend(self, q, k, v, layer, forward_batch, save_kv_cache=True, **kwargs):
@@ -130,16 +145,18 @@ def max_step_tokens(model_runner) -> int:
     request for decode."""
     args = model_runner.server_args
     chunk = args.chunked_prefill_size
-    prefill = chunk if chunk is not None and chunk > 0 else \
-        max(args.max_prefill_tokens, model_runner.model_config.context_len)
+    prefill = (
+        chunk
+        if chunk is not None and chunk > 0
+        else max(args.max_prefill_tokens, model_runner.model_config.context_len)
+    )
     return max(prefill, model_runner.req_to_token_pool.size)
 
 
 def _host(cpu: torch.Tensor | None, device: torch.Tensor) -> np.ndarray:
     """A per-request array on the host: SGLang's CPU copy when it has one."""
     t = cpu if cpu is not None else device.cpu()
-    return np.asarray(t.tolist() if not isinstance(t, torch.Tensor) else t.numpy(),
-                      dtype=np.int64)
+    return np.asarray(t.tolist() if not isinstance(t, torch.Tensor) else t.numpy(), dtype=np.int64)
 
 
 def _pad_rows(t: torch.Tensor, rows: int) -> torch.Tensor:

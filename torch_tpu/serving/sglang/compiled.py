@@ -79,18 +79,30 @@ def _constant_platform_probes() -> None:
 
     for name, fn in vars(common).items():
         wrapped = getattr(fn, "__wrapped__", None)
-        if (name.startswith("is_") and hasattr(fn, "cache_info") and callable(wrapped)
-                and not inspect.signature(wrapped).parameters):
+        if (
+            name.startswith("is_")
+            and hasattr(fn, "cache_info")
+            and callable(wrapped)
+            and not inspect.signature(wrapped).parameters
+        ):
             torch.compiler.assume_constant_result(wrapped)
 
 
 def _step_config(model_runner, steps) -> str:
     """What shapes a compiled step: the model and its configuration, dtypes, tensor
     parallel size and the buckets (not the server's address or other run settings)."""
-    return repr(("sglang", type(model_runner.model).__qualname__,
-                 model_runner.model_config.hf_config.to_json_string(),
-                 str(model_runner.dtype), str(getattr(model_runner, "kv_cache_dtype", None)),
-                 model_runner.tp_size, steps.token_buckets, steps.width_buckets))
+    return repr(
+        (
+            "sglang",
+            type(model_runner.model).__qualname__,
+            model_runner.model_config.hf_config.to_json_string(),
+            str(model_runner.dtype),
+            str(getattr(model_runner, "kv_cache_dtype", None)),
+            model_runner.tp_size,
+            steps.token_buckets,
+            steps.width_buckets,
+        )
+    )
 
 
 def _bucket_of(args: tuple, kwargs: dict) -> tuple:
@@ -130,16 +142,25 @@ class CompiledSteps:
         self._body = _Body(self.eager_forward).run
         # One compiled step per bucket pair, saved for the next server of the same
         # configuration, which loads it instead of tracing (serving/precompile.py).
-        self.compiled = SavedSteps(self._body, package_dir(_step_config(model_runner, self),
-                                                           model_runner.tp_rank),
-                                   _bucket_of, fullgraph=False, dynamic=False,
-                                   steady=common.SteadyState())
+        self.compiled = SavedSteps(
+            self._body,
+            package_dir(_step_config(model_runner, self), model_runner.tp_rank),
+            _bucket_of,
+            fullgraph=False,
+            dynamic=False,
+            steady=common.SteadyState(),
+        )
         self.compiled.arm()
         self.stats_path = _settings.get(ENV_STATS)
-        self.stats = {"compiled": True, "token_buckets": self.token_buckets,
-                      "width_buckets": self.width_buckets, "steps": 0,
-                      "eager_steps": 0, "step_graphs_after_warmup": 0,
-                      "step_compiles_after_warmup": 0}
+        self.stats = {
+            "compiled": True,
+            "token_buckets": self.token_buckets,
+            "width_buckets": self.width_buckets,
+            "steps": 0,
+            "eager_steps": 0,
+            "step_graphs_after_warmup": 0,
+            "step_compiles_after_warmup": 0,
+        }
         self._after_warmup = None
         _constant_platform_probes()
         common.raise_recompile_limits()
@@ -148,8 +169,9 @@ class CompiledSteps:
         with fc.forward_context(self.context):
             out = self.compiled(input_ids, positions)
         if not isinstance(out, torch.Tensor):
-            raise NotImplementedError(f"the model body returns {type(out).__name__}, "
-                                      "not one tensor of hidden states")
+            raise NotImplementedError(
+                f"the model body returns {type(out).__name__}, " "not one tensor of hidden states"
+            )
         return out
 
     def __reduce__(self):
@@ -174,8 +196,12 @@ class CompiledSteps:
                 return torch.zeros(*shape, dtype=torch.int64, device=device)
 
             self.backend.batch = pa.PagedBatch(
-                slot_mapping=zeros(tokens), token_pos=zeros(tokens) - 1,
-                token_blocks=zeros(tokens, width), num_tokens=tokens, num_actual_tokens=0)
+                slot_mapping=zeros(tokens),
+                token_pos=zeros(tokens) - 1,
+                token_blocks=zeros(tokens, width),
+                num_tokens=tokens,
+                num_actual_tokens=0,
+            )
             run(zeros(tokens), zeros(tokens))  # ids and positions: distinct tensors
 
         with DynamicGradMode():
@@ -190,18 +216,27 @@ class CompiledSteps:
         counts = count.counts()
         saved = self.compiled.save()
         self.stats.update(
-            warmup_loaded_steps=self.compiled.loaded, warmup_saved_steps=saved,
+            warmup_loaded_steps=self.compiled.loaded,
+            warmup_saved_steps=saved,
             warmup_traced_frames=counters["stats"]["unique_graphs"] - frames,
-            warmup_seconds=counts["seconds"], warmup_graphs=counts["graphs"],
-            warmup_compiles=counts["compiles"], warmup_disk_hits=counts["disk_hits"],
-            bucket_pairs=len(self.token_buckets) * len(self.width_buckets))
+            warmup_seconds=counts["seconds"],
+            warmup_graphs=counts["graphs"],
+            warmup_compiles=counts["compiles"],
+            warmup_disk_hits=counts["disk_hits"],
+            bucket_pairs=len(self.token_buckets) * len(self.width_buckets),
+        )
         self._after_warmup = common.CompileCount()
         self.compiled.steady.warmed_up()
-        logger.info("tpu warm-up: token buckets %s x block-table widths %s: %d step "
-                    "graphs; %d programs compiled, %d loaded from the disk cache, in %.1f s",
-                    self.token_buckets, self.width_buckets, self.stats["warmup_graphs"],
-                    self.stats["warmup_compiles"], self.stats["warmup_disk_hits"],
-                    self.stats["warmup_seconds"])
+        logger.info(
+            "tpu warm-up: token buckets %s x block-table widths %s: %d step "
+            "graphs; %d programs compiled, %d loaded from the disk cache, in %.1f s",
+            self.token_buckets,
+            self.width_buckets,
+            self.stats["warmup_graphs"],
+            self.stats["warmup_compiles"],
+            self.stats["warmup_disk_hits"],
+            self.stats["warmup_seconds"],
+        )
         self._write_stats()
 
     # --- steps ------------------------------------------------------------------
@@ -209,10 +244,13 @@ class CompiledSteps:
     def __call__(self, input_ids, positions, forward_batch, *args, **kwargs):
         batch = self.backend.batch
         # input_embeds, pp_proxy_tensors and the like: the eager body handles them.
-        if (any(a is not None for a in (*args, *kwargs.values())) or batch is None
-                or fc.get_attn_backend() is not self.backend
-                or forward_batch.forward_mode.is_idle()
-                or input_ids.shape[0] != batch.num_actual_tokens):
+        if (
+            any(a is not None for a in (*args, *kwargs.values()))
+            or batch is None
+            or fc.get_attn_backend() is not self.backend
+            or forward_batch.forward_mode.is_idle()
+            or input_ids.shape[0] != batch.num_actual_tokens
+        ):
             self.stats["eager_steps"] += 1
             self._write_stats()
             return self.eager_forward(input_ids, positions, forward_batch, *args, **kwargs)
@@ -227,8 +265,12 @@ class CompiledSteps:
         if step["graphs"] or step["compiles"]:
             self.stats["step_graphs_after_warmup"] += step["graphs"]
             self.stats["step_compiles_after_warmup"] += step["compiles"]
-            logger.warning("tpu: a step of %d tokens (bucket %d, width %d) compiled after "
-                           "warm-up", n, tokens, batch.token_blocks.shape[1])
+            logger.warning(
+                "tpu: a step of %d tokens (bucket %d, width %d) compiled after " "warm-up",
+                n,
+                tokens,
+                batch.token_blocks.shape[1],
+            )
         if self.stats_path:
             self.stats["compiles_after_warmup"] = self._after_warmup.counts()["compiles"]
             self._write_stats()
@@ -268,8 +310,10 @@ def install(model_runner, backend) -> CompiledSteps | None:
         return existing
     body = getattr(model_runner.model, "model", None)
     if not isinstance(body, torch.nn.Module):
-        logger.warning("tpu: %s has no transformer body (`model.model`); it runs eagerly",
-                       type(model_runner.model).__name__)
+        logger.warning(
+            "tpu: %s has no transformer body (`model.model`); it runs eagerly",
+            type(model_runner.model).__name__,
+        )
         _write_eager_stats()
         return None
     steps = CompiledSteps(model_runner, backend)
@@ -277,8 +321,10 @@ def install(model_runner, backend) -> CompiledSteps | None:
     try:
         steps.warm_up()
     except Exception:
-        logger.exception("tpu: compiling the steps of %s failed; the model runs eagerly",
-                         type(model_runner.model).__name__)
+        logger.exception(
+            "tpu: compiling the steps of %s failed; the model runs eagerly",
+            type(model_runner.model).__name__,
+        )
         body.forward = steps.eager_forward
         backend.batch = None
         _write_eager_stats()

@@ -20,8 +20,9 @@ class TpuMHATokenToKVPool(MHATokenToKVPool):
         if self.is_quantized_kv_cache:
             raise NotImplementedError("quantized KV caches are not supported on tpu")
         if self.v_head_dim != self.head_dim:
-            raise NotImplementedError("keys and values of different head sizes are not "
-                                      "supported on tpu")
+            raise NotImplementedError(
+                "keys and values of different head sizes are not " "supported on tpu"
+            )
         if self.page_size != 1:
             raise NotImplementedError(f"page size {self.page_size} on tpu (expected 1)")
         self.k_scale_buffer = self.v_scale_buffer = None
@@ -30,9 +31,13 @@ class TpuMHATokenToKVPool(MHATokenToKVPool):
         # Slot 0 (the padded page) absorbs the writes of padding tokens.
         rows = self.size + self.page_size
         self.kv_buffer = [
-            torch.zeros(pa.kv_cache_shape(rows, 1, self.head_num, self.head_dim),
-                        dtype=self.store_dtype, device=self.device)
-            for _ in range(self.layer_num)]
+            torch.zeros(
+                pa.kv_cache_shape(rows, 1, self.head_num, self.head_dim),
+                dtype=self.store_dtype,
+                device=self.device,
+            )
+            for _ in range(self.layer_num)
+        ]
         # SGLang's own users of k_buffer/v_buffer (sizes, CPU copies) see views, in
         # SGLang's [slots, heads, head_dim].
         self.k_buffer = [kv[0, :, :, 0].transpose(0, 1) for kv in self.kv_buffer]
@@ -50,8 +55,17 @@ class TpuMHATokenToKVPool(MHATokenToKVPool):
         """The layer's cache in the paged-attention layout."""
         return self.kv_buffer[layer_id - self.start_layer]
 
-    def set_kv_buffer(self, layer, loc_info, cache_k, cache_v, k_scale=None, v_scale=None,
-                      layer_id_override=None, dcp_kv_mask=None):
+    def set_kv_buffer(
+        self,
+        layer,
+        loc_info,
+        cache_k,
+        cache_v,
+        k_scale=None,
+        v_scale=None,
+        layer_id_override=None,
+        dcp_kv_mask=None,
+    ):
         if dcp_kv_mask is not None:
             raise NotImplementedError("decode context parallelism is not supported on tpu")
         loc, _, _ = unwrap_write_loc(loc_info)

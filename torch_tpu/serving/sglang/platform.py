@@ -41,8 +41,7 @@ class TpuSRTPlatform(SRTPlatform):
         # allocator is a Triton kernel), and the attention reads the request-to-token
         # table as a block table of one-token blocks.
         if server_args.page_size not in (None, 1):
-            logger.warning("page_size %s is not supported on tpu; using 1",
-                           server_args.page_size)
+            logger.warning("page_size %s is not supported on tpu; using 1", server_args.page_size)
         server_args.page_size = 1
         # The overlap scheduler prepares the next batch while the device runs the
         # current one, on a second device stream with events between them; on tpu
@@ -59,8 +58,9 @@ class TpuSRTPlatform(SRTPlatform):
         if server_args.tp_size > 1:
             # Scheduler of rank r on device base_gpu_id + r * gpu_id_step.
             ranks = server_args.tp_size // max(server_args.nnodes, 1)
-            raise_virtual_devices(server_args.base_gpu_id +
-                                  (ranks - 1) * server_args.gpu_id_step + 1)
+            raise_virtual_devices(
+                server_args.base_gpu_id + (ranks - 1) * server_args.gpu_id_step + 1
+            )
 
     def get_default_attention_backend(self) -> str:
         _register_attention_backend()

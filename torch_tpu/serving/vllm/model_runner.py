@@ -22,6 +22,7 @@ from torch_tpu.serving.precompile import SavedSteps, package_dir
 # Under "vllm." so that vLLM's logging configuration shows these messages.
 logger = init_logger(f"vllm.{__name__}")
 
+
 @contextlib.contextmanager
 def _without_cuda_streams():
     """The GPU runner creates CUDA streams and events in its constructor; it gets
@@ -41,15 +42,15 @@ def _step_bucket(args: tuple, kwargs: dict) -> tuple:
     whether it has attention at all."""
     from vllm.forward_context import get_forward_context, is_forward_context_available
 
-    shapes = tuple(tuple(a.shape) for a in (*args, *kwargs.values())
-                   if isinstance(a, torch.Tensor))
-    metadata = get_forward_context().attn_metadata if is_forward_context_available() \
-        else None
+    shapes = tuple(tuple(a.shape) for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor))
+    metadata = get_forward_context().attn_metadata if is_forward_context_available() else None
     if isinstance(metadata, dict) and metadata:
         batch = next(iter(metadata.values()))
-        return shapes, tuple(tuple(getattr(batch, f.name).shape)
-                             for f in dataclasses.fields(batch)
-                             if isinstance(getattr(batch, f.name), torch.Tensor))
+        return shapes, tuple(
+            tuple(getattr(batch, f.name).shape)
+            for f in dataclasses.fields(batch)
+            if isinstance(getattr(batch, f.name), torch.Tensor)
+        )
     return shapes, metadata is None
 
 
@@ -75,10 +76,12 @@ class TpuModelRunner(GPUModelRunner):
         """Reused blocks keep stale keys and values: the attention mask only lets a
         query see positions below its request's length, all written this request."""
 
-    def initialize_kv_cache_tensors(self, kv_cache_config: KVCacheConfig,
-                                    kernel_block_sizes: list[int],
-                                    kv_cache_allocation_context=None
-                                    ) -> dict[str, torch.Tensor]:
+    def initialize_kv_cache_tensors(
+        self,
+        kv_cache_config: KVCacheConfig,
+        kernel_block_sizes: list[int],
+        kv_cache_allocation_context=None,
+    ) -> dict[str, torch.Tensor]:
         """One tensor per layer in the paged-attention layout (`pa.kv_cache_shape`:
         [2, kv_heads, blocks, block_size, head_size]) and the cache dtype. vLLM's
         default packs every layer into one int8 buffer viewed per layer; on tpu a write
@@ -95,17 +98,25 @@ class TpuModelRunner(GPUModelRunner):
                 spec = specs[name]
                 spec = getattr(spec, "kv_cache_specs", {}).get(name, spec)
                 if not isinstance(spec, AttentionSpec):
-                    raise NotImplementedError(f"{type(spec).__name__} caches (layer "
-                                              f"{name}) are not supported on tpu")
+                    raise NotImplementedError(
+                        f"{type(spec).__name__} caches (layer " f"{name}) are not supported on tpu"
+                    )
                 kv_caches[name] = torch.zeros(
-                    pa.kv_cache_shape(num_blocks, spec.block_size, spec.num_kv_heads,
-                                      spec.head_size),
-                    dtype=spec.dtype, device=self.device)
+                    pa.kv_cache_shape(
+                        num_blocks, spec.block_size, spec.num_kv_heads, spec.head_size
+                    ),
+                    dtype=spec.dtype,
+                    device=self.device,
+                )
         for name, target in self.shared_kv_cache_layers.items():
             kv_caches[name] = kv_caches[target]
-        bind_kv_cache(kv_caches, self.compilation_config.static_forward_context,
-                      self.kv_caches, kv_cache_groups=kv_cache_config.kv_cache_groups,
-                      layer_kv_caches=kv_caches)
+        bind_kv_cache(
+            kv_caches,
+            self.compilation_config.static_forward_context,
+            self.kv_caches,
+            kv_cache_groups=kv_cache_config.kv_cache_groups,
+            layer_kv_caches=kv_caches,
+        )
         return kv_caches
 
     # --- warm starts -----------------------------------------------------------
@@ -121,35 +132,42 @@ class TpuModelRunner(GPUModelRunner):
             return  # eager
         config = self.vllm_config
         directory = package_dir(f"vllm {config.compute_hash()}", config.parallel_config.rank)
-        self.saved_steps = SavedSteps(self.model._call_impl, directory, _step_bucket,
-                                      dynamic=False, steady=self.steady)
+        self.saved_steps = SavedSteps(
+            self.model._call_impl, directory, _step_bucket, dynamic=False, steady=self.steady
+        )
         self.model._compiled_call_impl = self.saved_steps
 
     def save_compiled_steps(self) -> None:
         """After the warm-up: the buckets traced in this engine, for the next one."""
         if self.saved_steps is not None:
             written = self.saved_steps.save()
-            logger.info("tpu warm start: %d step buckets loaded, %d saved",
-                        self.saved_steps.loaded, written)
+            logger.info(
+                "tpu warm start: %d step buckets loaded, %d saved", self.saved_steps.loaded, written
+            )
 
     # --- bounded compiles -----------------------------------------------------
 
     def _determine_batch_execution_and_padding(self, num_tokens, *args, **kwargs):
-        mode, desc, ubatch, across_dp, stats = \
-            super()._determine_batch_execution_and_padding(num_tokens, *args, **kwargs)
-        desc = dataclasses.replace(desc, num_tokens=token_bucket(desc.num_tokens,
-                                                                 self.max_num_tokens))
+        mode, desc, ubatch, across_dp, stats = super()._determine_batch_execution_and_padding(
+            num_tokens, *args, **kwargs
+        )
+        desc = dataclasses.replace(
+            desc, num_tokens=token_bucket(desc.num_tokens, self.max_num_tokens)
+        )
         return mode, desc, ubatch, across_dp, stats
 
-    def _get_slot_mappings(self, num_tokens_padded, num_reqs_padded, num_tokens_unpadded,
-                           *args, **kwargs):
+    def _get_slot_mappings(
+        self, num_tokens_padded, num_reqs_padded, num_tokens_unpadded, *args, **kwargs
+    ):
         """The forward context's slot mappings, which the step graph reads, at the token
         bucket's size in every step: vLLM sizes them to the real token count (unless
         CUDA graphs pad), which would fail the step's guards at each new count."""
-        num_tokens_padded = max(num_tokens_padded,
-                                token_bucket(num_tokens_unpadded, self.max_num_tokens))
-        return super()._get_slot_mappings(num_tokens_padded, num_reqs_padded,
-                                          num_tokens_unpadded, *args, **kwargs)
+        num_tokens_padded = max(
+            num_tokens_padded, token_bucket(num_tokens_unpadded, self.max_num_tokens)
+        )
+        return super()._get_slot_mappings(
+            num_tokens_padded, num_reqs_padded, num_tokens_unpadded, *args, **kwargs
+        )
 
     def capture_model(self) -> int:
         """vLLM's CUDA-graph capture hook, used for warm-up: runs the model once for
@@ -165,13 +183,22 @@ class TpuModelRunner(GPUModelRunner):
         width_buckets = common.width_buckets(max_blocks, max_blocks)
         # A step of one token is its own Dynamo graph (Dynamo specializes sizes of 1).
         for num_tokens, blocks in common.bucket_pairs(token_buckets, width_buckets, (1,)):
-            self._dummy_run(num_tokens, cudagraph_runtime_mode=CUDAGraphMode.NONE,
-                            force_attention=True, skip_eplb=True,
-                            profile_seq_lens=blocks * block_size)
+            self._dummy_run(
+                num_tokens,
+                cudagraph_runtime_mode=CUDAGraphMode.NONE,
+                force_attention=True,
+                skip_eplb=True,
+                profile_seq_lens=blocks * block_size,
+            )
         torch.tpu.synchronize()
         counts = count.counts()
         self.warmup_compiles = counts["compiles"]
-        logger.info("tpu warm-up: token buckets %s x block-table widths %s: %d programs "
-                    "compiled in %.1f s", token_buckets, width_buckets,
-                    self.warmup_compiles, counts["seconds"])
+        logger.info(
+            "tpu warm-up: token buckets %s x block-table widths %s: %d programs "
+            "compiled in %.1f s",
+            token_buckets,
+            width_buckets,
+            self.warmup_compiles,
+            counts["seconds"],
+        )
         return 0

@@ -36,13 +36,16 @@ class TpuPlatform(Platform):
         return [torch.bfloat16, torch.float16, torch.float32]
 
     @classmethod
-    def get_attn_backend_cls(cls, selected_backend, attn_selector_config,
-                             num_heads: int | None = None) -> str:
+    def get_attn_backend_cls(
+        cls, selected_backend, attn_selector_config, num_heads: int | None = None
+    ) -> str:
         if attn_selector_config.use_mla or attn_selector_config.use_sparse:
             raise NotImplementedError("MLA and sparse attention are not supported on tpu")
         if selected_backend is not None and selected_backend.name != "TPU_PAGED":
-            logger.info("attention backend %s is not available on tpu; using TPU_PAGED",
-                        selected_backend.name)
+            logger.info(
+                "attention backend %s is not available on tpu; using TPU_PAGED",
+                selected_backend.name,
+            )
         return "torch_tpu.serving.vllm.attention.TpuPagedAttentionBackend"
 
     @classmethod
@@ -84,14 +87,17 @@ class TpuPlatform(Platform):
 
         from torch_tpu.serving.vllm.slot_mapping import compute_slot_mapping
 
-        register_kernels({"vllm.v1.worker.block_table.ComputeSlotMappingKernel.kernel":
-                          compute_slot_mapping})
+        register_kernels(
+            {"vllm.v1.worker.block_table.ComputeSlotMappingKernel.kernel": compute_slot_mapping}
+        )
 
     @classmethod
     def get_device_communicator_cls(cls) -> str:
         # vLLM's device-generic communicator: torch.distributed on the device group.
-        return ("vllm.distributed.device_communicators.base_device_communicator."
-                "DeviceCommunicatorBase")
+        return (
+            "vllm.distributed.device_communicators.base_device_communicator."
+            "DeviceCommunicatorBase"
+        )
 
     @classmethod
     def use_custom_op_collectives(cls) -> bool:
@@ -124,8 +130,7 @@ class TpuPlatform(Platform):
         compilation.cudagraph_mode = CUDAGraphMode.NONE
         compilation.cudagraph_capture_sizes = []
         model = vllm_config.model_config
-        eager = (model is not None and model.enforce_eager) or \
-            common.eager_requested("vllm")
+        eager = (model is not None and model.enforce_eager) or common.eager_requested("vllm")
         if eager or compilation.mode == CompilationMode.NONE:
             compilation.mode = CompilationMode.NONE
         else:

@@ -16,10 +16,21 @@ import torch
 from torch_tpu.serving.paged_attention import base_buffer
 
 
-def compute_slot_mapping(num_tokens, max_num_tokens, query_start_loc_ptr, positions_ptr,
-                         block_table_ptr, block_table_stride, slot_mapping_ptr,
-                         KV_CACHE_BLOCK_SIZE, TOTAL_CP_WORLD_SIZE, TOTAL_CP_RANK,
-                         CP_KV_CACHE_INTERLEAVE_SIZE, PAD_ID, BLOCK_SIZE) -> None:
+def compute_slot_mapping(
+    num_tokens,
+    max_num_tokens,
+    query_start_loc_ptr,
+    positions_ptr,
+    block_table_ptr,
+    block_table_stride,
+    slot_mapping_ptr,
+    KV_CACHE_BLOCK_SIZE,
+    TOTAL_CP_WORLD_SIZE,
+    TOTAL_CP_RANK,
+    CP_KV_CACHE_INTERLEAVE_SIZE,
+    PAD_ID,
+    BLOCK_SIZE,
+) -> None:
     if TOTAL_CP_WORLD_SIZE != 1:
         raise NotImplementedError("context parallelism is not supported on tpu")
     n = int(num_tokens)
@@ -39,6 +50,7 @@ def compute_slot_mapping(num_tokens, max_num_tokens, query_start_loc_ptr, positi
     flat_t = torch.from_numpy(flat).to(device)
     offset_t = torch.from_numpy(offset).to(device)
     blocks = block_table_ptr.reshape(-1)[flat_t].to(torch.int64)
-    slots = torch.where(offset_t >= 0, blocks * KV_CACHE_BLOCK_SIZE + offset_t,
-                        torch.full_like(offset_t, PAD_ID))
+    slots = torch.where(
+        offset_t >= 0, blocks * KV_CACHE_BLOCK_SIZE + offset_t, torch.full_like(offset_t, PAD_ID)
+    )
     slot_mapping_ptr.copy_(slots.to(slot_mapping_ptr.dtype))

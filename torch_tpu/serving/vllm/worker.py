@@ -27,9 +27,13 @@ class TpuWorker(Worker):
         self.device = torch.device("tpu", self.local_rank)
         torch.tpu.set_device(self.device)
         current_platform.check_if_supports_dtype(self.model_config.dtype)
-        init_worker_distributed_environment(self.vllm_config, self.rank,
-                                            self.distributed_init_method,
-                                            self.local_rank, current_platform.dist_backend)
+        init_worker_distributed_environment(
+            self.vllm_config,
+            self.rank,
+            self.distributed_init_method,
+            self.local_rank,
+            current_platform.dist_backend,
+        )
         set_random_seed(self.model_config.seed)
         self._init_workspace_and_model_runner()
 
@@ -61,12 +65,17 @@ class TpuWorker(Worker):
             return int(self.cache_config.kv_cache_memory_bytes)
         # The workers of this host (tensor parallel ranks) share a host-backed device's
         # memory.
-        total = device_total_memory(self.device.index or 0,
-                                    devices_on_host=self.parallel_config.local_world_size)
+        total = device_total_memory(
+            self.device.index or 0, devices_on_host=self.parallel_config.local_world_size
+        )
         peak = torch.tpu.max_memory_allocated(self.device)
         available = int(total * self.cache_config.gpu_memory_utilization) - peak
-        logger.info("tpu memory: %.2f GiB total, %.2f GiB peak in profiling, %.2f GiB "
-                    "for the KV cache", total / 2**30, peak / 2**30, available / 2**30)
+        logger.info(
+            "tpu memory: %.2f GiB total, %.2f GiB peak in profiling, %.2f GiB " "for the KV cache",
+            total / 2**30,
+            peak / 2**30,
+            available / 2**30,
+        )
         return max(available, 0)
 
     def compile_or_warm_up_model(self) -> CompilationTimes:
@@ -75,14 +84,17 @@ class TpuWorker(Worker):
         sampler at its largest batch; the random state is reset after."""
         if not self.model_config.enforce_eager:
             self.model_runner.capture_model()
-        max_reqs = min(self.scheduler_config.max_num_seqs,
-                       self.scheduler_config.max_num_batched_tokens)
+        max_reqs = min(
+            self.scheduler_config.max_num_seqs, self.scheduler_config.max_num_batched_tokens
+        )
         _, last_hidden = self.model_runner._dummy_run(
-            num_tokens=max_reqs, skip_eplb=True, cudagraph_runtime_mode=CUDAGraphMode.NONE)
+            num_tokens=max_reqs, skip_eplb=True, cudagraph_runtime_mode=CUDAGraphMode.NONE
+        )
         self.model_runner._dummy_sampler_run(hidden_states=last_hidden)
         self.model_runner.save_compiled_steps()
         self.model_runner.steady.warmed_up(compiled=self.model_runner.saved_steps is not None)
         set_random_seed(self.model_config.seed)
         return CompilationTimes(
             language_model=self.compilation_config.compilation_time,
-            encoder=self.compilation_config.encoder_compilation_time)
+            encoder=self.compilation_config.encoder_compilation_time,
+        )
