@@ -77,8 +77,8 @@ def test_ragged_dot_checks_shapes():
         torch.tpu.ops.ragged_dot(x, torch.zeros(1, 3, 5, device="tpu"), torch.tensor([4.0]))
 
 
-def collectives_worker(rank, world, init_method):
-    """Runs in each of two processes (dist_launch): host-staged tpu_dist."""
+def init_rank(rank, world, init_method):
+    """Joins the group of a rank process (dist_launch): host-staged tpu_dist."""
     import datetime
 
     import torch.distributed as dist
@@ -92,6 +92,11 @@ def collectives_worker(rank, world, init_method):
         world_size=world,
         timeout=datetime.timedelta(seconds=60),
     )
+
+
+def collectives_worker(rank, world, init_method):
+    """Runs in each of two processes (dist_launch): the functional collectives."""
+    init_rank(rank, world, init_method)
     from torch.profiler import ProfilerActivity, profile
 
     base = torch.arange(12.0).reshape(3, 4)
@@ -140,19 +145,9 @@ def ragged_reference(operands, outputs):
 
 def p2p_worker(rank, world, init_method):
     """Runs in each of two processes (dist_launch): send/recv and ragged_all_to_all."""
-    import datetime
-
     import torch.distributed as dist
 
-    import torch_tpu  # noqa: F401, F811  (in the rank process)
-
-    dist.init_process_group(
-        "cpu:gloo,tpu:tpu_dist",
-        init_method=init_method,
-        rank=rank,
-        world_size=world,
-        timeout=datetime.timedelta(seconds=60),
-    )
+    init_rank(rank, world, init_method)
     ok = []
     a, b = torch.arange(6.0).reshape(2, 3), torch.arange(4, dtype=torch.int64)
     if rank == 0:
