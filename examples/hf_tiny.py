@@ -128,7 +128,7 @@ def main():
         batches(args.steps, args.batch, args.seq, args.seed),
         args.device,
         on_step=lambda step, loss: print(
-            f"step {step:3d}  loss {loss.item():.4f}  " f"({time.perf_counter() - start:.1f} s)"
+            f"step {step:3d}  loss {loss.item():.4f}  ({time.perf_counter() - start:.1f} s)"
         ),
         compile=backend,
     )

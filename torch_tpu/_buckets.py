@@ -361,7 +361,7 @@ class Plan:
         for expr in self.number_inputs.values():
             if expr.free_symbols - plain:
                 return self._refuse(
-                    f"a size input {expr} is no function of the inputs' " "dynamic dimensions"
+                    f"a size input {expr} is no function of the inputs' dynamic dimensions"
                 )
         for dims in self.tensor_dims.values():
             for _, expr in dims:

@@ -78,7 +78,7 @@ def check_options(options) -> dict:
     unknown = sorted(set(options) - set(OPTIONS))
     if unknown:
         raise ValueError(
-            f"backend 'tpu': unknown option(s) {unknown}; valid options are " f"{sorted(OPTIONS)}"
+            f"backend 'tpu': unknown option(s) {unknown}; valid options are {sorted(OPTIONS)}"
         )
     for name, value in options.items():
         kind, _ = OPTIONS[name]

@@ -198,7 +198,7 @@ def _check_histogramdd(self, bins, weight):
     )
     torch._check(
         weight is None or weight.shape == self.shape[:-1],
-        lambda: "torch.histogramdd: weight should have the input's shape without " "its last dim",
+        lambda: "torch.histogramdd: weight should have the input's shape without its last dim",
     )
 
 

@@ -30,7 +30,7 @@ def custom_compiler_options(options: dict):
     for name, value in options.items():
         if not isinstance(value, (str, bool, int, float)):
             raise TypeError(
-                f"custom_compiler_options: {name}={value!r}: values are str, bool, " "int or float"
+                f"custom_compiler_options: {name}={value!r}: values are str, bool, int or float"
             )
     _C._push_compiler_options(dict(options))
     try:

@@ -61,7 +61,7 @@ def _check_ragged(lhs: torch.Tensor, group_sizes: torch.Tensor, g: int) -> None:
         raise ValueError(f"ragged_dot: lhs must be 2-D (m, k), got shape {tuple(lhs.shape)}")
     if group_sizes.dim() != 1 or group_sizes.shape[0] != g:
         raise ValueError(
-            f"ragged_dot: group_sizes must have shape ({g},), got " f"{tuple(group_sizes.shape)}"
+            f"ragged_dot: group_sizes must have shape ({g},), got {tuple(group_sizes.shape)}"
         )
     if group_sizes.dtype.is_floating_point or group_sizes.dtype.is_complex:
         raise TypeError(f"ragged_dot: group_sizes must be integers, got {group_sizes.dtype}")
@@ -153,7 +153,7 @@ def reduce_scatter_dim(
 
     if reduce_op not in _REDUCE_OPS:
         raise ValueError(
-            f"reduce_scatter_dim: reduce_op must be one of {_REDUCE_OPS}, " f"got {reduce_op!r}"
+            f"reduce_scatter_dim: reduce_op must be one of {_REDUCE_OPS}, got {reduce_op!r}"
         )
     group = _group(group)
     d = dim % input.dim()

@@ -110,7 +110,7 @@ def main():
 
     def log(step, loss):
         print(
-            f"step {step:4d}  loss {loss.item():.4f}  " f"({time.perf_counter() - start:.1f} s)",
+            f"step {step:4d}  loss {loss.item():.4f}  ({time.perf_counter() - start:.1f} s)",
             flush=True,
         )
 

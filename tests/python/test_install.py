@@ -86,7 +86,7 @@ def _editable() -> bool:
 
 @pytest.mark.skipif(
     not _editable(),
-    reason="torch_tpu is not installed in editable mode " "(pip install --no-build-isolation -e .)",
+    reason="torch_tpu is not installed in editable mode (pip install --no-build-isolation -e .)",
 )
 def test_editable_install_works_in_the_repository_root():
     r = run_in_root(

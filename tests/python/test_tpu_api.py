@@ -77,9 +77,7 @@ def test_launch_blocking_mode(restore_mode):
 
 
 def test_defer_and_fuse_env():
-    code = (
-        "import torch, torch_tpu; print(torch.tpu.eager_mode.name, " "torch_tpu.get_eager_mode())"
-    )
+    code = "import torch, torch_tpu; print(torch.tpu.eager_mode.name, torch_tpu.get_eager_mode())"
     # TORCH_TPU_EAGER_MODE (set when the suite runs in fused mode) would win: unset.
     out = run_python(code, env={"TORCH_TPU_DEFER_AND_FUSE": "1", "TORCH_TPU_EAGER_MODE": ""})
     assert out.returncode == 0, out.stderr

@@ -50,7 +50,7 @@ def add_result(record, event, grad):
             record["native_match"] += 1
         if status != "match" and len(record["failures"]) < 5:
             record["failures"].append(
-                f"{event['dtype']} #{event['k']} {status}: " f"{event.get('detail', '')}"
+                f"{event['dtype']} #{event['k']} {status}: {event.get('detail', '')}"
             )
     if grad and "grad" in event:
         g = record.setdefault("grad", dict({s: 0 for s in STATUSES}, native_match=0))

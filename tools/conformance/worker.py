@@ -118,9 +118,7 @@ def _compare(actual, expected, path, values, want_tpu):
         if actual.dtype != expected.dtype:
             raise Mismatch(f"{path}: dtype {actual.dtype} vs CPU {expected.dtype}")
         if actual.shape != expected.shape:
-            raise Mismatch(
-                f"{path}: shape {tuple(actual.shape)} vs CPU " f"{tuple(expected.shape)}"
-            )
+            raise Mismatch(f"{path}: shape {tuple(actual.shape)} vs CPU {tuple(expected.shape)}")
         if not values:
             return
         host = actual.detach().cpu()

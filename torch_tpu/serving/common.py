@@ -49,7 +49,7 @@ def refuse_pipeline_parallel(size: int) -> None:
     tensor parallel serving does not use: not validated on tpu."""
     if size > 1:
         raise NotImplementedError(
-            "pipeline parallel serving on tpu is not supported " "yet (tensor parallel is)"
+            "pipeline parallel serving on tpu is not supported yet (tensor parallel is)"
         )
 
 

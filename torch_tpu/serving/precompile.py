@@ -49,7 +49,7 @@ def package_dir(config: str, rank: int = 0) -> str:
     from torch_tpu import _output_code
 
     key = hashlib.sha256(
-        f"{config}|torch {torch.__version__}|" f"{_output_code.identity()}".encode()
+        f"{config}|torch {torch.__version__}|{_output_code.identity()}".encode()
     ).hexdigest()[:32]
     return os.path.join(cache_dir(), "tpu_steps", key, f"rank_{rank}")
 

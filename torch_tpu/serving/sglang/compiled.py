@@ -170,7 +170,7 @@ class CompiledSteps:
             out = self.compiled(input_ids, positions)
         if not isinstance(out, torch.Tensor):
             raise NotImplementedError(
-                f"the model body returns {type(out).__name__}, " "not one tensor of hidden states"
+                f"the model body returns {type(out).__name__}, not one tensor of hidden states"
             )
         return out
 
@@ -266,7 +266,7 @@ class CompiledSteps:
             self.stats["step_graphs_after_warmup"] += step["graphs"]
             self.stats["step_compiles_after_warmup"] += step["compiles"]
             logger.warning(
-                "tpu: a step of %d tokens (bucket %d, width %d) compiled after " "warm-up",
+                "tpu: a step of %d tokens (bucket %d, width %d) compiled after warm-up",
                 n,
                 tokens,
                 batch.token_blocks.shape[1],

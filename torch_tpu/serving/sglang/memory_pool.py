@@ -21,7 +21,7 @@ class TpuMHATokenToKVPool(MHATokenToKVPool):
             raise NotImplementedError("quantized KV caches are not supported on tpu")
         if self.v_head_dim != self.head_dim:
             raise NotImplementedError(
-                "keys and values of different head sizes are not " "supported on tpu"
+                "keys and values of different head sizes are not supported on tpu"
             )
         if self.page_size != 1:
             raise NotImplementedError(f"page size {self.page_size} on tpu (expected 1)")

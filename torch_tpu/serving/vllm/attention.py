@@ -95,7 +95,7 @@ class TpuPagedAttentionImpl(AttentionImpl[pa.PagedBatch]):
             raise NotImplementedError("TPU_PAGED attention does not support ALiBi")
         if attn_type != AttentionType.DECODER:
             raise NotImplementedError(
-                f"TPU_PAGED attention supports decoder attention " f"only, not {attn_type}"
+                f"TPU_PAGED attention supports decoder attention only, not {attn_type}"
             )
         self.num_heads = num_heads
         self.head_size = head_size

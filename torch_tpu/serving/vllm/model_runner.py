@@ -99,7 +99,7 @@ class TpuModelRunner(GPUModelRunner):
                 spec = getattr(spec, "kv_cache_specs", {}).get(name, spec)
                 if not isinstance(spec, AttentionSpec):
                     raise NotImplementedError(
-                        f"{type(spec).__name__} caches (layer " f"{name}) are not supported on tpu"
+                        f"{type(spec).__name__} caches (layer {name}) are not supported on tpu"
                     )
                 kv_caches[name] = torch.zeros(
                     pa.kv_cache_shape(

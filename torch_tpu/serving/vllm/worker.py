@@ -71,7 +71,7 @@ class TpuWorker(Worker):
         peak = torch.tpu.max_memory_allocated(self.device)
         available = int(total * self.cache_config.gpu_memory_utilization) - peak
         logger.info(
-            "tpu memory: %.2f GiB total, %.2f GiB peak in profiling, %.2f GiB " "for the KV cache",
+            "tpu memory: %.2f GiB total, %.2f GiB peak in profiling, %.2f GiB for the KV cache",
             total / 2**30,
             peak / 2**30,
             available / 2**30,
