@@ -1,5 +1,9 @@
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
+#include <memory>
+#include <thread>
 
 #include "pjrt/error.h"
 #include "pjrt/event.h"
@@ -161,12 +165,14 @@ TEST(Buffer, DimsTypeSizeAndRoundTrip) {
 
 // What the host-staged collectives rely on (csrc/distributed/host_staged_backend.cpp):
 // on XLA:CPU a view is the host memory itself, programs read it in place, and its
-// on-delete callback runs when the buffer is destroyed, not before.
+// on-delete callback runs once the buffer is destroyed, not before. The plugin may run it
+// on one of its threads a moment after the destruction (when a program that used the
+// buffer lets go of it), so the test waits for it, boundedly.
 TEST(Buffer, ViewOfHostMemoryIsThatMemoryUntilDestroyed) {
   alignas(64) float data[3] = {1, 2, 3};
-  bool deleted = false;
-  auto view =
-      client().view_of_memory(data, PJRT_Buffer_Type_F32, {3}, 0, [&deleted] { deleted = true; });
+  auto deleted = std::make_shared<std::atomic<bool>>(false);
+  auto view = client().view_of_memory(data, PJRT_Buffer_Type_F32, {3}, 0,
+                                      [deleted] { deleted->store(true); });
   ASSERT_NE(view, nullptr);
   EXPECT_TRUE(view->borrowed());
   EXPECT_EQ(view->unsafe_pointer(), static_cast<void*>(data));
@@ -176,9 +182,12 @@ TEST(Buffer, ViewOfHostMemoryIsThatMemoryUntilDestroyed) {
   auto out = exe->execute(args, 1, client().devices().at(0));
   EXPECT_EQ(download<float>(*out[0]), (std::vector<float>{2, 21, 4}));
   EXPECT_EQ(download<float>(*view), (std::vector<float>{1, 20, 3}));
-  EXPECT_FALSE(deleted);
+  EXPECT_FALSE(deleted->load());
   view.reset();
-  EXPECT_TRUE(deleted);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!deleted->load() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_TRUE(deleted->load());  // `data` must outlive the view: this frame still holds it
 }
 
 TEST(Buffer, UnsafePointerIsTheContents) {
