@@ -12,11 +12,14 @@ import pytest
 import torch
 
 
-def run_python(code: str, env: dict | None = None) -> subprocess.CompletedProcess:
+def run_python(
+    code: str, env: dict | None = None, cwd: str | None = None
+) -> subprocess.CompletedProcess:
     """Runs `code` in a fresh interpreter (for plugin choice, device count, autoload).
 
-    It runs outside the checkout so `import torch_tpu` finds the installed package, not
-    the source tree (which has no built extension). A None value in `env` unsets it."""
+    By default it runs outside the checkout so `import torch_tpu` finds the installed
+    package, not the source tree (which has no built extension); `cwd` runs it elsewhere.
+    A None value in `env` unsets it."""
     full_env = dict(os.environ)
     full_env.update(env or {})
     full_env = {k: v for k, v in full_env.items() if v is not None}
@@ -26,7 +29,7 @@ def run_python(code: str, env: dict | None = None) -> subprocess.CompletedProces
         text=True,
         env=full_env,
         timeout=300,
-        cwd=tempfile.gettempdir(),
+        cwd=cwd or tempfile.gettempdir(),
     )
 
 

@@ -3,7 +3,6 @@ editable install works from the repository root; the plugin stays quiet."""
 
 import os
 import subprocess
-import sys
 
 import pytest
 
@@ -24,16 +23,8 @@ AS_INSTALLED = (
 
 
 def run_in_root(code: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    full_env = dict(os.environ)
-    full_env.update(env or {})
-    return subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        env=full_env,
-        timeout=300,
-        cwd=ROOT,
-    )
+    """`code` in a fresh interpreter started from the repository root."""
+    return run_python(code, env, cwd=ROOT)
 
 
 def test_source_tree_shadowing_the_package_does_not_break_import_torch():
