@@ -125,8 +125,8 @@ def install_threaded_world() -> None:
     """Makes the c10d world thread-local, so threads of this process can be the ranks of
     process groups (rank r on tpu:r: the in-program transport), as torch's
     multi_threaded_pg does. c10d's C++ registry of group names (used by functional
-    collectives) stays process-wide: the ranks register the same names, the first stays.
-    Eager work is not recorded from then on (op mode; see torch_tpu._eager)."""
+    collectives) is made thread-local too, so a name resolves to the calling rank's group;
+    a name registered twice on one thread keeps the first. Eager work is not recorded from then on (op mode; see torch_tpu._eager)."""
     from torch.testing._internal.distributed.multi_threaded_pg import _install_threaded_pg
 
     from torch_tpu import _eager
@@ -136,6 +136,9 @@ def install_threaded_world() -> None:
     c10d = dist.distributed_c10d
     if getattr(c10d._register_process_group, "_tpu_threaded", False):
         return
+    # Group names resolve per thread (functional collectives, and compiled graphs with
+    # collectives inside, find the calling rank's group by name).
+    torch._C._distributed_c10d._set_thread_isolation_mode(True)
     _install_threaded_pg()
     register_group = c10d._register_process_group
 

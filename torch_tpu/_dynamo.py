@@ -233,7 +233,8 @@ def program(recipe: tuple, in_background: bool = False):
     """The callable running one program: `recipe` is (spec, template, positions), the
     graph's description for `_C._Graph`, the numbers it returns in place of tensors and
     the positions of its tensor inputs (None: all tensors, all inputs). The callable keeps
-    `recipe`: a cached compiled graph is rebuilt from it (see _output_code.py)."""
+    `recipe` (unless the graph has in-program collectives): a cached compiled graph is
+    rebuilt from it (see _output_code.py)."""
     if in_background:
         return _Compiling(program, recipe)
     spec, template, positions = recipe
@@ -241,7 +242,10 @@ def program(recipe: tuple, in_background: bool = False):
     runner = (
         graph if template is None and positions is None else _Adapted(graph, template, positions)
     )
-    runner.recipe = recipe
+    # A graph with in-program collectives names its group's size and devices, which a
+    # later process may not share: a cache stores its FX graph, described again on load.
+    if not any(node[0] == "@collective" for node in spec[2]):
+        runner.recipe = recipe
     return runner
 
 
@@ -260,6 +264,11 @@ def _lowerable(node: fx.Node, vals: dict) -> bool:
     target = node.target
     if target in _STRUCTURED:
         return True
+    if target in _collective_ops():
+        return _in_program_collective(node, vals) is not None
+    if target is _wait_op():
+        producer = node.args[0]
+        return isinstance(producer, fx.Node) and _in_program_collective(producer, vals) is not None
     if not isinstance(target, torch._ops.OpOverload) or target.namespace != "aten":
         return False
     if target is torch.ops.aten.copy_.default and node.args[0].op == "placeholder":
@@ -313,9 +322,16 @@ def _split(gm: fx.GraphModule, vals: dict):
                 sub, sub_vals, None if len(tensors) == len(inputs) else tensors, split=False
             )
             setattr(parent, node.target, _Piece(program))
+    collectives = any("_c10d_functional" in op for op in eager_ops)
     _warn_once(
         "torch_tpu: a compiled graph is split into programs around ops without a "
         f"tpu lowering, which run eagerly: {', '.join(sorted(set(eager_ops)))}"
+        + (
+            " (functional collectives run inside the program only on groups served by "
+            "tpu_dist's in-program transport)"
+            if collectives
+            else ""
+        )
     )
     _C._count_graph_split()
     # The parent takes every FX input, numbers too (as a specialising caller passes them).
@@ -355,8 +371,9 @@ def _spec(gm: fx.GraphModule, vals: dict):
 class _SpecBuilder:
     """Walks an FX graph in order, numbering every tensor value."""
 
-    def __init__(self, vals: dict):
+    def __init__(self, vals: dict, nested: bool = False):
         self.vals = vals  # fx node -> its (fake) value
+        self.nested = nested  # a control-flow body
         self.refs: dict = {}  # fx node -> value id, list of ids, or a _Const
         self.values: list = []  # type of each value id
         self.inputs: list = []
@@ -461,6 +478,9 @@ class _SpecBuilder:
         if target in _STRUCTURED:
             self.structured(node, val)
             return
+        if target in _collective_ops() or target is _wait_op():
+            self.collective(node, val)
+            return
         if not isinstance(target, torch._ops.OpOverload) or target.namespace != "aten":
             raise Unsupported(f"{target} has no tpu lowering")
         if target is torch.ops.aten.copy_.default and node.args[0].op == "placeholder":
@@ -480,6 +500,31 @@ class _SpecBuilder:
             ids = [self.new_value(val)]
             self.refs[node] = ids[0]
         self.nodes.append((_schema_name(target), [self.encode(a) for a in args], ids))
+
+    def collective(self, node: fx.Node, val) -> None:
+        """A functional collective on a group of tpu_dist's in-program transport: a
+        "@collective" node (csrc/compile/graph.h); its wait_tensor is the value itself
+        (the program's collective is complete when the program is)."""
+        producer = node.args[0]
+        if node.target is _wait_op():
+            if not (
+                isinstance(producer, fx.Node)
+                and _in_program_collective(producer, self.vals) is not None
+            ):
+                raise Unsupported(f"{node.target} of a collective that runs eagerly")
+            self.refs[node] = self.refs[producer]
+            return
+        args = _in_program_collective(node, self.vals)
+        if args is None:
+            raise Unsupported(
+                f"{node.target} on a group that tpu_dist's in-program transport does not serve"
+            )
+        if self.nested:
+            raise Unsupported(f"{node.target} inside a control-flow body")
+        if not isinstance(val, torch.Tensor):
+            raise Unsupported(f"{node.target} with a result that is not a tensor")
+        self.refs[node] = self.new_value(val)
+        self.nodes.append(("@collective", [self.encode(producer), *args], [self.refs[node]]))
 
     def structured(self, node: fx.Node, val) -> None:
         """A control-flow op or the optimization barrier: a "@name" node whose bodies are
@@ -552,7 +597,7 @@ class _SpecBuilder:
             raise Unsupported("a control-flow body that is not a graph")
         gm = ref.gm
         vals = _concrete_vals(gm, inputs) if _has_symbols(gm) else _meta_vals(gm)
-        spec, template = _SpecBuilder(vals).build(gm)
+        spec, template = _SpecBuilder(vals, nested=True).build(gm)
         if template is not None or any(o < 0 for o in spec.outputs):
             raise Unsupported("a control-flow body that returns something other than tensors")
         return spec
@@ -591,6 +636,67 @@ def _structured_ops() -> dict:
 
 
 _STRUCTURED = _structured_ops()
+
+
+@functools.cache
+def _collective_ops() -> dict:
+    """The functional collectives a graph can run inside its program, by FX target."""
+    ops = getattr(torch.ops, "_c10d_functional", None)
+    names = ("all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor", "all_to_all_single")
+    try:
+        return {getattr(ops, name).default: name for name in names}
+    except (AttributeError, RuntimeError):  # torch built without distributed
+        return {}
+
+
+@functools.cache
+def _wait_op():
+    try:
+        return torch.ops._c10d_functional.wait_tensor.default
+    except (AttributeError, RuntimeError):
+        return None
+
+
+_REDUCE_OPS = frozenset(("sum", "avg", "product", "min", "max", "band", "bor", "bxor"))
+
+
+def _in_program_collective(node: fx.Node, vals: dict):
+    """The arguments of the "@collective" spec node for `node` (kind, reduce op or None,
+    group size, group name, device of each rank) when it is a functional collective the
+    program can run: its group is served by tpu_dist's in-program transport (resolved on
+    this thread, as the collective resolves it), and a gather, scatter or exchange splits
+    dimension 0 evenly. None otherwise: the collective runs eagerly between programs."""
+    kind = _collective_ops().get(node.target)
+    if kind is None:
+        return None
+    args = _schema_args(node.target, node)
+    x, group = args[0], args[-1]
+    reduce = args[1] if kind in ("all_reduce", "reduce_scatter_tensor") else None
+    val = vals.get(x) if isinstance(x, fx.Node) else None
+    if not isinstance(val, torch.Tensor) or not isinstance(group, str):
+        return None
+    if reduce is not None and reduce not in _REDUCE_OPS:
+        return None
+    devices = list(_C._in_program_devices(group))
+    n = len(devices)
+    if n < 2:
+        return None
+    if kind != "all_reduce":
+        if val.dim() == 0:
+            return None
+        if kind in ("all_gather_into_tensor", "reduce_scatter_tensor") and args[-2] != n:
+            return None
+        if kind != "all_gather_into_tensor" and val.shape[0] % n != 0:
+            return None
+        if kind == "all_to_all_single":
+            even = val.shape[0] // n
+            for splits in (args[1], args[2]):
+                if splits is not None and (
+                    len(splits) not in (0, n)
+                    or any(not isinstance(s, int) or s != even for s in splits)
+                ):
+                    return None
+    return [kind, reduce, n, group, devices]
 
 
 class _Const:

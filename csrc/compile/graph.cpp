@@ -4,6 +4,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include <chrono>
+#include <optional>
 
 #include "aten/allocator.h"
 #include "aten/device.h"
@@ -13,6 +14,7 @@
 #include "aten/op_call.h"
 #include "aten/precision.h"
 #include "compile/lowerer.h"
+#include "distributed/graph_launch.h"
 #include "hlo/builder.h"
 #include "ops/bounded.h"
 #include "runtime/fused_group.h"
@@ -90,7 +92,23 @@ Graph::Graph(const py::handle& spec_handle)
     lw.vals.at(pair.first) = tensor_constant(b, types.at(pair.first).value(), pair.second);
   }
   // The generator's (seed, offset) enter as two runtime scalars when any node draws.
-  for (py::handle node : nodes) random_ |= draws(node.cast<py::tuple>()[0].cast<std::string>());
+  for (py::handle node : nodes) {
+    auto t = node.cast<py::tuple>();
+    const std::string name = t[0].cast<std::string>();
+    if (name == "@collective") {
+      py::list args = t[1];
+      TORCH_CHECK(py::len(args) == 6,
+                  "torch_tpu: a collective node of the graph spec is malformed");
+      const std::string group = args[4].cast<std::string>();
+      TORCH_CHECK_NOT_IMPLEMENTED(group_.empty() || group == group_,
+                                  "torch_tpu: a compiled graph with collectives on two groups ('",
+                                  group_, "' and '", group, "')");
+      group_ = group;
+      devices_ = args[5].cast<std::vector<int>>();
+      continue;
+    }
+    random_ |= draws(name);
+  }
   if (random_) {
     lw.seed = b.parameter({hlo::DType::S64, {}});
     lw.offset = b.parameter({hlo::DType::S64, {}});
@@ -153,7 +171,7 @@ Graph::Graph(const py::handle& spec_handle)
                 " into input ", pair.first, " of type ", inputs_[pair.first].str());
     mutations_.emplace_back(pair.first, static_cast<int>(program_outputs.size()));
     // The input's old contents die with the write-back: donated, unless a run vetoes it.
-    if (params.at(pair.first) && runtime::Runtime::donation_enabled())
+    if (params.at(pair.first) && runtime::Runtime::donation_enabled() && group_.empty())
       b.alias_output(*params[pair.first], static_cast<int>(program_outputs.size()));
     results_.push_back(v.type);
     program_outputs.push_back(b.reshape(v, {v.type.numel()}));
@@ -171,12 +189,14 @@ Graph::Graph(const py::handle& spec_handle)
     // Other Python threads run while XLA compiles (async_compile compiles several graphs
     // at once); nothing below touches Python.
     py::gil_scoped_release no_gil;
-    program_ = rt.cache().get(key, [&] {
+    auto build = [&] {
       return runtime::Program{mlir, results_,
                               "graph (" + std::to_string(num_nodes_) + " ops" +
                                   (dynamic_.empty() ? ")" : ", bucketed)"),
                               donations, inputs_};
-    });
+    };
+    program_ = group_.empty() ? rt.cache().get(key, build)
+                              : distributed::compile_replicated(devices_, key, build);
   } catch (const c10::Error&) {
     throw;
   } catch (const std::exception& e) {
@@ -304,11 +324,21 @@ std::vector<at::Tensor> Graph::run(const std::vector<at::Tensor>& inputs,
   // A compiled graph reads real buffers: the eager work recorded before it runs first.
   runtime::FusedGroup::get().flush();
   std::vector<std::shared_ptr<pjrt::Buffer>> args = arguments(inputs, sizes, device);
-  std::vector<int64_t> keep = vetoed_donations(inputs, args);
   std::vector<std::shared_ptr<pjrt::Buffer>> results;
   try {
-    results = runtime::Runtime::get().execute(*program_, args, device, keep);
+    if (!group_.empty()) {
+      // Every rank's thread calls its graph; the last to come launches all of them.
+      std::optional<py::gil_scoped_release> no_gil;
+      if (PyGILState_Check()) no_gil.emplace();
+      results = distributed::run_replicated(group_, devices_, device, program_,
+                                            "graph " + program_->fingerprint, std::move(args));
+    } else {
+      std::vector<int64_t> keep = vetoed_donations(inputs, args);
+      results = runtime::Runtime::get().execute(*program_, args, device, keep);
+    }
     runtime::metrics().graph_runs++;
+  } catch (const c10::Error& e) {
+    TORCH_CHECK(false, "torch_tpu: running a compiled graph failed: ", e.what_without_backtrace());
   } catch (const std::exception& e) {
     TORCH_CHECK(false, "torch_tpu: running a compiled graph failed: ", e.what());
   }

@@ -18,6 +18,12 @@
 //               marked with its real size at each call (stablehlo.set_dimension_size),
 //               so one program serves every size up to the bound: XLA excludes the
 //               padding from reductions, dots, softmax, sort (tests/cpp/pjrt).
+//
+// A node "@collective" with args (input, kind, reduce op or None, group size, group
+// name, [device of each group rank]) is a functional collective on a group of tpu_dist's
+// in-program transport (torch_tpu/_dynamo.py decides). A graph with such nodes (all on
+// one group) is compiled over the group's devices and run by every rank's thread at once
+// (distributed/graph_launch.h); it donates nothing.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -74,6 +80,8 @@ class Graph {
   std::vector<hlo::TensorType> results_;        // program results, in order
   std::vector<bool> input_is_param_;            // empty inputs are not parameters
   std::vector<std::pair<int, int>> dynamic_;    // (input, dim) with a runtime size
+  std::string group_;                           // the group of the graph's collectives, "" if none
+  std::vector<int> devices_;                    // its ranks' devices
   uint64_t rng_advance_ = 0;                    // generator offset used per call
   bool random_ = false;
   size_t num_nodes_ = 0;

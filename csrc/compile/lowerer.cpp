@@ -13,6 +13,7 @@
 #include "aten/node_builder.h"
 #include "aten/schema_args.h"
 #include "compile/control_flow.h"
+#include "distributed/collective_program.h"
 #include "ops/registry.h"
 
 namespace py = pybind11;
@@ -195,6 +196,21 @@ void Lowerer::lower(const py::handle& node_handle) {
   std::string name = node[0].cast<std::string>();
   py::list py_args = node[1];
   std::vector<int> outs = node[2].cast<std::vector<int>>();
+  if (name == "@collective") {
+    // (input, kind, reduce op or None, group size, group name, devices): graph.h.
+    TORCH_CHECK(py::len(py_args) == 6 && outs.size() == 1,
+                "torch_tpu: a collective node of the graph spec is malformed");
+    const hlo::Value& x = value(ref_id(py_args[0]), name);
+    const std::string kind = py_args[1].cast<std::string>();
+    const std::string reduce = py_args[2].is_none() ? "" : py_args[2].cast<std::string>();
+    try {
+      vals[outs[0]] = distributed::lower_graph_collective(b, kind, reduce, py_args[3].cast<int>(),
+                                                          x, types.at(outs[0]).value());
+    } catch (const ops::Unsupported& e) {
+      TORCH_CHECK_NOT_IMPLEMENTED(false, "torch_tpu: _c10d_functional::", kind, ": ", e.what());
+    }
+    return;
+  }
   if (is_structured(name)) {
     std::vector<hlo::TensorType> out_types;
     for (int id : outs) out_types.push_back(types.at(id).value());
@@ -317,7 +333,12 @@ std::vector<hlo::Value> lower_subgraph(hlo::Builder& b, const py::handle& spec_h
     auto pair = c.cast<std::pair<int, std::string>>();
     lw.vals.at(pair.first) = tensor_constant(b, types.at(pair.first).value(), pair.second);
   }
-  for (py::handle node : nodes) lw.lower(node);
+  for (py::handle node : nodes) {
+    TORCH_CHECK_NOT_IMPLEMENTED(node.cast<py::tuple>()[0].cast<std::string>() != "@collective",
+                                "torch_tpu: collectives inside a control-flow body are not "
+                                "supported in compiled graphs");
+    lw.lower(node);
+  }
   std::vector<hlo::Value> out;
   for (py::handle o : outputs)
     out.push_back(lw.value(o.cast<int>(), "a control-flow body's output"));

@@ -1,9 +1,12 @@
 #include "distributed/collective_program.h"
 
 #include <cstring>
+#include <map>
 #include <optional>
+#include <stdexcept>
 
 #include "hlo/builder.h"
+#include "ops/registry.h"
 
 namespace torch_tpu::distributed {
 
@@ -72,6 +75,52 @@ hlo::DType bits_type(hlo::DType dtype) {
   }
 }
 
+// PremulSum's factor, before the reduction.
+hlo::Value premultiplied(hlo::Builder& b, hlo::Value x, Reduce op, double premul) {
+  if (op == Reduce::PremulSum) x = b.binary(hlo::Binary::Multiply, x, b.full(premul, x.type));
+  return x;
+}
+
+// Avg's division, after the reduction.
+hlo::Value averaged(hlo::Builder& b, hlo::Value y, Reduce op, int n) {
+  if (op == Reduce::Avg) y = b.binary(hlo::Binary::Divide, y, b.full(n, y.type));
+  return y;
+}
+
+// The collectives of one flat 1-d value over the n replicas.
+hlo::Value all_reduce_flat(hlo::Builder& b, const hlo::Value& x, Reduce op, double premul,
+                           const std::string& groups, int n) {
+  hlo::Value y =
+      reduce_value(b, premultiplied(b, x, op, premul), *combiner(op, x.type.dtype), groups, n);
+  return averaged(b, y, op, n);
+}
+
+hlo::Value all_gather_flat(hlo::Builder& b, const hlo::Value& x, const std::string& groups, int n) {
+  return b.emit("stablehlo.all_gather", {x}, "all_gather_dim = 0 : i64, " + groups,
+                hlo::TensorType{x.type.dtype, {x.type.shape[0] * n}});
+}
+
+hlo::Value reduce_scatter_flat(hlo::Builder& b, hlo::Value x, Reduce op, double premul,
+                               const std::string& groups, int n) {
+  const hlo::DType dtype = x.type.dtype;
+  x = premultiplied(b, x, op, premul);
+  const int64_t m = x.type.shape[0] / n;
+  const bool pred = dtype == hlo::DType::Pred;
+  if (pred) x = b.convert(x, hlo::DType::U8);
+  hlo::Value y = b.emit("stablehlo.reduce_scatter", {x}, "scatter_dimension = 0 : i64, " + groups,
+                        hlo::TensorType{x.type.dtype, {m}},
+                        {b.binary_region(*combiner(op, dtype), x.type.dtype)});
+  if (pred) y = b.convert(y, hlo::DType::Pred);
+  return averaged(b, y, op, n);
+}
+
+hlo::Value all_to_all_flat(hlo::Builder& b, const hlo::Value& x, const std::string& groups, int n) {
+  return b.emit("stablehlo.all_to_all", {x},
+                "split_dimension = 0 : i64, concat_dimension = 0 : i64, split_count = " +
+                    std::to_string(n) + " : i64, " + groups,
+                x.type);
+}
+
 }  // namespace
 
 bool can_reduce(Reduce op, hlo::DType dtype) {
@@ -123,31 +172,30 @@ runtime::Program build_collective_program(const CollectiveSpec& s, int n) {
   using hlo::Value;
   hlo::Builder b;
   const std::string groups = replica_groups(n);
-  auto flat = [&](int64_t numel) { return TensorType{s.dtype, {numel}}; };
-  auto pre = [&](Value x) {
-    if (s.reduce == Reduce::PremulSum)
-      x = b.binary(hlo::Binary::Multiply, x, b.full(s.premul, x.type));
-    return x;
-  };
-  auto post = [&](Value y) {
-    if (s.reduce == Reduce::Avg) y = b.binary(hlo::Binary::Divide, y, b.full(n, y.type));
-    return y;
-  };
   std::vector<Value> outs;
   std::vector<Value> params;
   Value mask;
   if (s.kind == Collective::Broadcast) mask = b.parameter(TensorType{hlo::DType::Pred, {}});
-  for (int64_t numel : s.inputs) params.push_back(b.parameter(flat(numel)));
+  for (int64_t numel : s.inputs) params.push_back(b.parameter(TensorType{s.dtype, {numel}}));
   // Joins `group` consecutive arguments starting at `i` (the list forms).
   auto joined = [&](size_t i) {
     if (s.group == 1) return params[i];
     std::vector<Value> parts(params.begin() + i, params.begin() + i + s.group);
     return b.concatenate(parts, 0);
   };
+  // The n equal parts of a gathered or exchanged value, or the value itself.
+  auto deliver = [&](const Value& y) {
+    if (!s.split) {
+      outs.push_back(y);
+      return;
+    }
+    const int64_t m = y.type.shape[0] / n;
+    for (int r = 0; r < n; ++r) outs.push_back(b.slice(y, {r * m}, {(r + 1) * m}, {1}));
+  };
   switch (s.kind) {
     case Collective::AllReduce:
       for (const Value& x : params)
-        outs.push_back(post(reduce_value(b, pre(x), *combiner(s.reduce, s.dtype), groups, n)));
+        outs.push_back(all_reduce_flat(b, x, s.reduce, s.premul, groups, n));
       break;
     case Collective::Broadcast:
       // No collective_broadcast on XLA:CPU: the value's bits as an unsigned integer,
@@ -165,44 +213,15 @@ runtime::Program build_collective_program(const CollectiveSpec& s, int n) {
       }
       break;
     case Collective::AllGather:
-      for (const Value& x : params) {
-        int64_t m = x.type.shape[0];
-        Value g =
-            b.emit("stablehlo.all_gather", {x}, "all_gather_dim = 0 : i64, " + groups, flat(m * n));
-        if (!s.split) {
-          outs.push_back(g);
-          continue;
-        }
-        for (int r = 0; r < n; ++r) outs.push_back(b.slice(g, {r * m}, {(r + 1) * m}, {1}));
-      }
+      for (const Value& x : params) deliver(all_gather_flat(b, x, groups, n));
       break;
     case Collective::ReduceScatter:
-      for (size_t i = 0; i < params.size(); i += s.group) {
-        Value x = pre(joined(i));
-        int64_t m = x.type.shape[0] / n;
-        const bool pred = s.dtype == hlo::DType::Pred;
-        if (pred) x = b.convert(x, hlo::DType::U8);
-        Value y = b.emit("stablehlo.reduce_scatter", {x}, "scatter_dimension = 0 : i64, " + groups,
-                         TensorType{x.type.dtype, {m}},
-                         {b.binary_region(*combiner(s.reduce, s.dtype), x.type.dtype)});
-        if (pred) y = b.convert(y, hlo::DType::Pred);
-        outs.push_back(post(y));
-      }
+      for (size_t i = 0; i < params.size(); i += s.group)
+        outs.push_back(reduce_scatter_flat(b, joined(i), s.reduce, s.premul, groups, n));
       break;
     case Collective::AllToAll:
-      for (size_t i = 0; i < params.size(); i += s.group) {
-        Value x = joined(i);
-        Value y = b.emit("stablehlo.all_to_all", {x},
-                         "split_dimension = 0 : i64, concat_dimension = 0 : i64, split_count = " +
-                             std::to_string(n) + " : i64, " + groups,
-                         x.type);
-        if (!s.split) {
-          outs.push_back(y);
-          continue;
-        }
-        int64_t m = x.type.shape[0] / n;
-        for (int r = 0; r < n; ++r) outs.push_back(b.slice(y, {r * m}, {(r + 1) * m}, {1}));
-      }
+      for (size_t i = 0; i < params.size(); i += s.group)
+        deliver(all_to_all_flat(b, joined(i), groups, n));
       break;
     case Collective::Barrier: break;
   }
@@ -211,6 +230,45 @@ runtime::Program build_collective_program(const CollectiveSpec& s, int n) {
   program.mlir = b.module(outs);
   program.label = std::string("tpu_dist ") + s.name;
   return program;
+}
+
+hlo::Value lower_graph_collective(hlo::Builder& b, const std::string& kind,
+                                  const std::string& reduce, int n, const hlo::Value& x,
+                                  const hlo::TensorType& out) {
+  static const std::map<std::string, Reduce> reduces{
+      {"sum", Reduce::Sum},   {"avg", Reduce::Avg},    {"product", Reduce::Product},
+      {"min", Reduce::Min},   {"max", Reduce::Max},    {"band", Reduce::BitAnd},
+      {"bor", Reduce::BitOr}, {"bxor", Reduce::BitXor}};
+  const hlo::DType dtype = x.type.dtype;
+  auto reduce_op = [&] {
+    auto it = reduces.find(reduce);
+    if (it == reduces.end() || !can_reduce(it->second, dtype))
+      throw ops::Unsupported(kind + " with reduce op '" + reduce + "' on " + hlo::mlir_name(dtype));
+    return it->second;
+  };
+  const std::string groups = replica_groups(n);
+  const hlo::Value flat = b.reshape(x, {x.type.numel()});
+  hlo::Value y;
+  if (kind == "all_reduce") {
+    y = all_reduce_flat(b, flat, reduce_op(), 1.0, groups, n);
+  } else if (kind == "all_gather_into_tensor") {
+    y = all_gather_flat(b, flat, groups, n);
+  } else if (kind == "reduce_scatter_tensor") {
+    const Reduce op = reduce_op();
+    if (reduces_bitwise(op, dtype))
+      throw ops::Unsupported("reduce_scatter_tensor with a bitwise reduce op");
+    y = reduce_scatter_flat(b, flat, op, 1.0, groups, n);
+  } else if (kind == "all_to_all_single") {
+    y = all_to_all_flat(b, flat, groups, n);
+  } else {
+    throw ops::Unsupported("the collective " + kind);
+  }
+  if (y.type.numel() != out.numel())
+    throw std::invalid_argument("torch_tpu: " + kind + " of " + x.type.str() + " over " +
+                                std::to_string(n) + " ranks gives " +
+                                std::to_string(y.type.numel()) + " elements, the graph expects " +
+                                out.str());
+  return b.reshape(y, out.shape);
 }
 
 }  // namespace torch_tpu::distributed

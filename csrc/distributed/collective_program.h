@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "hlo/builder.h"
 #include "hlo/types.h"
 #include "runtime/executable_cache.h"
 
@@ -59,6 +60,18 @@ std::string signature(const CollectiveSpec& spec);
 // ids of the compile's device assignment). A broadcast's root is not in it: each rank's
 // runtime mask (the program's first argument) says whether it is the root.
 runtime::ProgramKey program_key(const CollectiveSpec& spec, const std::vector<int64_t>& device_ids);
+
+// A functional collective inside a compiled graph (torch.ops._c10d_functional), over
+// the group's `n` ranks (replica r of the program is group rank r): `kind` is
+// "all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor" or
+// "all_to_all_single" (even splits), `reduce` PyTorch's name of the reduce op ("sum",
+// "avg", "product", "min", "max", "band", "bor", "bxor"; ignored by the others). `x` has
+// any shape; the gather, scatter and exchange are along dimension 0, and `out` is the
+// result's type. Throws ops::Unsupported for what the program cannot express (an unknown
+// op or reduce op, a bitwise reduce_scatter).
+hlo::Value lower_graph_collective(hlo::Builder& b, const std::string& kind,
+                                  const std::string& reduce, int n, const hlo::Value& x,
+                                  const hlo::TensorType& out);
 
 // The module over `replicas` devices. A broadcast takes a 0-d pred first (true on the
 // root), then its values.

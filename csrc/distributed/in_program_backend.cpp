@@ -42,26 +42,11 @@ using BufferPtr = std::shared_ptr<pjrt::Buffer>;
 using Kind = Collective;
 using Spec = CollectiveSpec;
 
-// One executable cache per device assignment: its programs are compiled for those
-// replicas (the runtime's own cache compiles portable one-device programs).
 std::shared_ptr<const runtime::CompiledProgram> compiled(const Spec& s,
                                                          const std::vector<int64_t>& ids) {
-  static std::mutex mutex;
-  static std::map<std::vector<int64_t>, std::unique_ptr<runtime::ExecutableCache>> caches;
-  runtime::ExecutableCache* cache;
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    auto& slot = caches[ids];
-    if (!slot) {
-      std::string options = pjrt::encode_replicated_options(ids);
-      slot = std::make_unique<runtime::ExecutableCache>([options](const std::string& mlir) {
-        return runtime::Runtime::get().client().compile(mlir, options);
-      });
-    }
-    cache = slot.get();
-  }
   const int n = static_cast<int>(ids.size());
-  return cache->get(program_key(s, ids), [&] { return build_collective_program(s, n); });
+  return replicated_cache(ids).get(program_key(s, ids),
+                                   [&] { return build_collective_program(s, n); });
 }
 
 // ---------------------------------------------------------------------------------------
@@ -160,6 +145,7 @@ class InProgramBackend final : public c10d::Backend {
                    std::chrono::milliseconds timeout, c10::intrusive_ptr<c10d::Backend> fallback)
       : Backend(rank, size),
         device_(devices.at(rank)),
+        devices_(devices),
         rendezvous_(Rendezvous::shared(key, size, timeout, collective_runner(devices))),
         fallback_(std::move(fallback)) {
     runtime::metrics().in_program_groups++;
@@ -348,6 +334,14 @@ class InProgramBackend final : public c10d::Backend {
   void startCoalescing() override { coalescing_.start(); }
   WorkPtr endCoalescing() override { return coalescing_.end(); }
 
+  const std::vector<int>& devices() const { return devices_; }
+
+  // A collective the caller runs itself (Arrival::run): the group's next in sequence.
+  void arrive(Arrival a) {
+    flush();
+    rendezvous_->arrive(getRank(), seq_++, std::move(a));
+  }
+
   void setTimeout(std::chrono::milliseconds timeout) override {
     rendezvous_->set_timeout(timeout);
     if (fallback_) fallback_->setTimeout(timeout);
@@ -439,6 +433,7 @@ class InProgramBackend final : public c10d::Backend {
   }
 
   const int device_;
+  const std::vector<int> devices_;
   std::shared_ptr<Rendezvous> rendezvous_;
   c10::intrusive_ptr<c10d::Backend> fallback_;
   Coalescing coalescing_;
@@ -464,6 +459,36 @@ c10::intrusive_ptr<c10d::Backend> make_in_program_backend(
   }
   return c10::make_intrusive<InProgramBackend>(rank, size, std::move(devices), group_key, timeout,
                                                std::move(fallback));
+}
+
+runtime::ExecutableCache& replicated_cache(const std::vector<int64_t>& ids) {
+  static std::mutex mutex;
+  static std::map<std::vector<int64_t>, std::unique_ptr<runtime::ExecutableCache>> caches;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& slot = caches[ids];
+  if (!slot) {
+    std::string options = pjrt::encode_replicated_options(ids);
+    slot = std::make_unique<runtime::ExecutableCache>([options](const std::string& mlir) {
+      return runtime::Runtime::get().client().compile(mlir, options);
+    });
+  }
+  return *slot;
+}
+
+std::vector<int> in_program_devices(const c10::intrusive_ptr<c10d::Backend>& backend) {
+  auto* b = dynamic_cast<InProgramBackend*>(backend.get());
+  return b ? b->devices() : std::vector<int>{};
+}
+
+int in_program_rank(const c10::intrusive_ptr<c10d::Backend>& backend) {
+  auto* b = dynamic_cast<InProgramBackend*>(backend.get());
+  return b ? b->getRank() : -1;
+}
+
+void arrive_in_program(const c10::intrusive_ptr<c10d::Backend>& backend, Arrival arrival) {
+  auto* b = dynamic_cast<InProgramBackend*>(backend.get());
+  TORCH_CHECK(b != nullptr, "tpu_dist: ", arrival.op, " needs a group of the in-program transport");
+  b->arrive(std::move(arrival));
 }
 
 std::string transport_of(const c10::intrusive_ptr<c10d::Backend>& backend) {

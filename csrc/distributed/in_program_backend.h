@@ -19,6 +19,9 @@
 #include <string>
 #include <vector>
 
+#include "distributed/rendezvous.h"
+#include "runtime/executable_cache.h"
+
 namespace torch_tpu::distributed {
 
 // `devices[r]` is the tpu device index of group rank r; `group_key` names the group
@@ -28,6 +31,20 @@ namespace torch_tpu::distributed {
 c10::intrusive_ptr<c10d::Backend> make_in_program_backend(
     int rank, int size, std::vector<int> devices, const std::string& group_key,
     std::chrono::milliseconds timeout, c10::intrusive_ptr<c10d::Backend> fallback);
+
+// The executable cache of programs compiled over the devices with global ids `ids`, one
+// replica each (replica r on ids[r]); the runtime's own cache compiles portable
+// one-device programs.
+runtime::ExecutableCache& replicated_cache(const std::vector<int64_t>& ids);
+
+// For an in-program backend: the tpu device of each group rank, and this backend's
+// rank; empty and -1 for any other backend.
+std::vector<int> in_program_devices(const c10::intrusive_ptr<c10d::Backend>& backend);
+int in_program_rank(const c10::intrusive_ptr<c10d::Backend>& backend);
+// Deposits `arrival` (with its own Arrival::run) as this rank's next collective of the
+// in-program group `backend` serves, after the rank's pending fused work; throws for
+// any other backend.
+void arrive_in_program(const c10::intrusive_ptr<c10d::Backend>& backend, Arrival arrival);
 
 // "in_program" or "host_staged" for a tpu_dist backend, "" for any other backend.
 std::string transport_of(const c10::intrusive_ptr<c10d::Backend>& backend);

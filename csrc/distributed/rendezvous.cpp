@@ -59,7 +59,10 @@ struct Rendezvous::State {
       return;
     }
     try {
-      run(ranks);
+      if (first.run)
+        first.run(ranks);
+      else
+        run(ranks);
     } catch (const std::exception& e) {
       std::string message = std::string("tpu_dist: ") + first.op + " failed: " + e.what();
       for (auto& a : ranks) fail(a.future, message);

@@ -25,6 +25,10 @@ struct Arrival {
   std::string shapes;                              // what the rank passed, for messages
   c10::intrusive_ptr<c10::ivalue::Future> future;  // the rank's Work
   std::any payload;                                // the transport's own (arguments, targets)
+  // Runs this collective instead of the group's Run (see Rendezvous::Run) when set on
+  // the ranks' arrivals: a compiled program with collectives inside (graph_launch.h)
+  // takes its turn in the group's sequence like any other collective.
+  std::function<void(std::vector<Arrival>& ranks)> run;
 };
 
 class Rendezvous {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "distributed/graph_launch.h"
 #include "distributed/host_staged_backend.h"
 #include "distributed/in_program_backend.h"
 
@@ -30,6 +31,10 @@ void bind_distributed(py::module& m) {
         rank, size, std::move(devices), key, timeout,
         fallback ? *fallback : c10::intrusive_ptr<c10d::Backend>());
   });
+  // The devices of a group's ranks when the in-program transport serves it (resolved on
+  // this thread, as functional collectives resolve group names), else [].
+  m.def("_in_program_devices",
+        [](const std::string& group_name) { return distributed::in_program_devices(group_name); });
   m.def("_tpu_dist_transport", [](c10::intrusive_ptr<c10d::Backend> backend) {
     return distributed::transport_of(backend);
   });

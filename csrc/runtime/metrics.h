@@ -36,7 +36,8 @@ namespace torch_tpu::runtime {
   X(donated_bytes, "argument bytes programs consumed in place (donated)")                  \
   X(host_staged_collectives, "collectives run by tpu_dist's host-staged transport")        \
   X(host_staged_bytes, "bytes that transport copied from the devices")                     \
-  X(in_program_collectives, "collectives tpu_dist ran as one replicated program")
+  X(in_program_collectives, "collectives tpu_dist ran as one replicated program")          \
+  X(in_program_graph_runs, "compiled graphs run over an in-program group's devices")
 // Counters of the process's life, which reset() leaves:
 #define TORCH_TPU_PROCESS_METRICS(X)                                                \
   X(host_staged_groups, "tpu_dist backends created with the host-staged transport") \

@@ -127,11 +127,11 @@ def launch(
                 p.join()
 
 
-def run_threads(scenarios, timeout: float = 240) -> dict:
+def run_threads(scenarios, timeout: float = 240, script: str = "dist_threads.py") -> dict:
     env = dict(os.environ, TORCH_TPU_NUM_DEVICES="4", PYTHONPATH=HERE)
     env.pop("TORCH_TPU_DIST_TRANSPORT", None)
     proc = subprocess.run(
-        [sys.executable, "-P", os.path.join(HERE, "dist_threads.py"), *scenarios],
+        [sys.executable, "-P", os.path.join(HERE, script), *scenarios],
         capture_output=True,
         text=True,
         env=env,

@@ -10,6 +10,7 @@
 
 #include "../test_support.h"
 #include "distributed/collective_program.h"
+#include "ops/registry.h"
 
 namespace torch_tpu {
 namespace {
@@ -88,6 +89,47 @@ TEST(CollectiveProgram, AllReduceSumAvgMaxAndPremul) {
       EXPECT_EQ(download<float>(*out[r].at(1)), b) << static_cast<int>(op);
     }
   }
+}
+
+// A compiled graph's collectives (lower_graph_collective) on a [4, 2] value per rank,
+// along dimension 0: all_reduce max, all_gather, reduce_scatter avg, all_to_all.
+TEST(CollectiveProgram, GraphCollectivesAlongDimensionZero) {
+  hlo::Builder b;
+  const hlo::TensorType in{DType::F32, {4, 2}};
+  hlo::Value x = b.parameter(in);
+  std::vector<hlo::Value> outs{
+      distributed::lower_graph_collective(b, "all_reduce", "max", 2, x, in),
+      distributed::lower_graph_collective(b, "all_gather_into_tensor", "", 2, x,
+                                          {DType::F32, {8, 2}}),
+      distributed::lower_graph_collective(b, "reduce_scatter_tensor", "avg", 2, x,
+                                          {DType::F32, {2, 2}}),
+      distributed::lower_graph_collective(b, "all_to_all_single", "", 2, x, in)};
+  for (hlo::Value& v : outs) v = b.reshape(v, {v.type.numel()});
+  const std::string mlir = b.module(outs);
+  const pjrt::Client& c = two_devices();
+  auto exe = c.compile(mlir, pjrt::encode_replicated_options({c.device_id(0), c.device_id(1)}));
+  const std::vector<float> x0{0, 1, 2, 3, 4, 5, 6, 7}, x1{8, -1, 6, -3, 4, -5, 2, -7};
+  std::vector<std::unique_ptr<pjrt::Buffer>> args;
+  args.push_back(upload<float>(x0, {4, 2}, DType::F32, c, 0));
+  args.push_back(upload<float>(x1, {4, 2}, DType::F32, c, 1));
+  std::vector<std::vector<PJRT_Buffer*>> raw{{args[0]->raw()}, {args[1]->raw()}};
+  std::vector<std::unique_ptr<pjrt::Event>> done;
+  auto out = exe->execute_replicated(raw, /*launch_id=*/1, &done);
+  for (auto& e : done) e->await();
+  std::vector<float> gathered(x0);
+  gathered.insert(gathered.end(), x1.begin(), x1.end());
+  const std::vector<std::vector<float>> scattered{{4, 0, 4, 0}, {4, 0, 4, 0}},
+      exchanged{{0, 1, 2, 3, 8, -1, 6, -3}, {4, 5, 6, 7, 4, -5, 2, -7}};
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(download<float>(*out[r].at(0)), (std::vector<float>{8, 1, 6, 3, 4, 5, 6, 7}));
+    EXPECT_EQ(download<float>(*out[r].at(1)), gathered);
+    EXPECT_EQ(download<float>(*out[r].at(2)), scattered[r]);
+    EXPECT_EQ(download<float>(*out[r].at(3)), exchanged[r]);
+  }
+  EXPECT_THROW(
+      distributed::lower_graph_collective(b, "reduce_scatter_tensor", "bor", 2,
+                                          b.parameter({DType::S32, {4}}), {DType::S32, {2}}),
+      ops::Unsupported);
 }
 
 TEST(CollectiveProgram, BitwiseReductionsFoldAfterAllGather) {
