@@ -39,13 +39,17 @@ for label, length in (("first", 16), ("second", 23)):
         m = torch_tpu.metrics.snapshot()
         r["compiles"] = m["compiles"] - before["compiles"]
         r["compile_seconds"] = m["compile_seconds"] - before["compile_seconds"]
+        r["tier_ups"] = m["tier_ups"] - before["tier_ups"]
     out[label] = r
 print("RESULT " + json.dumps(out))
 """
 
+# Each tpu mode with tiered compilation off and on (runtime/tiered_compile.h).
 MODES = {
-    "tpu op": ("tpu", {"TORCH_TPU_EAGER_MODE": "op"}),
-    "tpu fused": ("tpu", {"TORCH_TPU_EAGER_MODE": "fused"}),
+    "op": ("tpu", {"TORCH_TPU_EAGER_MODE": "op", "TORCH_TPU_TIERED_COMPILE": "0"}),
+    "op tiered": ("tpu", {"TORCH_TPU_EAGER_MODE": "op", "TORCH_TPU_TIERED_COMPILE": "8"}),
+    "fused": ("tpu", {"TORCH_TPU_EAGER_MODE": "fused", "TORCH_TPU_TIERED_COMPILE": "0"}),
+    "fused tiered": ("tpu", {"TORCH_TPU_EAGER_MODE": "fused", "TORCH_TPU_TIERED_COMPILE": "8"}),
     "CPU": ("cpu", {}),
 }
 
@@ -68,15 +72,16 @@ def main():
         cpu = r["CPU"]
         print(f"\n{model}-tiny, generate {args.new_tokens} new tokens, empty caches")
         print(
-            f"{'':<10} {'1st s':>8} {'x CPU':>8} {'compiles':>9} {'compile s':>10}"
+            f"{'':<13} {'1st s':>8} {'x CPU':>8} {'compiles':>9} {'compile s':>10} {'tier-ups':>9}"
             f" {'2nd s':>8} {'x CPU':>8} {'compiles':>9}  same tokens as CPU"
         )
         for mode, x in r.items():
             a, b = x["first"], x["second"]
             same = a["tokens"] == cpu["first"]["tokens"] and b["tokens"] == cpu["second"]["tokens"]
             print(
-                f"{mode:<10} {a['seconds']:>8.2f} {a['seconds'] / cpu['first']['seconds']:>8.1f}"
+                f"{mode:<13} {a['seconds']:>8.2f} {a['seconds'] / cpu['first']['seconds']:>8.1f}"
                 f" {a.get('compiles', '-'):>9} {a.get('compile_seconds', 0):>10.1f}"
+                f" {a.get('tier_ups', '-'):>9}"
                 f" {b['seconds']:>8.2f} {b['seconds'] / cpu['second']['seconds']:>8.1f}"
                 f" {b.get('compiles', '-'):>9}  {same}"
             )

@@ -23,9 +23,11 @@ def compile_log() -> list:
     (the latest 10,000), oldest first: `what` (the op, "fused (N ops)" or "graph (N
     ops)"), `signature` (argument and result types, "f32[3,4], f32[] -> f32[3,4]"), `reason` (why it was not in
     memory: "new program", "new shape", "new bucket" (a bucketed compiled graph), "new dtype",
-    "new attributes" or "evicted"),
+    "new attributes" or "evicted"; "tier-up after N runs" for the background recompile of
+    a hot program, TORCH_TPU_TIERED_COMPILE),
     `disk` (what the disk cache had: "hit", "miss", "corrupt entry" or "off"),
-    `from_disk` (loaded, not compiled) and `ms` (lowering, compiling or loading).
+    `from_disk` (loaded, not compiled), `first_tier` (compiled at the cheap first tier, to
+    be recompiled once hot) and `ms` (lowering, compiling or loading).
     TORCH_TPU_LOG=compiles prints each as it happens."""
     return _C._compile_log()
 

@@ -126,7 +126,7 @@ Rendezvous::Run collective_runner(const std::vector<int>& devices) {
       traced.text("transport", "in-program");
       traced.text("program", program->fingerprint);
       traced.number("ranks", size);
-      auto outputs = runtime::Runtime::get().execute_replicated(*program->executable, args);
+      auto outputs = runtime::Runtime::get().execute_replicated(*program->executable(), args);
       runtime::metrics().in_program_collectives++;
       for (int r = 0; r < size; ++r) {
         Contribution& c = *parts[r];

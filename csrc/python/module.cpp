@@ -16,6 +16,7 @@
 #include "ops/registry.h"
 #include "pjrt/error.h"
 #include "runtime/compile_log.h"
+#include "runtime/tiered_compile.h"
 #include "runtime/compile_overrides.h"
 #include "runtime/fused_group.h"
 #include "runtime/metrics.h"
@@ -162,6 +163,7 @@ py::list compile_log() {
     d["reason"] = r.reason;
     d["disk"] = runtime::disk_outcome_name(r.disk);
     d["from_disk"] = r.from_disk();
+    d["first_tier"] = r.first_tier;
     d["ms"] = r.seconds * 1e3;
     out.append(d);
   }
@@ -258,6 +260,10 @@ PYBIND11_MODULE(_C, m) {
     runtime::FusedGroup::get().flush();
   });
   m.def("_compile_log", &compile_log);
+  // Waits until the background tier-ups queued so far are done (tiered_compile.h).
+  m.def(
+      "_wait_for_tier_ups", [] { runtime::BackgroundCompiler::get().wait_idle(); },
+      py::call_guard<py::gil_scoped_release>());
   m.def("_forbid_compiles", [] { runtime::CompileLog::get().forbid(); });
   m.def("_allow_compiles", [] { runtime::CompileLog::get().allow(); });
   m.def("_compiles_forbidden", [] { return runtime::CompileLog::get().forbid_depth() > 0; });

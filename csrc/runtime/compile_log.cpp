@@ -118,13 +118,14 @@ std::string CompileLog::reason(const std::string& what, const std::string& signa
 void CompileLog::add(CompileRecord record) {
   if (print_) {
     const bool loaded = record.from_disk();
-    std::fprintf(stderr, "torch_tpu: %s %s (%s): %s%s%s, %.1f ms\n", loaded ? "loaded" : "compiled",
-                 record.what.c_str(), record.signature.c_str(), record.reason.c_str(),
+    std::fprintf(stderr, "torch_tpu: %s %s (%s): %s%s%s%s, %.1f ms\n",
+                 loaded ? "loaded" : "compiled", record.what.c_str(), record.signature.c_str(),
+                 record.reason.c_str(),
                  loaded                            ? ", from disk"
                  : record.disk == DiskOutcome::off ? ""
                                                    : ", disk ",
                  loaded || record.disk == DiskOutcome::off ? "" : disk_outcome_name(record.disk),
-                 record.seconds * 1e3);
+                 record.first_tier ? ", first tier" : "", record.seconds * 1e3);
   }
   std::lock_guard<std::mutex> lock(mutex_);
   Seen& seen = seen_[record.what];

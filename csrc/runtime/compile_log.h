@@ -28,6 +28,8 @@ struct CompileRecord {
   std::string reason;     // why tier 1 missed: see CompileLog::reason
   DiskOutcome disk = DiskOutcome::off;
   double seconds = 0;  // building, compiling or loading, and serializing
+  // Compiled at the first tier (tiered_compile.h); a tier-up's reason starts "tier-up".
+  bool first_tier = false;
   bool from_disk() const { return disk == DiskOutcome::hit; }
 };
 

@@ -149,6 +149,30 @@ void DiskCache::write_entry(const std::string& path, const std::string& payload)
   stats_.writes++;
 }
 
+DiskOutcome DiskCache::read_and_load(const std::string& path,
+                                     const std::function<bool(const std::string&)>& load) {
+  std::string payload;
+  DiskOutcome read = read_entry(path, &payload);
+  if (read != DiskOutcome::hit) return read;
+  try {
+    if (load(payload)) return DiskOutcome::hit;
+  } catch (const std::exception&) {
+  }
+  // The plugin rejected the bytes: treat the entry as bad and rebuild it.
+  stats_.bad_entries++;
+  std::error_code ec;
+  fs::remove(path, ec);
+  return DiskOutcome::bad_entry;
+}
+
+DiskOutcome DiskCache::find(const std::string& fingerprint,
+                            const std::function<bool(const std::string&)>& load) {
+  if (!config_.enabled) return DiskOutcome::off;
+  DiskOutcome outcome = read_and_load(entry_path(fingerprint), load);
+  if (outcome == DiskOutcome::hit) stats_.hits++;
+  return outcome;
+}
+
 void DiskCache::lookup(const std::string& fingerprint,
                        const std::function<bool(const std::string&)>& load,
                        const std::function<void(std::string*, DiskOutcome)>& compile) {
@@ -158,22 +182,7 @@ void DiskCache::lookup(const std::string& fingerprint,
     return;
   }
   const std::string path = entry_path(fingerprint);
-  // The entry as read, loaded: a hit, a miss, or a bad entry (deleted, to be rebuilt).
-  auto try_read = [&](std::string* payload) {
-    DiskOutcome read = read_entry(path, payload);
-    if (read != DiskOutcome::hit) return read;
-    try {
-      if (load(*payload)) return DiskOutcome::hit;
-    } catch (const std::exception&) {
-    }
-    // The plugin rejected the bytes: treat the entry as bad and rebuild it.
-    stats_.bad_entries++;
-    std::error_code ec;
-    fs::remove(path, ec);
-    return DiskOutcome::bad_entry;
-  };
-  std::string payload;
-  DiskOutcome first = try_read(&payload);
+  DiskOutcome first = read_and_load(path, load);
   if (first == DiskOutcome::hit) {
     stats_.hits++;
     return;
@@ -181,7 +190,7 @@ void DiskCache::lookup(const std::string& fingerprint,
   {
     // Whoever holds the lock compiles; the others wait and then find the entry.
     FileLock lock(path + ".lock");
-    DiskOutcome second = try_read(&payload);
+    DiskOutcome second = read_and_load(path, load);
     if (second == DiskOutcome::hit) {
       stats_.hits++;
       return;

@@ -69,6 +69,20 @@ class DiskCache {
     return result;
   }
 
+  // The entry for `fingerprint` if present and valid, loaded with `load`; null otherwise
+  // (nothing is compiled or written). `outcome` says what the tier found.
+  template <typename T>
+  std::unique_ptr<T> find(const std::string& fingerprint,
+                          const std::function<std::unique_ptr<T>(const std::string&)>& load,
+                          DiskOutcome* outcome) {
+    std::unique_ptr<T> result;
+    *outcome = find(fingerprint, [&](const std::string& bytes) {
+      result = load(bytes);
+      return result != nullptr;
+    });
+    return result;
+  }
+
   bool enabled() const { return config_.enabled; }
   const std::string& dir() const { return config_.dir; }
   const DiskCacheStats& stats() const { return stats_; }
@@ -81,6 +95,11 @@ class DiskCache {
  private:
   void lookup(const std::string& fingerprint, const std::function<bool(const std::string&)>& load,
               const std::function<void(std::string*, DiskOutcome)>& compile);
+  DiskOutcome find(const std::string& fingerprint,
+                   const std::function<bool(const std::string&)>& load);
+  // Reads the entry at `path` and loads it: a hit, a miss, or a bad entry (deleted).
+  DiskOutcome read_and_load(const std::string& path,
+                            const std::function<bool(const std::string&)>& load);
   std::string entry_path(const std::string& fingerprint) const;
   DiskOutcome read_entry(const std::string& path, std::string* payload);
   void write_entry(const std::string& path, const std::string& payload);

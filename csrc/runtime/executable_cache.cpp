@@ -3,14 +3,17 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 
 #include "hlo/builder.h"
 #include "runtime/compile_log.h"
 #include "runtime/compile_overrides.h"
+#include "runtime/compile_policy.h"
 #include "runtime/metrics.h"
 #include "runtime/settings.h"
+#include "runtime/tiered_compile.h"
 #include "runtime/trace.h"
 
 namespace torch_tpu::runtime {
@@ -115,18 +118,46 @@ std::shared_ptr<const CompiledProgram> ExecutableCache::get(const ProgramKey& pr
                              " -> " + CompileLog::signature(program.outputs)};
     record.reason = log.reason(record.what, record.signature, evicted);
     bool compiled_here = false;
-    auto compile = [&](std::string* bytes, DiskOutcome disk) {
-      record.disk = disk;
-      log.check_allowed(record.what, record.signature, record.reason, disk);
-      auto executable = compiler_(program.mlir);
-      compiled_here = true;
-      if (bytes != nullptr) *bytes = executable->serialize();
-      return executable;
-    };
-    compiled->executable =
-        disk_ != nullptr && disk_->enabled()
-            ? disk_->get<pjrt::Executable>(compiled->fingerprint, loader_, compile)
-            : compile(nullptr, DiskOutcome::off);
+    const bool disk_on = disk_ != nullptr && disk_->enabled();
+    if (tiers(overrides)) {
+      // The optimized executable if the disk tier has it, else the first tier: loaded
+      // from its own disk entry, or compiled and stored there.
+      DiskOutcome disk = DiskOutcome::off;
+      if (disk_on)
+        compiled->set_executable(disk_->find<pjrt::Executable>(
+            disk_key(compiled->fingerprint, /*first_tier=*/false), loader_, &disk));
+      if (compiled->executable() == nullptr) {
+        record.first_tier = true;
+        auto compile = [&](std::string* bytes, DiskOutcome outcome) {
+          record.disk = outcome;
+          log.check_allowed(record.what, record.signature, record.reason, outcome);
+          auto executable = first_tier_(program.mlir);
+          compiled_here = true;
+          if (bytes != nullptr) *bytes = executable->serialize();
+          return executable;
+        };
+        compiled->set_executable(
+            disk_on ? disk_->get<pjrt::Executable>(
+                          disk_key(compiled->fingerprint, /*first_tier=*/true), loader_, compile)
+                    : compile(nullptr, DiskOutcome::off));
+        compiled->first_tier =
+            std::make_unique<const CompiledProgram::FirstTier>(CompiledProgram::FirstTier{
+                this, std::move(program.mlir), overrides.options, record.signature, tier_up_runs_});
+      }
+    } else {
+      auto compile = [&](std::string* bytes, DiskOutcome disk) {
+        record.disk = disk;
+        log.check_allowed(record.what, record.signature, record.reason, disk);
+        auto executable = compiler_(program.mlir);
+        compiled_here = true;
+        if (bytes != nullptr) *bytes = executable->serialize();
+        return executable;
+      };
+      compiled->set_executable(disk_on
+                                   ? disk_->get<pjrt::Executable>(
+                                         disk_key(compiled->fingerprint, false), loader_, compile)
+                                   : compile(nullptr, DiskOutcome::off));
+    }
     compiled->outputs = std::move(program.outputs);
     compiled->from_disk = !compiled_here;
     int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -160,6 +191,68 @@ std::shared_ptr<const CompiledProgram> ExecutableCache::get(const ProgramKey& pr
     if (evicted) evicted_.insert(key.hash());
     throw;
   }
+}
+
+ExecutableCache::~ExecutableCache() {
+  if (first_tier_) BackgroundCompiler::get().wait_idle();
+}
+
+// A disk entry holds one tier, and its key says which.
+std::string ExecutableCache::disk_key(const std::string& fingerprint, bool first_tier) {
+  return fingerprint + (first_tier ? " first tier" : " optimized");
+}
+
+bool ExecutableCache::tiers(const CompileOverrides& overrides) const {
+  // A block that sets the optimization level itself gets exactly that level.
+  return first_tier_ && std::none_of(overrides.options.begin(), overrides.options.end(),
+                                     [](const auto& o) { return o.name == kOptimizationLevel; });
+}
+
+void ExecutableCache::tier_up_later(const CompiledProgram& program) {
+  std::weak_ptr<const CompiledProgram> weak = program.weak_from_this();
+  // A program dropped meanwhile (evicted and no longer held) is not compiled again.
+  BackgroundCompiler::get().post([this, weak] {
+    if (auto held = weak.lock()) tier_up(held);
+  });
+}
+
+void ExecutableCache::tier_up(const std::shared_ptr<const CompiledProgram>& program) {
+  const CompiledProgram::FirstTier& first = *program->first_tier;
+  if (program->tiered_up.exchange(true)) return;
+  trace::Scope traced("tpu::tier_up");
+  traced.name("tpu::tier_up " + program->label);
+  auto start = std::chrono::steady_clock::now();
+  // The compile options the program was built under (they are per thread).
+  push_overrides(first.options);
+  struct Pop {
+    ~Pop() { pop_overrides(); }
+  } pop;
+  CompileRecord record{program->label, first.signature,
+                       "tier-up after " + std::to_string(first.tier_up_runs) + " runs"};
+  bool compiled_here = false;
+  auto compile = [&](std::string* bytes, DiskOutcome disk) {
+    record.disk = disk;
+    auto executable = compiler_(first.mlir);
+    compiled_here = true;
+    if (bytes != nullptr) *bytes = executable->serialize();
+    return executable;
+  };
+  std::shared_ptr<pjrt::Executable> optimized =
+      disk_ != nullptr && disk_->enabled()
+          ? disk_->get<pjrt::Executable>(disk_key(program->fingerprint, false), loader_, compile)
+          : compile(nullptr, DiskOutcome::off);
+  std::shared_ptr<pjrt::Executable> replaced = program->executable();
+  program->set_executable(std::move(optimized));
+  const int64_t ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count();
+  metrics().tier_ups++;
+  metrics().tier_up_ns += ns;
+  if (!compiled_here) record.disk = DiskOutcome::hit;
+  record.seconds = ns / 1e9;
+  traced.text("program", program->fingerprint);
+  CompileLog::get().add(std::move(record));
+  if (retire_) retire_(std::move(replaced));
 }
 
 size_t ExecutableCache::default_capacity() {

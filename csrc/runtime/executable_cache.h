@@ -2,6 +2,7 @@
 // Concurrent requests for one key wait on one compile.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <future>
@@ -15,9 +16,13 @@
 
 #include "hlo/types.h"
 #include "runtime/disk_cache.h"
+#include "pjrt/compile_options.h"
 #include "pjrt/executable.h"
 
 namespace torch_tpu::runtime {
+
+class ExecutableCache;
+struct CompileOverrides;
 
 // Everything that changes the emitted program, as a flat list of words. Built on the
 // hot path, so it is cheap: no text is produced until a miss.
@@ -60,14 +65,36 @@ struct Program {
   std::vector<hlo::TensorType> arguments;
 };
 
-struct CompiledProgram {
-  std::unique_ptr<pjrt::Executable> executable;
+struct CompiledProgram : std::enable_shared_from_this<CompiledProgram> {
+  // The executable runs launch now. Tiered compilation (tiered_compile.h) swaps in the
+  // optimized one; a run holds the one it launched.
+  std::shared_ptr<pjrt::Executable> executable() const { return executable_.load(); }
+  void set_executable(std::shared_ptr<pjrt::Executable> e) const {
+    executable_.store(std::move(e));
+  }
   std::vector<hlo::TensorType> outputs;
   std::string fingerprint;
   std::string label;
   std::vector<std::pair<int, int64_t>> donations;
   double compile_seconds = 0;  // XLA compile time, 0 when it came from the disk tier
   bool from_disk = false;
+
+  // A first-tier program: what its optimized compile needs, and its runs so far. The
+  // runtime counts runs while `first_tier` holds, and asks the cache for the tier-up at
+  // `tier_up_runs` (ExecutableCache::tier_up_later).
+  struct FirstTier {
+    ExecutableCache* cache;  // the cache that compiled it, and tiers it up
+    std::string mlir;
+    std::vector<pjrt::OptionOverride> options;  // the compile overrides it was built under
+    std::string signature;                      // for the compile log
+    int64_t tier_up_runs = 0;
+  };
+  std::unique_ptr<const FirstTier> first_tier;  // null: optimized already
+  mutable std::atomic<int64_t> runs{0};
+  mutable std::atomic<bool> tiered_up{false};
+
+ private:
+  mutable std::atomic<std::shared_ptr<pjrt::Executable>> executable_;
 };
 
 // One tier-1 entry as cache_stats reports it.
@@ -86,6 +113,7 @@ class ExecutableCache {
   // least recently used are dropped, and come back from the disk tier if needed again.
   explicit ExecutableCache(Compiler compiler, size_t capacity = default_capacity())
       : compiler_(std::move(compiler)), capacity_(capacity) {}
+  ~ExecutableCache();  // waits for the tier-ups it queued
   static size_t default_capacity();
 
   // Every loaded XLA:CPU executable holds memory mappings of its own (code and data, per
@@ -111,6 +139,21 @@ class ExecutableCache {
     loader_ = std::move(load);
   }
 
+  // Tiered compilation (tiered_compile.h): misses compile with `first_tier` and are
+  // recompiled with the cache's compiler after `runs` runs, in the background. `retire`
+  // gets each replaced executable, to drop once the runs launched on it are done.
+  using Retire = std::function<void(std::shared_ptr<pjrt::Executable>)>;
+  void set_tiering(Compiler first_tier, int64_t runs, Retire retire) {
+    first_tier_ = std::move(first_tier);
+    tier_up_runs_ = runs;
+    retire_ = std::move(retire);
+  }
+  // Queues `program`'s optimized compile on the background compiler.
+  void tier_up_later(const CompiledProgram& program);
+  // The optimized compile of a first-tier program, swapped in (what the background
+  // compiler runs).
+  void tier_up(const std::shared_ptr<const CompiledProgram>& program);
+
   // Returns the cached program for `key`, or builds and compiles it once.
   std::shared_ptr<const CompiledProgram> get(const ProgramKey& key,
                                              const std::function<Program()>& build);
@@ -122,6 +165,9 @@ class ExecutableCache {
  private:
   using Future = std::shared_future<std::shared_ptr<const CompiledProgram>>;
   Compiler compiler_;
+  Compiler first_tier_;
+  int64_t tier_up_runs_ = 0;
+  Retire retire_;
   DiskCache* disk_ = nullptr;
   Loader loader_;
   mutable std::mutex mutex_;
@@ -131,6 +177,8 @@ class ExecutableCache {
     int64_t hits = 0;
   };
   void evict_locked(size_t capacity);
+  static std::string disk_key(const std::string& fingerprint, bool first_tier);
+  bool tiers(const CompileOverrides& overrides) const;
   void keep_within_mapping_budget();
   size_t capacity_;
   MappingBudget budget_ = default_mapping_budget();

@@ -16,6 +16,8 @@ namespace torch_tpu::runtime {
 #define TORCH_TPU_METRICS(X)                                                               \
   X(compiles, "XLA compiles")                                                              \
   X(compile_ns, "time spent in XLA compiles")                                              \
+  X(tier_ups, "first-tier programs recompiled optimized once hot, in the background")      \
+  X(tier_up_ns, "time spent in those background compiles")                                 \
   X(cache_hits, "programs found in the in-memory cache")                                   \
   X(cache_misses, "programs the in-memory cache lacked")                                   \
   X(cache_evictions, "programs the in-memory cache dropped")                               \

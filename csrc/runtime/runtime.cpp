@@ -21,6 +21,7 @@
 #include "runtime/element_type.h"
 #include "runtime/metrics.h"
 #include "runtime/settings.h"
+#include "runtime/tiered_compile.h"
 #include "runtime/trace.h"
 
 namespace torch_tpu::runtime {
@@ -71,9 +72,11 @@ struct Runtime::Pending {
   // it. Destroying a PJRT buffer waits for the donation to be confirmed, which XLA:CPU
   // does only when the run starts: dropped on the host thread right after the launch, a
   // donated handle would make the host wait for the device. Released once the run is done.
+  // Also an executable tiered compilation replaced while the run was being launched.
   struct Retired {
     std::shared_ptr<pjrt::Event> done;
     std::vector<std::shared_ptr<pjrt::Buffer>> buffers;
+    std::shared_ptr<pjrt::Executable> executable;
   };
   std::vector<std::deque<Retired>> retired;
 
@@ -154,6 +157,7 @@ std::string Runtime::cache_identity() const {
   struct stat st {};
   if (::stat(config_.plugin_path.c_str(), &st) == 0)
     id += " " + std::to_string(st.st_size) + " " + std::to_string(st.st_mtime);
+  // Each entry's key names its tier (ExecutableCache::disk_key).
   id += "; devices " + std::to_string(config_.num_devices) + "; options " +
         hlo::fingerprint(compile_options_) + ", " + hlo::fingerprint(fast_compile_options_) +
         " up to " + std::to_string(fast_compile_elements()) + " elements";
@@ -165,22 +169,15 @@ std::string Runtime::cache_identity() const {
 Runtime::Runtime(RuntimeConfig config)
     : config_(std::move(config)),
       cache_([this](const std::string& mlir) {
-        std::vector<pjrt::OptionOverride> options = current_overrides().options;
         const int64_t fast = fast_compile_elements();
-        const bool small = fast > 0 && largest_tensor(mlir) <= fast;
-        if (options.empty())
-          return client_->compile(mlir, small ? fast_compile_options_ : compile_options_);
-        // A block's own options, plus the small-program level unless the block sets one.
-        const bool sets_level = std::any_of(options.begin(), options.end(), [](const auto& o) {
-          return o.name == kOptimizationLevel;
-        });
-        if (small && !sets_level) options.push_back({kOptimizationLevel, kFastOptimizationLevel});
-        return client_->compile(mlir,
-                                pjrt::encode_compile_options(1, 1, /*portable=*/true, options));
+        return compile(mlir,
+                       fast > 0 && largest_tensor(mlir) <= fast ? kFastOptimizationLevel : -1);
       }),
       compile_options_(pjrt::encode_compile_options(1, 1, /*portable=*/true)),
       fast_compile_options_(pjrt::encode_compile_options(
           1, 1, /*portable=*/true, {{kOptimizationLevel, kFastOptimizationLevel}})),
+      first_tier_options_(pjrt::encode_compile_options(
+          1, 1, /*portable=*/true, {{kOptimizationLevel, kFirstTierOptimizationLevel}})),
       scalars_(std::make_unique<ScalarCache>()),
       pending_(std::make_unique<Pending>()) {
   settings::check_all();
@@ -200,6 +197,18 @@ Runtime::Runtime(RuntimeConfig config)
   disk_ = std::make_unique<DiskCache>(disk_cache_config_from_env(), cache_identity());
   cache_.set_disk_tier(disk_.get(),
                        [this](const std::string& bytes) { return client_->deserialize(bytes); });
+  if (tier_up_runs() > 0) {
+    cache_.set_tiering(
+        [this](const std::string& mlir) { return compile(mlir, kFirstTierOptimizationLevel); },
+        tier_up_runs(),
+        [this](std::shared_ptr<pjrt::Executable> replaced) {
+          // Runs launched on it before the swap hold no reference: wait for them (this is
+          // the background compiler's thread). Later launches retire it themselves.
+          for (int d = 0; d < device_count(); ++d)
+            for (const auto& event : in_flight(d)) event->await();
+          replaced.reset();
+        });
+  }
   pending_->per_device.resize(client_->devices().size());
   pending_->retired.resize(client_->devices().size());
   for (size_t i = 0; i < client_->devices().size(); ++i) {
@@ -210,6 +219,21 @@ Runtime::Runtime(RuntimeConfig config)
     }
     capacity_.push_back(limit);
   }
+}
+
+// The overrides on this thread, plus `level` (-1: XLA's default) unless they set one.
+std::unique_ptr<pjrt::Executable> Runtime::compile(const std::string& mlir, int64_t level) {
+  std::vector<pjrt::OptionOverride> options = current_overrides().options;
+  if (options.empty()) {
+    return client_->compile(mlir, level < 0                              ? compile_options_
+                                  : level == kFirstTierOptimizationLevel ? first_tier_options_
+                                  : level == kFastOptimizationLevel      ? fast_compile_options_
+                                                                         : compile_options_);
+  }
+  const bool sets_level = std::any_of(options.begin(), options.end(),
+                                      [](const auto& o) { return o.name == kOptimizationLevel; });
+  if (level >= 0 && !sets_level) options.push_back({kOptimizationLevel, level});
+  return client_->compile(mlir, pjrt::encode_compile_options(1, 1, /*portable=*/true, options));
 }
 
 std::unique_ptr<pjrt::Buffer> Runtime::upload(const void* data, hlo::DType dtype,
@@ -283,8 +307,8 @@ std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::execute(
   }
   const int64_t launch_ns = trace::enabled() ? trace::now_ns() : 0;
   std::unique_ptr<pjrt::Event> complete;
-  auto results =
-      program.executable->execute(raw.data(), raw.size(), this->device(device), &complete, kept);
+  std::shared_ptr<pjrt::Executable> executable = program.executable();
+  auto results = executable->execute(raw.data(), raw.size(), this->device(device), &complete, kept);
   std::vector<std::shared_ptr<pjrt::Buffer>> outputs(std::make_move_iterator(results.begin()),
                                                      std::make_move_iterator(results.end()));
   std::shared_ptr<pjrt::Event> done = std::move(complete);
@@ -292,22 +316,32 @@ std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::execute(
     auto run = trace::device_run(program.label, program.fingerprint, device, launch_ns);
     done->on_ready([run] { run->end_ns = trace::now_ns(); });
   }
+  if (program.first_tier != nullptr) {  // the run may make it hot
+    const CompiledProgram::FirstTier& first = *program.first_tier;
+    if (program.runs.fetch_add(1, std::memory_order_relaxed) + 1 == first.tier_up_runs)
+      first.cache->tier_up_later(program);
+  }
   if (launch_blocking_) {
     done->await();
     return outputs;
   }
-  track(device, std::move(done), std::move(donated));
+  track(device, done, std::move(donated));
+  // Tiered compilation waits for the runs tracked when it replaces an executable; one
+  // replaced since this run was launched is held by the run until it completes.
+  if (program.first_tier != nullptr && program.executable() != executable)
+    track(device, std::move(done), {}, std::move(executable));
   return outputs;
 }
 
 void Runtime::track(int device, std::shared_ptr<pjrt::Event> done,
-                    std::vector<std::shared_ptr<pjrt::Buffer>> donated) {
+                    std::vector<std::shared_ptr<pjrt::Buffer>> donated,
+                    std::shared_ptr<pjrt::Executable> replaced) {
   std::vector<std::shared_ptr<pjrt::Event>> to_wait;
   std::vector<Pending::Retired> released;
   {
     std::lock_guard<std::mutex> lock(pending_->mutex);
     auto& list = pending_->per_device.at(device);
-    list.push_back(done);
+    if (!replaced) list.push_back(done);  // (else it was tracked already)
     if (list.size() > Pending::kMaxTracked) {
       // Bound the queue of in-flight work: wait for the older half.
       size_t half = list.size() / 2;
@@ -315,7 +349,8 @@ void Runtime::track(int device, std::shared_ptr<pjrt::Event> done,
       list.erase(list.begin(), list.begin() + half);
     }
     released = pending_->reap(device);
-    if (!donated.empty()) pending_->retired[device].push_back({done, std::move(donated)});
+    if (!donated.empty() || replaced)
+      pending_->retired[device].push_back({done, std::move(donated), std::move(replaced)});
   }
   for (const auto& event : to_wait) event->await();
 }

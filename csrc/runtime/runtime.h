@@ -99,13 +99,20 @@ class Runtime {
   std::string cache_identity() const;
   // Adds `event` to the work synchronize(device) waits for, and holds the handles of the
   // arguments that run consumed (`donated`) until it completes.
+  // `replaced`: an executable the run (tracked already) launched on and that tiered
+  // compilation has replaced since, held until the run completes.
   void track(int device, std::shared_ptr<pjrt::Event> event,
-             std::vector<std::shared_ptr<pjrt::Buffer>> donated = {});
+             std::vector<std::shared_ptr<pjrt::Buffer>> donated = {},
+             std::shared_ptr<pjrt::Executable> replaced = nullptr);
+  // Compiles `mlir` with this thread's compile overrides at backend optimization `level`
+  // (-1: XLA's default) unless they set one.
+  std::unique_ptr<pjrt::Executable> compile(const std::string& mlir, int64_t level);
   RuntimeConfig config_;
   std::unique_ptr<pjrt::Client> client_;
   ExecutableCache cache_;
   std::string compile_options_;
   std::string fast_compile_options_;  // small programs: runtime/compile_policy.h
+  std::string first_tier_options_;    // tiered compilation: runtime/tiered_compile.h
   std::unique_ptr<DiskCache> disk_;
   struct ScalarCache;
   std::unique_ptr<ScalarCache> scalars_;

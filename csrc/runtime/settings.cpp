@@ -72,6 +72,15 @@ std::vector<Setting> make_table() {
        "programs whose largest tensor has at most this many elements compile with XLA's fast "
        "options (backend optimization level 1: about a fifth less compile time, the same run "
        "time; `0` turns it off)"},
+      {"TORCH_TPU_TIERED_COMPILE",
+       T::integer,
+       "8",
+       "tiered compilation: a new program compiles at XLA's cheapest level and, once it has "
+       "run this many times, again at its full level in the background (`0` or `off`: every "
+       "program compiles at its full level at once)",
+       {},
+       0,
+       {{"off", 0}}},
       {"TORCH_TPU_DONATE", T::flag, "1",
        "`0`: never donate overwritten buffers to programs (to measure what donation saves)"},
       {"TORCH_TPU_LOG",

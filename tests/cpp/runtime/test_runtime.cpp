@@ -47,7 +47,7 @@ struct CountingCache {
 std::vector<float> run_scale(const runtime::CompiledProgram& p, std::vector<float> x) {
   auto in = upload(x, {2});
   PJRT_Buffer* args[] = {in->raw()};
-  auto out = p.executable->execute(args, 1, test::client().devices()[0]);
+  auto out = p.executable()->execute(args, 1, test::client().devices()[0]);
   return download<float>(*out.at(0));
 }
 
