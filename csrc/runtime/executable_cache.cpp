@@ -119,44 +119,32 @@ std::shared_ptr<const CompiledProgram> ExecutableCache::get(const ProgramKey& pr
     record.reason = log.reason(record.what, record.signature, evicted);
     bool compiled_here = false;
     const bool disk_on = disk_ != nullptr && disk_->enabled();
-    if (tiers(overrides)) {
-      // The optimized executable if the disk tier has it, else the first tier: loaded
-      // from its own disk entry, or compiled and stored there.
+    auto compile = [&](std::string* bytes, DiskOutcome disk) {
+      record.disk = disk;
+      log.check_allowed(record.what, record.signature, record.reason, disk);
+      auto executable = (record.first_tier ? first_tier_ : compiler_)(program.mlir);
+      compiled_here = true;
+      if (bytes != nullptr) *bytes = executable->serialize();
+      return executable;
+    };
+    // Tiered: the optimized executable if the disk tier has it, else the first tier
+    // (loaded from its own disk entry, or compiled and stored there).
+    const bool tiered = tiers(overrides);
+    if (tiered && disk_on) {
       DiskOutcome disk = DiskOutcome::off;
-      if (disk_on)
-        compiled->set_executable(disk_->find<pjrt::Executable>(
-            disk_key(compiled->fingerprint, /*first_tier=*/false), loader_, &disk));
-      if (compiled->executable() == nullptr) {
-        record.first_tier = true;
-        auto compile = [&](std::string* bytes, DiskOutcome outcome) {
-          record.disk = outcome;
-          log.check_allowed(record.what, record.signature, record.reason, outcome);
-          auto executable = first_tier_(program.mlir);
-          compiled_here = true;
-          if (bytes != nullptr) *bytes = executable->serialize();
-          return executable;
-        };
-        compiled->set_executable(
-            disk_on ? disk_->get<pjrt::Executable>(
-                          disk_key(compiled->fingerprint, /*first_tier=*/true), loader_, compile)
-                    : compile(nullptr, DiskOutcome::off));
+      compiled->set_executable(disk_->find<pjrt::Executable>(
+          disk_key(compiled->fingerprint, /*first_tier=*/false), loader_, &disk));
+    }
+    if (compiled->executable() == nullptr) {
+      record.first_tier = tiered;
+      compiled->set_executable(disk_on
+                                   ? disk_->get<pjrt::Executable>(
+                                         disk_key(compiled->fingerprint, tiered), loader_, compile)
+                                   : compile(nullptr, DiskOutcome::off));
+      if (tiered)
         compiled->first_tier =
             std::make_unique<const CompiledProgram::FirstTier>(CompiledProgram::FirstTier{
                 this, std::move(program.mlir), overrides.options, record.signature, tier_up_runs_});
-      }
-    } else {
-      auto compile = [&](std::string* bytes, DiskOutcome disk) {
-        record.disk = disk;
-        log.check_allowed(record.what, record.signature, record.reason, disk);
-        auto executable = compiler_(program.mlir);
-        compiled_here = true;
-        if (bytes != nullptr) *bytes = executable->serialize();
-        return executable;
-      };
-      compiled->set_executable(disk_on
-                                   ? disk_->get<pjrt::Executable>(
-                                         disk_key(compiled->fingerprint, false), loader_, compile)
-                                   : compile(nullptr, DiskOutcome::off));
     }
     compiled->outputs = std::move(program.outputs);
     compiled->from_disk = !compiled_here;

@@ -74,10 +74,11 @@ std::vector<Setting> make_table() {
        "time; `0` turns it off)"},
       {"TORCH_TPU_TIERED_COMPILE",
        T::integer,
-       "8",
-       "tiered compilation: a new program compiles at XLA's cheapest level and, once it has "
-       "run this many times, again at its full level in the background (`0` or `off`: every "
-       "program compiles at its full level at once)",
+       "0",
+       "tiered compilation, off by default: `N` (e.g. `8`) compiles a new program at XLA's "
+       "cheapest level (about 0.75x the compile time) and, once it has run N times, again at "
+       "its full level in the background; results before the swap may differ in the last "
+       "bit (`docs/performance.md`); `0` or `off`: every program compiles at its full level",
        {},
        0,
        {{"off", 0}}},

@@ -31,6 +31,7 @@ DEFAULTS = {
     "TORCH_TPU_FUSED_MAX_OPS": 4096,
     "TORCH_TPU_FUSED_REUSE": True,
     "TORCH_TPU_FAST_COMPILE_ELEMENTS": 65536,
+    "TORCH_TPU_TIERED_COMPILE": 0,
     "TORCH_TPU_DONATE": True,
     "TORCH_TPU_LOG": [],
     "TORCH_TPU_SHAPE_BUCKETS": -1,
@@ -93,6 +94,10 @@ def test_flags_and_integers_read_as_before(monkeypatch):
     with pytest.raises(ValueError, match="TORCH_TPU_FAST_COMPILE_ELEMENTS='-1'"):
         monkeypatch.setenv("TORCH_TPU_FAST_COMPILE_ELEMENTS", "-1")
         _settings.get("TORCH_TPU_FAST_COMPILE_ELEMENTS")
+    monkeypatch.setenv("TORCH_TPU_TIERED_COMPILE", "off")  # a named value
+    assert _settings.get("TORCH_TPU_TIERED_COMPILE") == 0
+    monkeypatch.setenv("TORCH_TPU_TIERED_COMPILE", "8")
+    assert _settings.get("TORCH_TPU_TIERED_COMPILE") == 8
     monkeypatch.setenv("TORCH_TPU_SHAPE_BUCKETS", "None")
     assert _settings.get("TORCH_TPU_SHAPE_BUCKETS") == 0
     with pytest.raises(ValueError, match="no setting named TORCH_TPU_NOPE"):

@@ -103,8 +103,9 @@ def test_the_swap_happens_at_the_nth_run(tmp_path):
     assert ups[2] == ups[3] == out["compiles"] > 0, out
 
 
-def test_off_compiles_each_program_once_at_its_full_level(tmp_path):
-    out = run(PROGRAMS, tmp_path, 4, TORCH_TPU_TIERED_COMPILE="off", TORCH_TPU_EAGER_MODE="op")
+@pytest.mark.parametrize("setting", ["off", "0", None])  # None: unset, the default
+def test_off_compiles_each_program_once_at_its_full_level(tmp_path, setting):
+    out = run(PROGRAMS, tmp_path, 4, TORCH_TPU_TIERED_COMPILE=setting, TORCH_TPU_EAGER_MODE="op")
     assert all(out["equal_cpu"].values()) and all(out["same_bits"].values()), out
     assert all(out["optimized_bits"].values()), out
     assert out["final_tier_ups"] == 0 and out["tier_ups"] == [0, 0, 0, 0]
