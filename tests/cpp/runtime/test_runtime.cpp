@@ -113,6 +113,43 @@ TEST(ExecutableCache, CompilesOncePerKey) {
   EXPECT_EQ(c.cache.size(), 0u);
 }
 
+// Tiered: a miss compiles with the first-tier compiler; tier_up (what the background
+// compiler runs) compiles with the cache's own, swaps it in and retires the first.
+TEST(ExecutableCache, TierUpSwapsTheOptimizedExecutableIn) {
+  CountingCache c;
+  std::atomic<int> first_tier{0};
+  std::vector<std::shared_ptr<pjrt::Executable>> retired;
+  c.cache.set_tiering(
+      [&](const std::string& mlir) {
+        ++first_tier;
+        return test::client().compile(mlir, test::compile_options());
+      },
+      3, [&](std::shared_ptr<pjrt::Executable> e) { retired.push_back(std::move(e)); });
+  auto& m = runtime::metrics();
+  const int64_t tier_ups = m.tier_ups;
+  auto p = c.cache.get(key_of({41}), [] { return scale_program(2); });
+  EXPECT_EQ(first_tier, 1);
+  EXPECT_EQ(c.compiles, 0);
+  ASSERT_NE(p->first_tier, nullptr);
+  EXPECT_EQ(p->first_tier->tier_up_runs, 3);
+  EXPECT_EQ(p->first_tier->cache, &c.cache);
+  const pjrt::Executable* before = p->executable().get();
+  EXPECT_EQ(run_scale(*p, {1.5f, -3}), (std::vector<float>{3, -6}));
+
+  c.cache.tier_up(p);
+  EXPECT_EQ(c.compiles, 1);
+  EXPECT_EQ(m.tier_ups - tier_ups, 1);
+  ASSERT_EQ(retired.size(), 1u);
+  EXPECT_EQ(retired[0].get(), before);
+  EXPECT_NE(p->executable().get(), before);
+  EXPECT_EQ(run_scale(*p, {1.5f, -3}), (std::vector<float>{3, -6}));
+  c.cache.tier_up(p);  // once only
+  EXPECT_EQ(c.compiles, 1);
+  // The memory tier keeps the program, now optimized: a hit compiles nothing.
+  EXPECT_EQ(c.cache.get(key_of({41}), [] { return scale_program(2); }).get(), p.get());
+  EXPECT_EQ(first_tier, 1);
+}
+
 TEST(ExecutableCache, EvictsLeastRecentlyUsedBeyondCapacity) {
   std::atomic<int> compiles{0};
   ExecutableCache cache(
