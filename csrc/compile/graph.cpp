@@ -17,6 +17,7 @@
 #include "distributed/graph_launch.h"
 #include "hlo/builder.h"
 #include "ops/bounded.h"
+#include "python/without_gil.h"
 #include "runtime/fused_group.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
@@ -188,15 +189,16 @@ Graph::Graph(const py::handle& spec_handle)
   try {
     // Other Python threads run while XLA compiles (async_compile compiles several graphs
     // at once); nothing below touches Python.
-    py::gil_scoped_release no_gil;
     auto build = [&] {
       return runtime::Program{mlir, results_,
                               "graph (" + std::to_string(num_nodes_) + " ops" +
                                   (dynamic_.empty() ? ")" : ", bucketed)"),
                               donations, inputs_};
     };
-    program_ = group_.empty() ? rt.cache().get(key, build)
-                              : distributed::compile_replicated(devices_, key, build);
+    program_ = python::without_gil([&] {
+      return group_.empty() ? rt.cache().get(key, build)
+                            : distributed::compile_replicated(devices_, key, build);
+    });
   } catch (const c10::Error&) {
     throw;
   } catch (const std::exception& e) {
@@ -328,10 +330,10 @@ std::vector<at::Tensor> Graph::run(const std::vector<at::Tensor>& inputs,
   try {
     if (!group_.empty()) {
       // Every rank's thread calls its graph; the last to come launches all of them.
-      std::optional<py::gil_scoped_release> no_gil;
-      if (PyGILState_Check()) no_gil.emplace();
-      results = distributed::run_replicated(group_, devices_, device, program_,
-                                            "graph " + program_->fingerprint, std::move(args));
+      results = python::without_gil([&] {
+        return distributed::run_replicated(group_, devices_, device, program_,
+                                           "graph " + program_->fingerprint, std::move(args));
+      });
     } else {
       std::vector<int64_t> keep = vetoed_donations(inputs, args);
       results = runtime::Runtime::get().execute(*program_, args, device, keep);

@@ -91,7 +91,7 @@ std::vector<BufferPtr> run_replicated(
     traced.text("transport", "in-program");
     traced.text("program", program->fingerprint);
     traced.number("ranks", static_cast<double>(ranks.size()));
-    auto results = runtime::Runtime::get().execute_replicated(*program->executable, raw);
+    auto results = runtime::Runtime::get().execute_replicated(*program->executable(), raw);
     runtime::metrics().in_program_graph_runs++;
     for (size_t r = 0; r < ranks.size(); ++r) {
       *parts[r]->outputs = std::move(results.at(r));

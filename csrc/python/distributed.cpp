@@ -10,6 +10,7 @@
 #include "distributed/graph_launch.h"
 #include "distributed/host_staged_backend.h"
 #include "distributed/in_program_backend.h"
+#include "python/without_gil.h"
 
 namespace py = pybind11;
 
@@ -21,8 +22,9 @@ void bind_distributed(py::module& m) {
     return distributed::make_host_staged_backend(std::move(host));
   });
   // torch_tpu calls it at exit, before the interpreter finalizes.
-  m.def("_quiesce_host_staged", &distributed::quiesce_host_staged,
-        py::call_guard<py::gil_scoped_release>());
+  m.def("_quiesce_host_staged", [](std::chrono::milliseconds timeout) {
+    return without_gil([timeout] { return distributed::quiesce_host_staged(timeout); });
+  });
   // `fallback` (a host-staged backend, or None) runs what the in-program transport does not.
   m.def("_in_program_backend", [](int rank, int size, std::vector<int> devices,
                                   const std::string& key, std::chrono::milliseconds timeout,

@@ -15,9 +15,11 @@
 #include "ops/bounded.h"
 #include "ops/registry.h"
 #include "pjrt/error.h"
+#include "python/without_gil.h"
 #include "runtime/compile_log.h"
 #include "runtime/tiered_compile.h"
 #include "runtime/compile_overrides.h"
+#include "runtime/crash_report.h"
 #include "runtime/fused_group.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
@@ -173,6 +175,7 @@ py::list compile_log() {
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
+  runtime::install_crash_report();
   aten::register_hooks();
   aten::register_lowered_ops();
 
@@ -201,8 +204,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_current_device", [] { return static_cast<int>(aten::current_device()); });
   m.def("_set_device", [](int d) { aten::set_device(static_cast<c10::DeviceIndex>(d)); });
   m.def("_synchronize", [](int d) {
-    py::gil_scoped_release release;
-    aten::synchronize(static_cast<c10::DeviceIndex>(d));
+    python::without_gil([d] { aten::synchronize(static_cast<c10::DeviceIndex>(d)); });
   });
   m.def("_platform", [] {
     const auto& client = runtime::Runtime::get().client();
@@ -255,15 +257,11 @@ PYBIND11_MODULE(_C, m) {
   m.def("_fused_pending", [] { return runtime::FusedGroup::get().pending_ops(); });
   m.def("_trace_reuse", [] { return runtime::FusedGroup::get().reuse(); });
   m.def("_set_trace_reuse", [](bool on) { runtime::FusedGroup::get().set_reuse(on); });
-  m.def("_flush", [] {
-    py::gil_scoped_release no_gil;
-    runtime::FusedGroup::get().flush();
-  });
+  m.def("_flush", [] { python::without_gil([] { runtime::FusedGroup::get().flush(); }); });
   m.def("_compile_log", &compile_log);
   // Waits until the background tier-ups queued so far are done (tiered_compile.h).
-  m.def(
-      "_wait_for_tier_ups", [] { runtime::BackgroundCompiler::get().wait_idle(); },
-      py::call_guard<py::gil_scoped_release>());
+  m.def("_wait_for_tier_ups",
+        [] { python::without_gil([] { runtime::BackgroundCompiler::get().wait_idle(); }); });
   m.def("_forbid_compiles", [] { runtime::CompileLog::get().forbid(); });
   m.def("_allow_compiles", [] { runtime::CompileLog::get().allow(); });
   m.def("_compiles_forbidden", [] { return runtime::CompileLog::get().forbid_depth() > 0; });

@@ -176,3 +176,29 @@ print('ok')
         {"LOCAL_WORLD_SIZE": "3", "TORCH_TPU_NUM_DEVICES": "2"},
     )
     assert r.returncode == 0 and r.stdout.strip() == "2", r.stderr
+
+
+# A daemon thread waits in torch.tpu.synchronize() (GIL released) when the main thread
+# returns; its wait ends while the interpreter finalizes. Taking the GIL back then ends the
+# thread by unwinding it: out of a destructor (pybind11's gil_scoped_release) that
+# terminated the whole process ("terminate called without an active exception", rc -6).
+DAEMON_AT_EXIT = """
+import threading, torch, torch_tpu
+x = torch.randn(1024, 1024, device="tpu")
+queued = threading.Event()
+def work():
+    y = x
+    for _ in range(100):
+        y = y @ x
+    queued.set()
+    torch.tpu.synchronize()
+threading.Thread(target=work, daemon=True).start()
+queued.wait()
+print("main returns", flush=True)
+"""
+
+
+def test_daemon_thread_in_synchronize_at_exit_does_not_abort():
+    r = run_python(DAEMON_AT_EXIT)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "main returns" in r.stdout
