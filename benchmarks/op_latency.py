@@ -1,14 +1,6 @@
-"""Median per-op latency of small ops (`add`: a hand-written kernel; `max`, `exp`, `sum`:
-the generic lowering-table kernel) and a 512x512 `mm`, tpu vs CPU eager, one run.
-
-The hand-written add/sub/mul/div/relu kernels (csrc/aten/elementwise_kernels.cpp) do not
-earn their place on speed: one run on 2026-12-01 (2 cores, another process busy) gave
-add 4x4 16.2 us against 13.4 us for the table's binary `maximum` (exp 5.9 us, sum 8.2 us).
-They stay for their error messages: with the table, an in-place op whose result type
-cannot be written back (`int_tensor.add_(float_tensor)`) raises the meta kernel's
-"Promotion of int.add/sub_(float) in in-place ops are not possible..." instead of CPU's
-and CUDA's "result type Float can't be cast to the desired output type Long", which
-test_ops.py pins. Moving them means teaching the generic kernel that TensorIterator check.
+"""Median per-op latency of small ops through the lowering table's kernel (`add`, `mul`,
+in-place `add_`, `mul` by a Python number, `max`, `exp`, `sum`) and a 512x512 `mm`, tpu
+vs CPU eager, one run.
 
 tpu results stay on the device inside the timed loop; the loop ends with one
 synchronize, so the figure is the amortised cost of enqueueing and running each op.
@@ -42,6 +34,17 @@ def main():
             lambda a, b: a + b,
             2000,
         ),
+        "mul 4x4": (
+            lambda d: (torch.randn(4, 4).to(d), torch.randn(4, 4).to(d)),
+            lambda a, b: a * b,
+            2000,
+        ),
+        "add_ 4x4": (
+            lambda d: (torch.randn(4, 4).to(d), torch.randn(4, 4).to(d)),
+            lambda a, b: a.add_(b, alpha=1e-6),
+            2000,
+        ),
+        "mul 4x4 2.5": (lambda d: (torch.randn(4, 4).to(d),), lambda a: a * 2.5, 2000),
         "max 4x4": (
             lambda d: (torch.randn(4, 4).to(d), torch.randn(4, 4).to(d)),
             torch.maximum,

@@ -9,7 +9,10 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
+#include <ATen/TensorIterator.h>
+#include <ATen/native/BinaryOps.h>
 #include <ATen/native/Resize.h>
+#include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <torch/library.h>
@@ -123,6 +126,58 @@ std::vector<at::Tensor> tensors_of(const c10::IValue& v) {
   return out;
 }
 
+// A meta tensor standing for a binary op's operand: a tensor (a Python number stays a
+// wrapped number, which promotes by category only), or a scalar argument as one.
+at::Tensor binary_operand(const c10::IValue& v) {
+  at::Tensor t = v.isTensor() ? v.toTensor() : at::Tensor();
+  bool wrapped = !t.defined() || t.unsafeGetTensorImpl()->is_wrapped_number();
+  at::Tensor m =
+      t.defined()
+          ? at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta))
+          : at::scalar_tensor(v.toScalar(), at::device(c10::kMeta).dtype(v.toScalar().type()));
+  if (wrapped) m.unsafeGetTensorImpl()->set_wrapped_number(true);
+  return m;
+}
+
+// CPU's checks of a binary op (ops::Promote), in CPU's order and words, on meta tensors:
+// PyTorch's own TensorIterator decides broadcasting, the result type and whether it can be
+// written into `self` (in-place) or `out`. `alpha` is the alpha argument's index, or -1.
+void check_binary(ops::Promote rule, const std::vector<c10::IValue>& args, bool in_place, int out,
+                  int alpha) {
+  at::Tensor a = binary_operand(args[0]), b = binary_operand(args[1]);
+  if (rule == ops::Promote::Subtract) at::native::sub_check(a, b);
+  bool to_float = rule == ops::Promote::TrueDivide;
+  if (to_float && args.size() > 2 && args[2].isString()) {
+    std::string mode = args[2].toStringRef();
+    TORCH_CHECK(mode == "trunc" || mode == "floor",
+                "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '",
+                mode, "'");
+    to_float = false;
+  }
+  at::Tensor target;
+  if (in_place) {
+    target = a;
+  } else if (out >= 0) {
+    // Only its dtype: an out= tensor of another shape is resized (with its warning, once).
+    target = at::empty({0}, args[out].toTensor().options().device(c10::kMeta));
+  }
+  at::TensorIterator iter = at::TensorIteratorConfig()
+                                .add_output(target)
+                                .add_const_input(a)
+                                .add_const_input(b)
+                                .allow_cpu_scalars(true)
+                                .promote_inputs_to_common_dtype(true)
+                                .promote_integer_inputs_to_float(to_float)
+                                .cast_common_dtype_to_outputs(true)
+                                .enforce_safe_casting_to_output(true)
+                                .build();
+  if (alpha >= 0) at::native::alpha_check(iter.common_dtype(), args[alpha].toScalar());
+  if (rule == ops::Promote::TrueDivide && !to_float && c10::isComplexType(iter.common_dtype())) {
+    TORCH_CHECK_NOT_IMPLEMENTED(false, "\"div_", args[2].toStringRef(), "\" not implemented for '",
+                                c10::toString(iter.common_dtype()), "'");
+  }
+}
+
 struct MetaResult {
   std::vector<hlo::TensorType> outputs;     // fresh results, then mutated arguments
   std::vector<std::vector<int64_t>> sizes;  // of each output, for out= resizing
@@ -157,12 +212,18 @@ class LoweredKernel final : public c10::OperatorKernel {
   void run(const c10::OperatorHandle& op, const std::vector<c10::IValue>& args,
            torch::jit::Stack* stack, bool buckets) {
     Promotion promotion = promote(args);
-    c10::ScalarType compute = promotion.compute();
+    c10::ScalarType compute = compute_type(*def_, promotion, args.size() > 2 && args[2].isString());
 
     OpCall call(name_.c_str());
     if (buckets) call.buckets();
     call.key(static_cast<int64_t>(compute));
     Operands operands = add_operands(call, args, promotion.scalar_type());
+    // The binary checks (ops::Promote) run once per key, and a scalar's kind (bool, int,
+    // float) decides them where the dtype it enters in does not (alpha, sub's bool refusal).
+    if (def_->promote != ops::Promote::Any)
+      for (size_t i = 0; i < infos_.size(); ++i)
+        if (infos_[i].kind == ArgKind::Scalar && !args[i].isNone())
+          call.key(static_cast<int64_t>(args[i].toScalar().type()));
     // Output shapes at the real sizes; the lowering sees them at the bound.
     std::shared_ptr<const MetaResult> meta_ptr, bound_ptr;
     if (call.bucketed()) {
@@ -214,13 +275,19 @@ class LoweredKernel final : public c10::OperatorKernel {
     // By value (fused mode runs it later), and without the target tensors, which the
     // program must not keep alive.
     std::vector<at::Tensor> targets = std::move(operands.targets);
-    Lowering lowering = [this, operands = std::move(operands), bound_ptr, rng_slot, compute](
-                            hlo::Builder& b, const std::vector<hlo::Value>& in) {
+    runtime::Emit lowering = [this, operands = std::move(operands), bound_ptr, rng_slot, compute](
+                                 hlo::Builder& b, const std::vector<hlo::Value>& in) {
       ops::Node node = make_node(b, in, operands, *bound_ptr, rng_slot);
       node.compute = to_hlo(compute);
       std::vector<hlo::Value> kept;
-      for (std::optional<hlo::Value>& v : lower_node(*def_, node, name_, bound_ptr->undefined))
-        if (v) kept.push_back(std::move(*v));
+      try {
+        for (std::optional<hlo::Value>& v : lower_node(*def_, node, name_, bound_ptr->undefined))
+          if (v) kept.push_back(std::move(*v));
+      } catch (const ops::NotImplemented& e) {
+        TORCH_CHECK_NOT_IMPLEMENTED(false, e.what());
+      } catch (const ops::Refused& e) {
+        TORCH_CHECK(false, e.what());
+      }
       return kept;
     };
     std::vector<at::Tensor> fresh =
@@ -288,7 +355,7 @@ class LoweredKernel final : public c10::OperatorKernel {
     Promotion promotion;
     for (size_t i = 0; i < infos_.size(); ++i) {
       const ArgInfo& info = infos_[i];
-      if (info.out) continue;
+      if (info.out || !promotes(*def_, i)) continue;
       if (info.kind == ArgKind::Tensor || info.kind == ArgKind::TensorList) {
         for (const at::Tensor& t : tensors_of(args[i]))
           if (t.defined()) promotion.add(t);
@@ -405,7 +472,12 @@ class LoweredKernel final : public c10::OperatorKernel {
         info.mutated = true;
         info.out = a.kwarg_only();
         info.alias = a.alias_info()->beforeSets();
+        if (info.out)
+          out_arg_ = static_cast<int>(infos_.size());
+        else
+          in_place_ |= infos_.empty();
       }
+      if (a.name() == "alpha") alpha_arg_ = static_cast<int>(infos_.size());
       infos_.push_back(std::move(info));
     }
     for (const c10::Argument& r : schema.returns()) {
@@ -450,6 +522,8 @@ class LoweredKernel final : public c10::OperatorKernel {
       auto it = meta_cache_.find(key);
       if (it != meta_cache_.end()) return it->second;
     }
+    if (bound == nullptr && def_->promote != ops::Promote::Any)
+      check_binary(def_->promote, args, in_place_, out_arg_, alpha_arg_);
     torch::jit::Stack meta_stack;
     std::vector<c10::IValue> meta_args;
     for (const c10::IValue& v : args) meta_args.push_back(meta_value(v, bound, probe));
@@ -528,6 +602,10 @@ class LoweredKernel final : public c10::OperatorKernel {
   std::unordered_map<runtime::ProgramKey, std::shared_ptr<const MetaResult>,
                      runtime::ProgramKeyHash>
       meta_cache_;
+  // For the binary checks (ops::Promote): whether `self` is written, the out= argument
+  // and the alpha argument (-1: none).
+  bool in_place_ = false;
+  int out_arg_ = -1, alpha_arg_ = -1;
   bool bucket_safe_ = false;  // ops/bounded.h lists it, and it writes no argument
   bool grows_ = false;        // cat: results padded when their size keeps changing
   std::unordered_map<runtime::ProgramKey, std::vector<std::vector<bool>>, runtime::ProgramKeyHash>

@@ -48,7 +48,7 @@ at::Tensor product(const char* name, const at::Tensor& a, const at::Tensor& b, b
     call.pad_outputs({product_shape(a.sizes().vec(), b.sizes().vec(), batched)}, {bound},
                      OpCall::differ({bound}, {probe}));
   }
-  Lowering lower = [batched](hlo::Builder& builder, const std::vector<hlo::Value>& in) {
+  runtime::Emit lower = [batched](hlo::Builder& builder, const std::vector<hlo::Value>& in) {
     return std::vector<hlo::Value>{batched ? ops::lower_bmm(builder, in[0], in[1])
                                            : ops::lower_mm(builder, in[0], in[1])};
   };
@@ -82,7 +82,7 @@ at::Tensor addmm_impl(const at::Tensor& self, const at::Tensor& m1, const at::Te
   OpCall call("addmm");
   call.input(m1).input(m2).scalar(alpha, dtype).key(use_bias);
   if (use_bias) call.input(self).scalar(beta, dtype);
-  Lowering lower = [use_bias](hlo::Builder& b, const std::vector<hlo::Value>& in) {
+  runtime::Emit lower = [use_bias](hlo::Builder& b, const std::vector<hlo::Value>& in) {
     hlo::TensorType result{in[0].type.dtype, {in[0].type.shape[0], in[1].type.shape[1]}};
     hlo::Value bias = use_bias ? in[3] : b.full(0, result);
     hlo::Value beta = use_bias ? in[4] : b.constant(0, result.dtype);

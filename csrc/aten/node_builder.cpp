@@ -1,5 +1,6 @@
 #include "aten/node_builder.h"
 
+#include <c10/core/DefaultDtype.h>
 #include <c10/util/Exception.h>
 
 #include <mutex>
@@ -22,6 +23,15 @@ c10::ScalarType Promotion::compute() const {
 c10::ScalarType Promotion::scalar_type() const {
   c10::ScalarType type = compute();
   return type == at::kBFloat16 || type == at::kHalf ? at::kFloat : type;
+}
+
+c10::ScalarType compute_type(const ops::OpDef& def, const Promotion& promotion,
+                             bool rounding_mode) {
+  c10::ScalarType type = promotion.compute();
+  if (def.promote == ops::Promote::TrueDivide && !rounding_mode &&
+      c10::isIntegralType(type, /*includeBool=*/true))
+    return c10::typeMetaToScalarType(c10::get_default_dtype());
+  return type;
 }
 
 uint64_t rng_counters(const std::vector<hlo::TensorType>& outputs) {

@@ -34,6 +34,16 @@ class Promotion {
   at::native::ResultTypeState state_;
 };
 
+// Whether argument `i` of an op with `def`'s rule takes part in its type promotion: every
+// tensor and scalar argument, except that the binary rules (ops::Promote) take the first
+// two only (alpha does not promote).
+inline bool promotes(const ops::OpDef& def, size_t i) {
+  return def.promote == ops::Promote::Any || i < 2;
+}
+// The dtype `def`'s lowering computes in (Node::compute): the promoted one, or for true
+// division (no `rounding_mode`) of integers the default float dtype.
+c10::ScalarType compute_type(const ops::OpDef& def, const Promotion& promotion, bool rounding_mode);
+
 // Generator counters one draw producing `outputs` takes: their element count, rounded up
 // to a multiple of 4 so that consecutive draws never share a counter.
 uint64_t rng_counters(const std::vector<hlo::TensorType>& outputs);

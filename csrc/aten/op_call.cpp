@@ -13,7 +13,7 @@
 #include "aten/device.h"
 #include "aten/dtype.h"
 #include "aten/precision.h"
-#include "ops/elementwise.h"
+#include "ops/common.h"
 #include "runtime/fused_group.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
@@ -312,20 +312,20 @@ void OpCall::pad_outputs(const std::vector<std::vector<int64_t>>& real,
   }
 }
 
-std::vector<at::Tensor> OpCall::run(const Lowering& lower) {
+std::vector<at::Tensor> OpCall::run(const runtime::Emit& lower) {
   return execute(lower, static_cast<size_t>(-1), {});
 }
 
-void OpCall::write(const Lowering& lower, const std::vector<at::Tensor>& targets) {
+void OpCall::write(const runtime::Emit& lower, const std::vector<at::Tensor>& targets) {
   execute(lower, 0, targets);
 }
 
-std::vector<at::Tensor> OpCall::run_and_write(const Lowering& lower, size_t fresh,
+std::vector<at::Tensor> OpCall::run_and_write(const runtime::Emit& lower, size_t fresh,
                                               const std::vector<at::Tensor>& targets) {
   return execute(lower, fresh, targets);
 }
 
-std::vector<at::Tensor> OpCall::execute(const Lowering& lower, size_t fresh,
+std::vector<at::Tensor> OpCall::execute(const runtime::Emit& lower, size_t fresh,
                                         const std::vector<at::Tensor>& targets) {
   std::vector<Operand> outs;
   for (const at::Tensor& t : targets) {
@@ -415,7 +415,7 @@ OpCall::WritePlan OpCall::plan_writes(const std::vector<Operand>& outs,
   return plan;
 }
 
-runtime::Program OpCall::build(const Lowering& lower, size_t fresh,
+runtime::Program OpCall::build(const runtime::Emit& lower, size_t fresh,
                                const std::vector<Operand>& outs, const WritePlan& plan) const {
   hlo::Builder b;
   std::vector<hlo::Value> params;
@@ -434,7 +434,7 @@ runtime::Program OpCall::build(const Lowering& lower, size_t fresh,
 }
 
 std::vector<hlo::Value> OpCall::emit(hlo::Builder& b, const std::vector<hlo::Value>& params,
-                                     const Lowering& lower, size_t fresh,
+                                     const runtime::Emit& lower, size_t fresh,
                                      const std::vector<Operand>& outs,
                                      const std::vector<int>& base_writer,
                                      std::vector<hlo::TensorType>* types) const {
@@ -499,7 +499,7 @@ std::vector<hlo::Value> OpCall::emit(hlo::Builder& b, const std::vector<hlo::Val
   return outputs;
 }
 
-std::vector<at::Tensor> OpCall::record(const Lowering& lower, size_t fresh,
+std::vector<at::Tensor> OpCall::record(const runtime::Emit& lower, size_t fresh,
                                        const std::vector<at::Tensor>& targets,
                                        std::vector<Operand> outs, const WritePlan& plan) {
   // Read the storages again: a flush since their operands were added (a meta kernel or

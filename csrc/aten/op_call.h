@@ -1,8 +1,8 @@
 // The generic op executor: turns one ATen call into a cached StableHLO program.
 //
-//   OpCall call("add");
-//   call.input(a).input(b).scalar(alpha, dtype).key(static_cast<int64_t>(dtype));
-//   at::Tensor out = call.run(lowering)[0];
+//   OpCall call("mm");
+//   call.input(a).input(b);
+//   at::Tensor out = call.run(emit)[0];  // emit: a runtime::Emit, the op's body
 //
 // Tensor inputs enter as their storage's flat buffer plus a runtime offset, read
 // through a strided prologue; Python scalars enter as cached 0-d buffers. The program
@@ -10,7 +10,9 @@
 // so a loop over `x[i] + k` compiles once. The lowering runs only on a cache miss.
 //
 // In fused eager mode (runtime/fused_group.h) the call is recorded instead of run, and
-// the lowering runs later, when the group is built: a Lowering must capture by value.
+// the body runs later, when the group is built: an Emit must capture by value. The lowering
+// table's kernel (aten/lowered_kernel) is the one caller for ops with a lowering; the
+// others are the hand-written kernels ops/registry.h allows.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -25,11 +27,9 @@
 #include "ops/strided.h"
 #include "runtime/device_buffer.h"
 #include "runtime/executable_cache.h"
+#include "runtime/fused_group.h"
 
 namespace torch_tpu::aten {
-
-using Lowering =
-    std::function<std::vector<hlo::Value>(hlo::Builder&, const std::vector<hlo::Value>&)>;
 
 class OpCall {
  public:
@@ -50,13 +50,13 @@ class OpCall {
   OpCall& key(c10::IntArrayRef words);
 
   // Runs and returns the lowering's results as new contiguous tensors.
-  std::vector<at::Tensor> run(const Lowering& lower);
+  std::vector<at::Tensor> run(const runtime::Emit& lower);
   // Runs and writes result i into targets[i] (converted to its dtype and broadcast to
   // its shape), in place: every alias of a target sees the new values.
-  void write(const Lowering& lower, const std::vector<at::Tensor>& targets);
+  void write(const runtime::Emit& lower, const std::vector<at::Tensor>& targets);
   // Both in one program: the first `fresh` results become new tensors, the rest are
   // written into `targets`.
-  std::vector<at::Tensor> run_and_write(const Lowering& lower, size_t fresh,
+  std::vector<at::Tensor> run_and_write(const runtime::Emit& lower, size_t fresh,
                                         const std::vector<at::Tensor>& targets);
   // Whether an input is read at its bound: the program serves every size in its buckets.
   bool bucketed() const { return !dynamic_sizes_.empty(); }
@@ -140,19 +140,19 @@ class OpCall {
   WritePlan plan_writes(const std::vector<Operand>& outs,
                         const std::vector<at::Tensor>& targets) const;
   // The program on a cache miss: reads of the inputs, the lowering, the writes.
-  runtime::Program build(const Lowering& lower, size_t fresh, const std::vector<Operand>& outs,
+  runtime::Program build(const runtime::Emit& lower, size_t fresh, const std::vector<Operand>& outs,
                          const WritePlan& plan) const;
   // The same body written into `b` over `params` (one per lowering parameter): the
   // program's outputs, and their types (fresh results in their own shapes) in `types`.
   std::vector<hlo::Value> emit(hlo::Builder& b, const std::vector<hlo::Value>& params,
-                               const Lowering& lower, size_t fresh,
+                               const runtime::Emit& lower, size_t fresh,
                                const std::vector<Operand>& outs,
                                const std::vector<int>& base_writer,
                                std::vector<hlo::TensorType>* types) const;
-  std::vector<at::Tensor> execute(const Lowering& lower, size_t fresh,
+  std::vector<at::Tensor> execute(const runtime::Emit& lower, size_t fresh,
                                   const std::vector<at::Tensor>& targets);
   // Fused mode: records the call into the pending group; results are bound to its values.
-  std::vector<at::Tensor> record(const Lowering& lower, size_t fresh,
+  std::vector<at::Tensor> record(const runtime::Emit& lower, size_t fresh,
                                  const std::vector<at::Tensor>& targets, std::vector<Operand> outs,
                                  const WritePlan& plan);
 

@@ -232,6 +232,7 @@ void Lowerer::lower(const py::handle& node_handle) {
   for (size_t i = 0; i < info.kinds.size(); ++i) {
     args.push_back(parse_arg(py_args[i], info.kinds[i], name, i));
     const Arg& a = args.back();
+    if (!aten::promotes(*def, i)) continue;
     for (int id : a.ids)
       if (id >= 0) promotion.add(meta_of(value(id, name).type));
     for (const c10::Scalar& s : a.scalars) promotion.add(s);
@@ -239,7 +240,8 @@ void Lowerer::lower(const py::handle& node_handle) {
   c10::ScalarType scalar_type = promotion.scalar_type();
 
   ops::Node n{b};
-  n.compute = aten::to_hlo(promotion.compute());
+  bool rounding_mode = args.size() > 2 && std::holds_alternative<std::string>(args[2].attr);
+  n.compute = aten::to_hlo(aten::compute_type(*def, promotion, rounding_mode));
   std::vector<bool> unused;  // results the graph drops
   for (int id : outs) {
     unused.push_back(id < 0 || !types.at(id));

@@ -1,5 +1,6 @@
 #include "ops/elementwise.h"
 
+#include <stdexcept>
 #include <utility>
 
 namespace torch_tpu::ops {
@@ -90,38 +91,49 @@ hlo::Value lower_threshold_backward(hlo::Builder& b, const hlo::Value& grad, con
   return b.select(b.compare(hlo::Compare::LE, v, t), b.full(0, g.type), g);
 }
 
-// Compiled graphs: the ops eager mode runs through hand-written kernels
-// (csrc/aten/elementwise_kernels.cpp), which keep CPU's error messages.
+// The table lines of the arithmetic every eager op, fused group and compiled graph runs.
+// Promote (ops/registry.h) gives their CPU checks and error texts; the two checks of
+// CPU's kernels that no promotion rule covers are in the lowerings.
 namespace {
 
 using V = std::vector<hlo::Value>;
 
-V graph_add(Node& n) { return {lower_add(n.b, n.in(0), n.in(1), n.in(2), n.compute)}; }
-V graph_sub(Node& n) { return {lower_sub(n.b, n.in(0), n.in(1), n.in(2), n.compute)}; }
-V graph_rsub(Node& n) { return {lower_sub(n.b, n.in(1), n.in(0), n.in(2), n.compute)}; }
-V graph_mul(Node& n) { return {lower_mul(n.b, n.in(0), n.in(1), n.compute)}; }
-V graph_div(Node& n) {
+V add(Node& n) { return {lower_add(n.b, n.in(0), n.in(1), n.in(2), n.compute)}; }
+V sub(Node& n) { return {lower_sub(n.b, n.in(0), n.in(1), n.in(2), n.compute)}; }
+V rsub(Node& n) { return {lower_sub(n.b, n.in(1), n.in(0), n.in(2), n.compute)}; }
+V mul(Node& n) { return {lower_mul(n.b, n.in(0), n.in(1), n.compute)}; }
+V div(Node& n) {
   DivMode mode = DivMode::True;
   if (n.args.size() > 2 && !n.is_none(2))
     mode = n.str(2) == "trunc" ? DivMode::Trunc : DivMode::Floor;
-  // True division of integers gives the (float) output dtype.
-  hlo::DType dtype = mode == DivMode::True ? n.out().dtype : n.compute;
-  return {lower_div(n.b, n.in(0), n.in(1), dtype, mode)};
+  return {lower_div(n.b, n.in(0), n.in(1), n.compute, mode)};
 }
-V graph_relu(Node& n) { return {lower_relu(n.b, n.in(0))}; }
-V graph_threshold_backward(Node& n) {
+V relu(Node& n) {
+  const hlo::Value& x = n.in(0);
+  if (x.type.dtype == hlo::DType::Pred) throw Refused("Boolean inputs not supported for relu");
+  if (hlo::is_complex(x.type.dtype))
+    throw NotImplemented("clamp is not supported for complex types");
+  return {lower_relu(n.b, x)};
+}
+V threshold_backward(Node& n) {
   return {lower_threshold_backward(n.b, n.in(0), n.in(1), n.in(2), n.compute)};
 }
 
 }  // namespace
 
-TORCH_TPU_GRAPH_LOWERING(add, {"add.Tensor", "add.Scalar"}, graph_add);
-TORCH_TPU_GRAPH_LOWERING(sub, {"sub.Tensor", "sub.Scalar"}, graph_sub);
-TORCH_TPU_GRAPH_LOWERING(rsub_scalar, {"rsub.Scalar"}, graph_rsub);
-TORCH_TPU_GRAPH_LOWERING(mul, {"mul.Tensor", "mul.Scalar"}, graph_mul);
-TORCH_TPU_GRAPH_LOWERING(div, {"div.Tensor", "div.Scalar", "div.Tensor_mode", "div.Scalar_mode"},
-                         graph_div);
-TORCH_TPU_GRAPH_LOWERING(relu, {"relu"}, graph_relu);
-TORCH_TPU_GRAPH_LOWERING(threshold_backward, {"threshold_backward"}, graph_threshold_backward);
+TORCH_TPU_LOWERING(add, {"add.Tensor", "add_.Tensor", "add.out", "add.Scalar"}, add,
+                   Promote::Binary);
+TORCH_TPU_LOWERING(sub, {"sub.Tensor", "sub_.Tensor", "sub.out", "sub.Scalar"}, sub,
+                   Promote::Subtract);
+TORCH_TPU_LOWERING(rsub, {"rsub.Scalar"}, rsub, Promote::Subtract);
+TORCH_TPU_LOWERING(mul, {"mul.Tensor", "mul_.Tensor", "mul.out", "mul.Scalar"}, mul,
+                   Promote::Binary);
+TORCH_TPU_LOWERING(div,
+                   {"div.Tensor", "div_.Tensor", "div.out", "div.Scalar", "div.Tensor_mode",
+                    "div_.Tensor_mode", "div.out_mode", "div.Scalar_mode"},
+                   div, Promote::TrueDivide);
+TORCH_TPU_LOWERING(relu, {"relu", "relu_"}, relu);
+TORCH_TPU_LOWERING(threshold_backward, {"threshold_backward", "threshold_backward.grad_input"},
+                   threshold_backward);
 
 }  // namespace torch_tpu::ops

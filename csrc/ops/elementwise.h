@@ -1,5 +1,5 @@
-// Elementwise arithmetic with PyTorch's broadcasting and type promotion, for the hand-written
-// eager kernels (csrc/aten/elementwise_kernels.cpp) and the graph lowerings alike.
+// Elementwise arithmetic with PyTorch's broadcasting and type promotion: add, sub, mul, div,
+// relu (their table lines are in ops/elementwise.cpp), for the other lowerings built on them.
 #pragma once
 
 #include <vector>

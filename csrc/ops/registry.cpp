@@ -72,11 +72,11 @@ std::optional<int64_t> Node::opt_i64(size_t i) const {
 }
 
 void register_lowering(std::initializer_list<const char*> names, LowerFn fn, bool random,
-                       bool graph_only) {
+                       bool graph_only, Promote promote) {
   Table& t = table();
   std::lock_guard<std::mutex> lock(t.mutex);
   for (const char* name : names) {
-    if (!t.ops.emplace(name, OpDef{fn, random, graph_only}).second)
+    if (!t.ops.emplace(name, OpDef{fn, random, graph_only, promote}).second)
       throw std::logic_error(std::string("lowering registered twice: ") + name);
   }
 }

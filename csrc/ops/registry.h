@@ -13,6 +13,15 @@
 //     return {n.b.unary(hlo::Unary::Exponential, arg_math(n, 0))};  // ops/common.h
 //   }
 //   TORCH_TPU_LOWERING(exp, {"exp", "exp_", "exp.out"}, lower_exp);
+//
+// This table is the one way to write an op. A hand-written ATen kernel (csrc/aten, an
+// OpCall with its own body) is allowed only for an op whose output shape depends on the
+// data (nonzero, masked_select, bool-mask indexing, unique, ...): it reads a count from
+// the device before it can build a program, which no lowering can. The other kernels in
+// csrc/aten are not ops in this sense: the tensor's own plumbing (allocation, views as
+// metadata, copies between devices, fill) and kernels that only forward to other ops.
+// An error text PyTorch's meta kernel words differently from CPU's is the table's
+// concern too (Promote below), not a reason for a kernel.
 #pragma once
 
 #include <cstdint>
@@ -70,17 +79,32 @@ struct Node {
 
 using LowerFn = std::function<std::vector<hlo::Value>(Node&)>;
 
+// How an op's result dtype follows from its inputs, when that is TensorIterator's binary-op
+// rule. The eager kernel then checks the application as CPU does before PyTorch's meta
+// kernel runs (some Python meta kernels word these errors differently, or accept what CPU
+// rejects): broadcastable shapes, an in-place `self` of the broadcast shape, a result type
+// that can be cast to every written argument ("result type Float can't be cast to the
+// desired output type Long") and an `alpha` that suits it. Node::compute follows the rule.
+enum class Promote {
+  Any,         // the meta kernel decides (every op not listed below)
+  Binary,      // the promoted type of the first two arguments (self, other); alpha takes no part
+  Subtract,    // Binary, refusing bool operands as CPU's sub does
+  TrueDivide,  // Binary, with integers promoted to the default float dtype unless the
+               // third argument (rounding_mode) is given
+};
+
 struct OpDef {
   LowerFn lower = nullptr;
   bool random = false;  // draws from a generator (the Generator? argument, or the default)
   // Only compiled graphs use it: eager mode runs these ops another way (views as
-  // metadata, hand-written kernels, composites), and registering them would replace that.
+  // metadata, data-dependent kernels, composites), and registering them would replace that.
   bool graph_only = false;
+  Promote promote = Promote::Any;
 };
 
 // Registers `fn` under every schema name in `names`; a name registered twice throws.
 void register_lowering(std::initializer_list<const char*> names, LowerFn fn, bool random = false,
-                       bool graph_only = false);
+                       bool graph_only = false, Promote promote = Promote::Any);
 const OpDef* find_lowering(std::string_view name);
 // Whether the lowering of schema `name` handles complex64/complex128 values (the list is
 // in ops/complex.cpp). Other lowerings are written for real types, and XLA may crash
@@ -92,6 +116,9 @@ struct Registrar {
   Registrar(std::initializer_list<const char*> names, LowerFn fn, bool random = false,
             bool graph_only = false) {
     register_lowering(names, std::move(fn), random, graph_only);
+  }
+  Registrar(std::initializer_list<const char*> names, LowerFn fn, Promote promote) {
+    register_lowering(names, std::move(fn), false, false, promote);
   }
 };
 
@@ -112,6 +139,16 @@ struct GraphRegistrar {
 // Any other exception from a lowering is a bug and surfaces as one.
 struct Unsupported : std::invalid_argument {
   using std::invalid_argument::invalid_argument;
+};
+
+// Thrown by a lowering for an application CPU refuses too, with CPU's text: eager mode
+// raises it as it is (a RuntimeError; a NotImplementedError for NotImplemented), where any
+// other exception from a lowering is reported as a failure to compile the op.
+struct Refused : Unsupported {
+  using Unsupported::Unsupported;
+};
+struct NotImplemented : Refused {
+  using Refused::Refused;
 };
 
 }  // namespace torch_tpu::ops

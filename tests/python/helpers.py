@@ -117,6 +117,15 @@ def same_or_same_error(fn, *cpu_args, **tolerance):
     return expected
 
 
+def same_error(fn, *cpu_args):
+    """fn raises on CPU, and on tpu the same exception type with the same message."""
+    with pytest.raises(Exception) as cpu:
+        fn(*cpu_args)
+    with pytest.raises(type(cpu.value)) as got:
+        fn(*map(to_tpu, cpu_args)).cpu()
+    assert str(got.value).splitlines()[0] == str(cpu.value).splitlines()[0]
+
+
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 right now (for a rendezvous or a server)."""
     with socket.socket() as s:

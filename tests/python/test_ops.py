@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import torch_tpu
-from helpers import assert_same, FLOATS, rand, tol as shared_tol
+from helpers import assert_same, FLOATS, rand, same_error, tol as shared_tol
 
 tol = functools.partial(shared_tol, f32=None, low=1e-2)
 
@@ -73,6 +73,89 @@ def test_inplace_and_out_variants():
         ti.add_(1.5)
     with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
         tb.add_(ta)
+
+
+def _ints(*shape, dtype=torch.int64):
+    return torch.arange(int(torch.tensor(shape).prod())).reshape(shape).to(dtype)
+
+
+# What CPU rejects in the binary ops and relu, with CPU's words (the table checks promotion
+# before PyTorch's meta kernels, whose Python versions word several of these otherwise).
+ERRORS = {
+    "int.add_(float)": (lambda a, b: a.add_(b), _ints(4), torch.ones(4)),
+    "int.add_(1.5)": (lambda a: a.add_(1.5), _ints(4)),
+    "int.sub_(cpu 0-d float)": (lambda a: a.sub_(torch.tensor(1.5)), _ints(4)),
+    "int.mul_(1.5)": (lambda a: a.mul_(1.5), _ints(4)),
+    "int.div_(2)": (lambda a: a.div_(2), _ints(4)),
+    "int.div_(int)": (lambda a, b: a.div_(b), _ints(4), _ints(4) + 1),
+    "bool.add_(int)": (lambda a, b: a.add_(b), torch.ones(4, dtype=torch.bool), _ints(4)),
+    "add out=long": (lambda a, o: torch.add(a, 1, out=o), torch.ones(4), _ints(4)),
+    "mul out=long": (lambda a, b, o: torch.mul(a, b, out=o), torch.ones(4), _ints(4), _ints(4)),
+    "div out=long": (lambda a, o: torch.div(a, 2, out=o), _ints(4), _ints(4)),
+    "float alpha, int": (lambda a, b: torch.add(a, b, alpha=1.5), _ints(4), _ints(4)),
+    "float alpha, int_": (lambda a, b: a.sub_(b, alpha=1.5), _ints(4), _ints(4)),
+    "float alpha, int out=": (
+        lambda a, b, o: torch.add(a, b, alpha=0.5, out=o),
+        _ints(4),
+        _ints(4),
+        _ints(4),
+    ),
+    "bool alpha, float": (lambda a, b: torch.add(a, b, alpha=True), torch.ones(4), torch.ones(4)),
+    "bool - bool": (lambda a: a - a, torch.ones(4, dtype=torch.bool)),
+    "bool -= bool": (lambda a: a.sub_(a.clone()), torch.ones(4, dtype=torch.bool)),
+    "bool -= int": (lambda a, b: a.sub_(b), torch.ones(4, dtype=torch.bool), _ints(4)),
+    "div rounding_mode": (lambda a: torch.div(a, 2, rounding_mode="round"), torch.ones(4)),
+    "relu bool": (torch.relu, torch.ones(4, dtype=torch.bool)),
+    "relu_ bool": (torch.relu_, torch.ones(4, dtype=torch.bool)),
+    "relu complex": (torch.relu, torch.ones(4, dtype=torch.complex64)),
+    "in-place broadcast": (lambda a, b: a.add_(b), torch.ones(4), torch.ones(3, 4)),
+    "sizes": (lambda a, b: a * b, torch.ones(4), torch.ones(3)),
+    "in-place sizes": (lambda a, b: a.div_(b), torch.ones(4), torch.ones(3)),
+}
+
+
+@pytest.mark.parametrize("case", list(ERRORS))
+def test_binary_errors_are_cpus(case):
+    fn, *args = ERRORS[case]
+    same_error(fn, *args)
+
+
+def test_binary_errors_are_checked_on_every_call():
+    # A program already built for these shapes and dtypes does not skip CPU's checks.
+    a, b = _ints(4).to("tpu"), _ints(4).to("tpu")
+    torch.add(a, b, alpha=2)
+    with pytest.raises(RuntimeError, match="alpha must not be a floating point number"):
+        torch.add(a, b, alpha=1.5)
+    out = torch.empty(4, dtype=torch.long, device="tpu")
+    torch.mul(a, 2, out=out)
+    with pytest.raises(RuntimeError, match="result type Float can't be cast"):
+        torch.mul(a, 2.5, out=out)
+    f = torch.ones(4, device="tpu")
+    torch.ops.aten.rsub.Scalar(f, 3)
+    with pytest.raises(RuntimeError, match="with a bool tensor is not supported"):
+        torch.ops.aten.rsub.Scalar(f, True)
+    a.add_(1)
+    with pytest.raises(RuntimeError, match="result type Float can't be cast"):
+        a.add_(1.5)
+    assert_same(a, _ints(4) + 1)
+
+
+@pytest.mark.parametrize("mode", ["trunc", "floor"])
+def test_div_rounding_of_complex_is_not_implemented(mode):
+    z = torch.ones(4, dtype=torch.complex64)
+    with pytest.raises(NotImplementedError, match=f"div_{mode}"):
+        torch.div(z, z, rounding_mode=mode)
+    with pytest.raises(NotImplementedError, match=f'"div_{mode}" not implemented for'):
+        torch.div(z.to("tpu"), z.to("tpu"), rounding_mode=mode)
+
+
+def test_true_division_of_integers_into_float64_matches_cpu():
+    # CPU divides in the default float dtype, then casts into out=.
+    a, b = _ints(7) * 7919, _ints(7) + 3
+    out = torch.empty(7, dtype=torch.float64)
+    tout = out.to("tpu")
+    torch.div(a.to("tpu"), b.to("tpu"), out=tout)
+    assert torch.equal(tout.cpu(), torch.div(a, b, out=out))
 
 
 def test_relu():
