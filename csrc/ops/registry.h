@@ -21,7 +21,8 @@
 // csrc/aten are not ops in this sense: the tensor's own plumbing (allocation, views as
 // metadata, copies between devices, fill) and kernels that only forward to other ops.
 // An error text PyTorch's meta kernel words differently from CPU's is the table's
-// concern too (Promote below), not a reason for a kernel.
+// concern too (Promote below), not a reason for a kernel. Still to move: mm, bmm and addmm
+// (aten/matmul_kernels.cpp, kept for CPU's shape-error texts; graph-only lines here).
 #pragma once
 
 #include <cstdint>
