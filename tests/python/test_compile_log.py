@@ -56,7 +56,7 @@ def test_log_names_op_shapes_and_reason(tmp_path):
     # One stderr line per record, the same facts.
     lines = [line for line in r.stderr.splitlines() if line.startswith("torch_tpu: compiled add")]
     assert len(lines) == 3
-    assert "add (f32[2,5], f32[2,5], f32[] -> f32[2,5]): new shape, disk miss" in lines[1]
+    assert "add.Tensor (f32[2,5], f32[2,5], f32[] -> f32[2,5]): new shape, disk miss" in lines[1]
     assert lines[1].endswith(" ms")
 
     # A second process loads every program from disk: records say so, nothing compiles.
@@ -117,7 +117,7 @@ def test_no_compile_raises_on_a_new_shape_and_passes_when_cached(tmp_path, mode)
     message = raised[0]
     assert "new shape" in message and "no_compile" in message
     # A fused group's arguments are the storages it reads, flat.
-    assert ("mul (f32[4,7]" if mode == "op" else "fused (1 ops) (f32[28]") in message
+    assert ("mul.Tensor (f32[4,7]" if mode == "op" else "fused (1 ops) (f32[28]") in message
 
 
 def test_no_compile_env_allows_disk_loads_only(tmp_path):
