@@ -176,6 +176,8 @@ py::list compile_log() {
 
 PYBIND11_MODULE(_C, m) {
   runtime::install_crash_report();
+  // The end of Py_FinalizeEx, before exit() runs the plugin's static destructors.
+  Py_AtExit(&runtime::Runtime::quiesce_for_exit);
   aten::register_hooks();
   aten::register_lowered_ops();
 

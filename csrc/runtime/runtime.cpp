@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <deque>
@@ -19,6 +20,7 @@
 #include "runtime/compile_policy.h"
 #include "runtime/compile_overrides.h"
 #include "runtime/element_type.h"
+#include "runtime/exit_gate.h"
 #include "runtime/metrics.h"
 #include "runtime/settings.h"
 #include "runtime/tiered_compile.h"
@@ -181,6 +183,7 @@ Runtime::Runtime(RuntimeConfig config)
       scalars_(std::make_unique<ScalarCache>()),
       pending_(std::make_unique<Pending>()) {
   settings::check_all();
+  owner_pid_ = ::getpid();
   launch_blocking_ = settings::flag("TORCH_TPU_LAUNCH_BLOCKING");
   if (config_.plugin_path.empty()) {
     throw pjrt::Error(PJRT_Error_Code_NOT_FOUND,
@@ -195,8 +198,10 @@ Runtime::Runtime(RuntimeConfig config)
   if (config_.virtual_devices()) options.push_back({"cpu_device_count", config_.num_devices});
   client_ = std::make_unique<pjrt::Client>(std::move(plugin), options);
   disk_ = std::make_unique<DiskCache>(disk_cache_config_from_env(), cache_identity());
-  cache_.set_disk_tier(disk_.get(),
-                       [this](const std::string& bytes) { return client_->deserialize(bytes); });
+  cache_.set_disk_tier(disk_.get(), [this](const std::string& bytes) {
+    ExitGate::Pass pass;
+    return client_->deserialize(bytes);
+  });
   if (tier_up_runs() > 0) {
     cache_.set_tiering(
         [this](const std::string& mlir) { return compile(mlir, kFirstTierOptimizationLevel); },
@@ -223,6 +228,7 @@ Runtime::Runtime(RuntimeConfig config)
 
 // The overrides on this thread, plus `level` (-1: XLA's default) unless they set one.
 std::unique_ptr<pjrt::Executable> Runtime::compile(const std::string& mlir, int64_t level) {
+  ExitGate::Pass pass;
   std::vector<pjrt::OptionOverride> options = current_overrides().options;
   if (options.empty()) {
     return client_->compile(mlir, level < 0                              ? compile_options_
@@ -244,12 +250,14 @@ std::unique_ptr<pjrt::Buffer> Runtime::upload(const void* data, hlo::DType dtype
   trace::Scope traced("tpu::host_to_device");
   traced.number("bytes", static_cast<double>(n * hlo::byte_width(dtype)));
   traced.number("device", device);
+  ExitGate::Pass pass;
   return client_->buffer_from_host(data, to_pjrt(dtype), dims, device);
 }
 
 std::unique_ptr<pjrt::Buffer> Runtime::on_host_memory(const void* data, hlo::DType dtype,
                                                       const std::vector<int64_t>& dims,
                                                       int device) {
+  ExitGate::Pass pass;
   return client_->buffer_on_host_memory(data, to_pjrt(dtype), dims, device);
 }
 
@@ -258,6 +266,7 @@ std::unique_ptr<pjrt::Buffer> Runtime::view_host_memory(void* data, hlo::DType d
                                                         int device,
                                                         std::function<void()> on_delete) {
   if (client_->platform_name() != "cpu") return nullptr;
+  ExitGate::Pass pass;
   return client_->view_of_memory(data, to_pjrt(dtype), dims, device, std::move(on_delete));
 }
 
@@ -288,6 +297,7 @@ std::shared_ptr<pjrt::Buffer> Runtime::scalar(int device, hlo::DType dtype, uint
 std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::execute(
     const CompiledProgram& program, const std::vector<std::shared_ptr<pjrt::Buffer>>& args,
     int device, const std::vector<int64_t>& keep) {
+  ExitGate::Pass pass;
   metrics().executions++;
   std::vector<PJRT_Buffer*> raw;
   raw.reserve(args.size());
@@ -366,6 +376,7 @@ std::vector<std::vector<std::shared_ptr<pjrt::Buffer>>> Runtime::execute_replica
   std::vector<std::unique_ptr<pjrt::Event>> done;
   std::vector<std::vector<std::unique_ptr<pjrt::Buffer>>> raw;
   {
+    ExitGate::Pass pass;
     std::lock_guard<std::mutex> lock(launch_mutex);
     metrics().executions++;
     next_launch_id = next_launch_id == INT32_MAX ? 1 : next_launch_id + 1;
@@ -386,17 +397,30 @@ std::vector<std::vector<std::shared_ptr<pjrt::Buffer>>> Runtime::execute_replica
 }
 
 void Runtime::synchronize(int device) {
-  std::vector<std::shared_ptr<pjrt::Event>> list;
-  {
-    std::lock_guard<std::mutex> lock(pending_->mutex);
-    list.swap(pending_->per_device.at(device));
-  }
-  for (const auto& event : list) event->await();
+  // The events stay tracked while they are awaited: quiesce_for_exit() must see them
+  // even when a thread is waiting here.
+  for (const auto& event : in_flight(device)) event->await();
   std::vector<Pending::Retired> released;
   {
     std::lock_guard<std::mutex> lock(pending_->mutex);
+    auto& list = pending_->per_device.at(device);
+    list.erase(std::remove_if(list.begin(), list.end(),
+                              [](const auto& event) { return event->is_ready(); }),
+               list.end());
     released = pending_->reap(device);
   }
+}
+
+void Runtime::quiesce_for_exit() {
+  Runtime* r = instance.load(std::memory_order_acquire);
+  if (r == nullptr || r->owner_pid_ != ::getpid()) return;
+  // First: a tier-up job may still launch work and compile; stop() waits for it.
+  BackgroundCompiler::get().stop();
+  // A compile can take a while; one stuck far longer is given up on (the exit then risks
+  // what it risked before).
+  ExitGate::close(std::chrono::seconds(120));
+  for (int d = 0; d < r->device_count(); ++d)
+    for (const auto& event : r->in_flight(d)) event->await();
 }
 
 std::vector<std::shared_ptr<pjrt::Event>> Runtime::in_flight(int device) {

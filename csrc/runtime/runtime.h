@@ -31,6 +31,12 @@ class Runtime {
   // device_count() does not.
   static bool available();
   static bool initialized();
+  // Called once at process exit, before the C exit handlers (the plugin's static
+  // destructors) run: stops tiered compilation, lets the compiles and launches under way
+  // finish while refusing new ones, and waits for all enqueued work (see exit_gate.h).
+  // Pending fused ops are dropped, not compiled. Does nothing where the runtime never
+  // started or in a forked child.
+  static void quiesce_for_exit();
   // The number of devices get() has or will have. XLA:CPU's is the configured number of
   // virtual devices, known without starting the runtime (so that, as with CUDA, counting
   // devices leaves torch.tpu.is_initialized() False); other plugins are asked, which
@@ -119,6 +125,7 @@ class Runtime {
   struct Pending;
   std::unique_ptr<Pending> pending_;
   bool launch_blocking_ = false;
+  int64_t owner_pid_ = 0;  // the process that started the plugin
   std::vector<int64_t> capacity_;
 };
 

@@ -198,7 +198,35 @@ print("main returns", flush=True)
 """
 
 
-def test_daemon_thread_in_synchronize_at_exit_does_not_abort():
-    r = run_python(DAEMON_AT_EXIT)
+# Fused mode adds a compile under way at exit: the daemon's synchronize() compiles the
+# queued matmuls as one program, GIL released, while the main thread ends. exit() then
+# ran XLA:CPU's static destructors, which unmap its JIT-compiled code, under the compile
+# or the run that followed (SIGSEGV, rc -11). Every run of this script crashed that way.
+@pytest.mark.single_mode
+@pytest.mark.parametrize("mode", ["op", "fused"])
+def test_daemon_thread_in_synchronize_at_exit_does_not_abort(mode):
+    r = run_python(DAEMON_AT_EXIT, {"TORCH_TPU_EAGER_MODE": mode})
     assert r.returncode == 0, r.stderr[-2000:]
     assert "main returns" in r.stdout
+
+
+# The main thread ends with 16 large matmuls still running (fused mode: flushed, so
+# launched): exit() must not unmap the plugin's code under them (SIGSEGV in most runs).
+WORK_IN_FLIGHT_AT_EXIT = """
+import torch, torch_tpu
+x = torch.randn(2048, 2048, device="tpu")
+y = x
+for _ in range(16):
+    y = y @ x
+torch_tpu.flush()
+print("main returns", flush=True)
+"""
+
+
+@pytest.mark.single_mode
+@pytest.mark.parametrize("mode", ["op", "fused"])
+def test_exit_with_work_in_flight_does_not_crash(mode):
+    for _ in range(2):
+        r = run_python(WORK_IN_FLIGHT_AT_EXIT, {"TORCH_TPU_EAGER_MODE": mode})
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert "main returns" in r.stdout
