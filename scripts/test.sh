@@ -79,22 +79,20 @@ echo "test.sh: the Python suite in fused eager mode (without tests marked single
 stage fused-mode env TORCH_TPU_EAGER_MODE=fused "$python" -P -m pytest -q tests/python \
   -m "not single_mode and not distributed and not slow" "$@"
 
-# Serving: the paged-attention kernels need only torch_tpu; the engine tests run in the
-# engine's venv (scripts/serving_venvs.sh), which sees this torch_tpu through the
-# system site-packages.
-stage paged-attn "$python" -P -m pytest -q tests/serving/test_paged_attention.py
+# Serving: tests marked vllm or sglang run in that engine's venv (scripts/serving_venvs.sh),
+# which sees this torch_tpu through the system site-packages; the rest (paged-attention
+# kernels, what both plugins share) need only torch_tpu.
+stage serving "$python" -P -m pytest -q tests/serving -m "not vllm and not sglang"
 venvs=${TORCH_TPU_SERVING_VENVS:-/work/venvs}
 venv=$venvs/vllm
 if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import vllm" 2> /dev/null; then
-  stage vllm "$venv/bin/python" -P -m pytest -q -p no:cacheprovider tests/serving --ignore-glob='*sglang*'
+  stage vllm "$venv/bin/python" -P -m pytest -q -p no:cacheprovider tests/serving -m vllm
 else
   skip_stage vllm "no vLLM venv at $venv (bash scripts/serving_venvs.sh builds it)"
 fi
 venv=$venvs/sglang
 if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import importlib.util as u, sys; sys.exit(u.find_spec('sglang') is None)" 2> /dev/null; then
-  stage sglang "$venv/bin/python" -P -m pytest -q -p no:cacheprovider tests/serving/test_sglang_offline.py \
-    tests/serving/test_sglang_eager.py tests/serving/test_sglang_tp.py \
-    tests/serving/test_sglang_server.py tests/serving/test_sglang_warm_start.py
+  stage sglang "$venv/bin/python" -P -m pytest -q -p no:cacheprovider tests/serving -m sglang
 else
   skip_stage sglang "no SGLang venv at $venv (bash scripts/serving_venvs.sh builds it)"
 fi

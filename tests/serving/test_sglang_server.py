@@ -16,6 +16,7 @@ import time
 import pytest
 
 pytest.importorskip("sglang")
+pytestmark = pytest.mark.sglang  # runs in the engine's venv (scripts/test.sh)
 requests = pytest.importorskip("requests")
 
 from conftest import (  # noqa: E402

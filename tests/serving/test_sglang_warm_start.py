@@ -9,6 +9,7 @@ with a warning.)"""
 import pytest
 
 pytest.importorskip("sglang")
+pytestmark = pytest.mark.sglang  # runs in the engine's venv (scripts/test.sh)
 
 from conftest import PROMPTS, hf_greedy  # noqa: E402
 from sglang_engine import MAX_TOKENS, greedy_params, make_engine, read_stats  # noqa: E402

@@ -11,6 +11,7 @@ import random
 import pytest
 
 vllm = pytest.importorskip("vllm")
+pytestmark = pytest.mark.vllm  # runs in the engine's venv (scripts/test.sh)
 
 import torch_tpu  # noqa: E402
 from conftest import PROMPTS, hf_greedy  # noqa: E402

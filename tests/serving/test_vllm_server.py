@@ -14,6 +14,7 @@ import time
 import pytest
 
 pytest.importorskip("vllm")
+pytestmark = pytest.mark.vllm  # runs in the engine's venv (scripts/test.sh)
 requests = pytest.importorskip("requests")
 
 from conftest import (  # noqa: E402

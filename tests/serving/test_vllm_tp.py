@@ -11,6 +11,7 @@ import os
 import pytest
 
 vllm = pytest.importorskip("vllm")
+pytestmark = pytest.mark.vllm  # runs in the engine's venv (scripts/test.sh)
 
 from conftest import PROMPTS, hf_greedy  # noqa: E402
 

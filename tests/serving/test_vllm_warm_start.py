@@ -14,6 +14,7 @@ import sys
 import pytest
 
 pytest.importorskip("vllm")
+pytestmark = pytest.mark.vllm  # runs in the engine's venv (scripts/test.sh)
 
 from conftest import PROMPTS, hf_greedy  # noqa: E402
 
