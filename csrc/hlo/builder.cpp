@@ -214,7 +214,8 @@ Value Builder::unary(Unary op, const Value& x) {
 
 Value Builder::binary(Binary op, const Value& a, const Value& b) {
   // The message names the op without its dialect: "add operands differ: ...".
-  const std::string_view name = std::string_view(op_name(op)).substr(sizeof("stablehlo.") - 1);
+  std::string_view name = op_name(op);
+  name.remove_prefix(name.find('.') + 1);
   require(a.type == b.type,
           std::string(name) + " operands differ: " + a.type.str() + " vs " + b.type.str());
   return emit(op_name(op), {a, b}, "", a.type);

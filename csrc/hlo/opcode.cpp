@@ -58,6 +58,7 @@ const char* op_name(Binary op) {
     case Binary::ShiftRightLogical: return "stablehlo.shift_right_logical";
     case Binary::Subtract: return "stablehlo.subtract";
     case Binary::Xor: return "stablehlo.xor";
+    case Binary::NextAfter: return "chlo.next_after";
   }
   return "";
 }

@@ -61,6 +61,8 @@ enum class Binary {
   ShiftRightLogical,
   Subtract,
   Xor,
+  // CHLO: the next representable value after the first operand towards the second.
+  NextAfter,
 };
 
 // The op's name in module text: "stablehlo.exponential", "chlo.erf", ...

@@ -330,7 +330,7 @@ TORCH_TPU_LOWERING(logaddexp2, {"logaddexp2", "logaddexp2.out"}, lower_logaddexp
 TORCH_TPU_LOWERING(nextafter, {"nextafter", "nextafter_", "nextafter.out"}, [](Node& n) {
   if (!hlo::is_float(n.compute)) not_implemented("nextafter_cpu", n.compute);
   Value x = arg_as(n, 0, n.compute), y = arg_as(n, 1, n.compute);
-  return V{n.b.emit("chlo.next_after", {x, y}, "", x.type)};
+  return V{n.b.binary(hlo::Binary::NextAfter, x, y)};
 });
 TORCH_TPU_LOWERING(gcd, {"gcd", "gcd_", "gcd.out"}, gcd_lcm(false));
 TORCH_TPU_LOWERING(lcm, {"lcm", "lcm_", "lcm.out"}, gcd_lcm(true));

@@ -99,6 +99,15 @@ TEST(Builder, OpcodesNameTheirDialect) {
   } catch (const std::invalid_argument& e) {
     EXPECT_TRUE(contains(e.what(), "subtract operands differ")) << e.what();
   }
+  // A CHLO binary op: its name in messages drops the "chlo." dialect too.
+  EXPECT_TRUE(contains(b.module({b.binary(hlo::Binary::NextAfter, x, x)}),
+                       "\"chlo.next_after\"("));
+  try {
+    b.binary(hlo::Binary::NextAfter, x, y);
+    FAIL() << "mismatched operands";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_TRUE(contains(e.what(), "next_after operands differ")) << e.what();
+  }
 }
 
 TEST(Builder, IdentityShapeOpsEmitNothing) {
