@@ -35,6 +35,12 @@ int64_t largest_tensor(const std::string& mlir) {
   return largest;
 }
 
+std::vector<pjrt::OptionOverride> fast_compile_overrides(int64_t level, bool cpu_platform) {
+  std::vector<pjrt::OptionOverride> options{{kOptimizationLevel, level}};
+  if (cpu_platform) options.push_back({kFusionEmitters, false});
+  return options;
+}
+
 int64_t fast_compile_elements() {
   static const int64_t limit = *settings::integer("TORCH_TPU_FAST_COMPILE_ELEMENTS");
   return limit;

@@ -5,16 +5,31 @@
 // but adds ~20-40 us to every run of the program (it doubles a small program's run time),
 // which a training loop pays thousands of times. So programs whose every tensor is small
 // compile at level 1; large ones keep XLA's default, whose kernels are what they are for.
+//
+// On XLA:CPU small programs also go without the MLIR fusion emitters: each compile that
+// uses them builds and tears down a pool of MLIR contexts with every dialect loaded, a
+// fifth of a small compile's CPU time (perf profile in docs/performance.md). Without them
+// a small compile takes ~0.75x the CPU time and runs as fast; large programs would run
+// up to 3x slower (concatenate, in-place add), so they keep them.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
+
+#include "pjrt/compile_options.h"
 
 namespace torch_tpu::runtime {
 
 // The XLA option the rule sets, and the level small programs compile at.
 inline constexpr const char* kOptimizationLevel = "xla_backend_optimization_level";
 inline constexpr int64_t kFastOptimizationLevel = 1;
+inline constexpr const char* kFusionEmitters = "xla_cpu_use_fusion_emitters";
+
+// The options a program compiled for speed of compiling gets at backend optimization
+// `level` (the small-program rule's, or tiered compilation's first tier): the level, and
+// on XLA:CPU (`cpu_platform`) no fusion emitters.
+std::vector<pjrt::OptionOverride> fast_compile_overrides(int64_t level, bool cpu_platform);
 
 // The element count of the largest tensor type written in `mlir` (a dynamic dimension
 // counts as unbounded: INT64_MAX).

@@ -176,10 +176,6 @@ Runtime::Runtime(RuntimeConfig config)
                        fast > 0 && largest_tensor(mlir) <= fast ? kFastOptimizationLevel : -1);
       }),
       compile_options_(pjrt::encode_compile_options(1, 1, /*portable=*/true)),
-      fast_compile_options_(pjrt::encode_compile_options(
-          1, 1, /*portable=*/true, {{kOptimizationLevel, kFastOptimizationLevel}})),
-      first_tier_options_(pjrt::encode_compile_options(
-          1, 1, /*portable=*/true, {{kOptimizationLevel, kFirstTierOptimizationLevel}})),
       scalars_(std::make_unique<ScalarCache>()),
       pending_(std::make_unique<Pending>()) {
   settings::check_all();
@@ -197,6 +193,12 @@ Runtime::Runtime(RuntimeConfig config)
   std::vector<pjrt::CreateOption> options;
   if (config_.virtual_devices()) options.push_back({"cpu_device_count", config_.num_devices});
   client_ = std::make_unique<pjrt::Client>(std::move(plugin), options);
+  const bool cpu = client_->platform_name() == "cpu";
+  fast_overrides_ = fast_compile_overrides(kFastOptimizationLevel, cpu);
+  first_tier_overrides_ = fast_compile_overrides(kFirstTierOptimizationLevel, cpu);
+  fast_compile_options_ = pjrt::encode_compile_options(1, 1, /*portable=*/true, fast_overrides_);
+  first_tier_options_ =
+      pjrt::encode_compile_options(1, 1, /*portable=*/true, first_tier_overrides_);
   disk_ = std::make_unique<DiskCache>(disk_cache_config_from_env(), cache_identity());
   cache_.set_disk_tier(disk_.get(), [this](const std::string& bytes) {
     ExitGate::Pass pass;
@@ -226,7 +228,8 @@ Runtime::Runtime(RuntimeConfig config)
   }
 }
 
-// The overrides on this thread, plus `level` (-1: XLA's default) unless they set one.
+// The overrides on this thread, plus the options of `level` (-1: XLA's default; the
+// small-program or first-tier level: compile_policy.h) that they do not set themselves.
 std::unique_ptr<pjrt::Executable> Runtime::compile(const std::string& mlir, int64_t level) {
   ExitGate::Pass pass;
   std::vector<pjrt::OptionOverride> options = current_overrides().options;
@@ -236,9 +239,17 @@ std::unique_ptr<pjrt::Executable> Runtime::compile(const std::string& mlir, int6
                                   : level == kFastOptimizationLevel      ? fast_compile_options_
                                                                          : compile_options_);
   }
-  const bool sets_level = std::any_of(options.begin(), options.end(),
-                                      [](const auto& o) { return o.name == kOptimizationLevel; });
-  if (level >= 0 && !sets_level) options.push_back({kOptimizationLevel, level});
+  const std::vector<pjrt::OptionOverride> policy =
+      level < 0                                ? std::vector<pjrt::OptionOverride>{}
+      : level == kFirstTierOptimizationLevel ? first_tier_overrides_
+      : level == kFastOptimizationLevel      ? fast_overrides_
+                                             : std::vector<pjrt::OptionOverride>{
+                                                   {kOptimizationLevel, level}};
+  for (const auto& option : policy) {
+    if (std::none_of(options.begin(), options.end(),
+                     [&](const auto& o) { return o.name == option.name; }))
+      options.push_back(option);
+  }
   return client_->compile(mlir, pjrt::encode_compile_options(1, 1, /*portable=*/true, options));
 }
 

@@ -10,6 +10,7 @@
 
 #include "hlo/types.h"
 #include "pjrt/client.h"
+#include "pjrt/compile_options.h"
 #include "runtime/executable_cache.h"
 
 namespace torch_tpu::runtime {
@@ -119,6 +120,7 @@ class Runtime {
   std::string compile_options_;
   std::string fast_compile_options_;  // small programs: runtime/compile_policy.h
   std::string first_tier_options_;    // tiered compilation: runtime/tiered_compile.h
+  std::vector<pjrt::OptionOverride> fast_overrides_, first_tier_overrides_;  // (the same)
   std::unique_ptr<DiskCache> disk_;
   struct ScalarCache;
   std::unique_ptr<ScalarCache> scalars_;

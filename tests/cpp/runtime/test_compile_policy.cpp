@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <variant>
 
 #include "runtime/compile_policy.h"
 
@@ -26,6 +27,19 @@ TEST(CompilePolicy, LargestTensorOfAModule) {
             std::numeric_limits<int64_t>::max());
   // Element types with digits (i64, f16, ui8) are not dims.
   EXPECT_EQ(largest_tensor("tensor<3xi64> tensor<5xui8> tensor<2x2xf16>"), 5);
+}
+
+// Fast compiles set the level; on XLA:CPU they also go without the fusion emitters.
+TEST(CompilePolicy, FastCompileOverrides) {
+  auto cpu = runtime::fast_compile_overrides(1, /*cpu_platform=*/true);
+  ASSERT_EQ(cpu.size(), 2u);
+  EXPECT_EQ(cpu[0].name, runtime::kOptimizationLevel);
+  EXPECT_EQ(std::get<int64_t>(cpu[0].value), 1);
+  EXPECT_EQ(cpu[1].name, runtime::kFusionEmitters);
+  EXPECT_FALSE(std::get<bool>(cpu[1].value));
+  auto other = runtime::fast_compile_overrides(0, /*cpu_platform=*/false);
+  ASSERT_EQ(other.size(), 1u);
+  EXPECT_EQ(std::get<int64_t>(other[0].value), 0);
 }
 
 }  // namespace
