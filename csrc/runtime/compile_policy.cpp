@@ -37,7 +37,12 @@ int64_t largest_tensor(const std::string& mlir) {
 
 std::vector<pjrt::OptionOverride> fast_compile_overrides(int64_t level, bool cpu_platform) {
   std::vector<pjrt::OptionOverride> options{{kOptimizationLevel, level}};
-  if (cpu_platform) options.push_back({kFusionEmitters, false});
+  if (cpu_platform) {
+    options.push_back({kFusionEmitters, false});
+    // The older emitters honour this flag, whose default lets max/min drop a NaN
+    // (hardsigmoid(NaN) was 0); the fusion emitters always propagate it, as PyTorch does.
+    options.push_back({kFastMinMax, false});
+  }
   return options;
 }
 

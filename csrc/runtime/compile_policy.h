@@ -25,10 +25,11 @@ namespace torch_tpu::runtime {
 inline constexpr const char* kOptimizationLevel = "xla_backend_optimization_level";
 inline constexpr int64_t kFastOptimizationLevel = 1;
 inline constexpr const char* kFusionEmitters = "xla_cpu_use_fusion_emitters";
+inline constexpr const char* kFastMinMax = "xla_cpu_enable_fast_min_max";
 
 // The options a program compiled for speed of compiling gets at backend optimization
 // `level` (the small-program rule's, or tiered compilation's first tier): the level, and
-// on XLA:CPU (`cpu_platform`) no fusion emitters.
+// on XLA:CPU (`cpu_platform`) no fusion emitters (and NaN-propagating min/max, as with them).
 std::vector<pjrt::OptionOverride> fast_compile_overrides(int64_t level, bool cpu_platform);
 
 // The element count of the largest tensor type written in `mlir` (a dynamic dimension

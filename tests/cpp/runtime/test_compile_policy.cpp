@@ -32,11 +32,13 @@ TEST(CompilePolicy, LargestTensorOfAModule) {
 // Fast compiles set the level; on XLA:CPU they also go without the fusion emitters.
 TEST(CompilePolicy, FastCompileOverrides) {
   auto cpu = runtime::fast_compile_overrides(1, /*cpu_platform=*/true);
-  ASSERT_EQ(cpu.size(), 2u);
+  ASSERT_EQ(cpu.size(), 3u);
   EXPECT_EQ(cpu[0].name, runtime::kOptimizationLevel);
   EXPECT_EQ(std::get<int64_t>(cpu[0].value), 1);
   EXPECT_EQ(cpu[1].name, runtime::kFusionEmitters);
   EXPECT_FALSE(std::get<bool>(cpu[1].value));
+  EXPECT_EQ(cpu[2].name, runtime::kFastMinMax);
+  EXPECT_FALSE(std::get<bool>(cpu[2].value));
   auto other = runtime::fast_compile_overrides(0, /*cpu_platform=*/false);
   ASSERT_EQ(other.size(), 1u);
   EXPECT_EQ(std::get<int64_t>(other[0].value), 0);
