@@ -47,12 +47,13 @@ def _start() -> None:
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
     )
     install_printing()
-    from torch_tpu import _default_backend, _distributed, _eager, _meta
+    from torch_tpu import _default_backend, _distributed, _eager, _flex_attention, _meta
 
     _meta.register()
     _distributed.register()
     _eager.register()
     _default_backend.install()
+    _flex_attention.install()
     set_cpu_fallback(_settings.get("TORCH_TPU_CPU_FALLBACK"))
 
 

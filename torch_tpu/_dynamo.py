@@ -32,7 +32,7 @@ from torch._functorch.aot_autograd import SerializableAOTDispatchCompiler
 from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
 from torch.fx.passes.split_module import split_module
 
-from torch_tpu import _C, _buckets, _output_code
+from torch_tpu import _C, _buckets, _flex_attention, _output_code
 from torch_tpu import tpu as _tpu
 from torch_tpu._no_compile import forbidden_by_env
 
@@ -104,6 +104,7 @@ def tpu_backend(gm: fx.GraphModule, example_inputs, mode=None, options=None):
     if mode is not None and mode not in _MODES:
         raise ValueError(f"backend 'tpu': unknown mode {mode!r}; expected one of {_MODES}")
     options = check_options(options)
+    gm = _flex_attention.inline_dense(gm)
     torch._functorch.config.bundled_autograd_cache = True
     # (aot_compile asks for the backward at once itself.)
     ahead = (
