@@ -32,7 +32,7 @@ from torch._functorch.aot_autograd import SerializableAOTDispatchCompiler
 from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
 from torch.fx.passes.split_module import split_module
 
-from torch_tpu import _C, _buckets, _flex_attention, _output_code
+from torch_tpu import _C, _buckets, _flex_attention, _output_code, pallas
 from torch_tpu import tpu as _tpu
 from torch_tpu._no_compile import forbidden_by_env
 
@@ -265,6 +265,8 @@ def _lowerable(node: fx.Node, vals: dict) -> bool:
     target = node.target
     if target in _STRUCTURED:
         return True
+    if target in pallas.GRAPH_CALLS:
+        return True
     if target in _collective_ops():
         return _in_program_collective(node, vals) is not None
     if target is _wait_op():
@@ -482,6 +484,9 @@ class _SpecBuilder:
         if target in _collective_ops() or target is _wait_op():
             self.collective(node, val)
             return
+        if target in pallas.GRAPH_CALLS:
+            self.stablehlo_call(node, val)
+            return
         if not isinstance(target, torch._ops.OpOverload) or target.namespace != "aten":
             raise Unsupported(f"{target} has no tpu lowering")
         if target is torch.ops.aten.copy_.default and node.args[0].op == "placeholder":
@@ -526,6 +531,30 @@ class _SpecBuilder:
             raise Unsupported(f"{node.target} with a result that is not a tensor")
         self.refs[node] = self.new_value(val)
         self.nodes.append(("@collective", [self.encode(producer), *args], [self.refs[node]]))
+
+    def stablehlo_call(self, node: fx.Node, val) -> None:
+        """A jax_op (torch.tpu.pallas) or its VJP: a "@call_stablehlo" node calling the
+        JAX export's functions inside the graph's program."""
+        args = _schema_args(node.target, node)
+        values = [
+            [self.vals[n] for n in a]
+            if isinstance(a, (list, tuple))
+            else (self.vals[a] if isinstance(a, fx.Node) else a)
+            for a in args
+        ]
+        program = pallas.GRAPH_CALLS[node.target](values)
+        tensors = [
+            n
+            for a in args
+            for n in (a if isinstance(a, (list, tuple)) else [a])
+            if isinstance(n, fx.Node)
+        ]
+        results = val if isinstance(val, (list, tuple)) else [val]
+        ids = [self.new_value(v) for v in results]
+        self.refs[node] = ids if isinstance(val, (list, tuple)) else ids[0]
+        kept = [self.encode(tensors[i]) for i in program.kept]
+        call = [program.functions, program.callee, kept]
+        self.nodes.append(("@call_stablehlo", call, ids))
 
     def structured(self, node: fx.Node, val) -> None:
         """A control-flow op or the optimization barrier: a "@name" node whose bodies are

@@ -10,7 +10,7 @@ from typing import Any, Optional
 
 import torch
 
-from torch_tpu import _C, _eager, _precision, compiler, ops, profiler  # noqa: F401
+from torch_tpu import _C, _eager, _precision, compiler, ops, pallas, profiler  # noqa: F401
 from torch_tpu._eager import EagerMode  # noqa: F401
 from torch_tpu._eager import set_tpu_eager_mode as set_eager_mode  # noqa: F401
 from torch_tpu._precision import Precision, precision  # noqa: F401
@@ -328,3 +328,4 @@ sys.modules[__name__].__class__ = _TpuModule
 sys.modules.setdefault("torch.tpu.compiler", compiler)
 sys.modules.setdefault("torch.tpu.profiler", profiler)
 sys.modules.setdefault("torch.tpu.ops", ops)
+sys.modules.setdefault("torch.tpu.pallas", pallas)

@@ -154,6 +154,11 @@ std::vector<Value> lower_structured(Lowerer& lw, const std::string& name, const 
     V in = operands(lw, args[0], "optimization_barrier");
     results =
         in.empty() ? in : lw.b.emit_multi("stablehlo.optimization_barrier", in, "", types_of(in));
+  } else if (name == "@call_stablehlo") {
+    // A jax_op: its export's functions join the module, main calls them.
+    V in = operands(lw, args[2], "jax_op");
+    lw.b.add_functions(py::cast<std::string>(args[0]));
+    results = lw.b.emit_multi("func.call", in, "callee = @" + py::cast<std::string>(args[1]), outs);
   } else {
     TORCH_CHECK_NOT_IMPLEMENTED(false, "torch_tpu: no lowering for ", name.substr(1),
                                 " in a compiled graph");

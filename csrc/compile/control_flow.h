@@ -8,6 +8,8 @@
 //   ("@scan", [combine_spec, [init], [xs], [extra]], outs)          -> stablehlo.while
 //       over dimension 0 of xs: the carry, and each stacked output written at step i
 //   ("@optimization_barrier", [[inputs]], outs)                      -> optimization_barrier
+//   ("@call_stablehlo", [functions, callee, [inputs]], outs)         -> func.call @callee
+//       of `functions` (text) added to the module: torch.tpu.pallas.jax_op
 //
 // Tensors are (id,) as in ATen nodes.
 #pragma once

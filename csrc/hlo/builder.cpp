@@ -127,6 +127,7 @@ std::string Builder::region(const std::vector<TensorType>& arg_types, const Regi
   }
   std::vector<Value> results = body(inner, args);
   next_id_ = inner.next_id_;
+  add_functions(inner.functions_);
   std::string names, types;
   for (size_t i = 0; i < results.size(); ++i) {
     names += (i ? ", " : "") + name(results[i]);
@@ -441,6 +442,10 @@ Value Builder::scatter_flat(const Value& flat, const Value& indices, const Value
   return emit("stablehlo.scatter", {flat, idx, updates}, attrs, flat.type, {overwrite});
 }
 
+void Builder::add_functions(const std::string& text) {
+  if (!text.empty() && functions_.find(text) == std::string::npos) functions_ += text + "\n";
+}
+
 std::string Builder::module(const std::vector<Value>& outputs) const {
   std::string text = "module @torch_tpu {\n  func.func public @main(";
   std::string results;
@@ -455,7 +460,8 @@ std::string Builder::module(const std::vector<Value>& outputs) const {
       text += " {tf.aliasing_output = " + std::to_string(aliases_[i]) + " : i32}";
   }
   text += ") -> (" + results + ") {\n" + body_;
-  text += "    \"func.return\"(" + return_names + ") : (" + results + ") -> ()\n  }\n}\n";
+  text += "    \"func.return\"(" + return_names + ") : (" + results + ") -> ()\n  }\n";
+  text += functions_ + "}\n";
   return text;
 }
 

@@ -91,6 +91,12 @@ class Builder {
   // A region of two scalar arguments of `dtype` combining them with a binary op.
   std::string binary_region(Binary op, DType dtype);
 
+  // Adds `text` (private func.func definitions in generic form, their symbols unique to
+  // the caller) to the module, after `main`; call them with
+  //   b.emit_multi("func.call", operands, "callee = @name", result_types)
+  // Functions added while building a region go to the enclosing module.
+  void add_functions(const std::string& text);
+
   // The module text, returning `outputs` from `main`.
   std::string module(const std::vector<Value>& outputs) const;
 
@@ -108,6 +114,7 @@ class Builder {
                    const std::vector<Value>& operands, const std::string& attributes,
                    const std::string& result_types, const std::vector<std::string>& regions);
   std::string body_;
+  std::string functions_;  // add_functions' text, each added once
   std::vector<Value> params_;
   std::vector<int> aliases_;  // per parameter: the output it is donated to, or -1
   int next_id_ = 0;

@@ -11,6 +11,7 @@
 #include "aten/lowered_kernel.h"
 #include "aten/precision.h"
 #include "aten/registration.h"
+#include "aten/stablehlo_call_kernel.h"
 #include "compile/graph.h"
 #include "ops/bounded.h"
 #include "ops/registry.h"
@@ -323,6 +324,8 @@ PYBIND11_MODULE(_C, m) {
         aten::default_generator(static_cast<c10::DeviceIndex>(d))));
   });
   m.def("_optimization_barrier", &aten::optimization_barrier);
+  m.def("_call_stablehlo", &aten::call_stablehlo, py::arg("functions"), py::arg("callee"),
+        py::arg("inputs"), py::arg("results"));
   m.def("_matmul_precision", [] { return static_cast<int>(aten::matmul_precision()); });
   m.def("_push_precision", [](int p) {
     TORCH_CHECK(p >= 0 && p <= 2, "torch_tpu: unknown precision ", p);

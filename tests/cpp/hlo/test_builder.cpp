@@ -200,6 +200,35 @@ TEST(Builder, RegionsKeepTheMatmulPrecision) {
   EXPECT_FALSE(contains(body, "HIGHEST")) << body;
 }
 
+// Functions written elsewhere (jax_op: a JAX export's, in generic form) join the module
+// once, after main, and main calls them; a region's go to the enclosing module.
+TEST(Builder, CallsAddedFunctions) {
+  const std::string twice =
+      "\"func.func\"() <{function_type = (tensor<3xf32>) -> tensor<3xf32>, sym_name = "
+      "\"ext_twice\", sym_visibility = \"private\"}> ({\n"
+      "^bb0(%arg0: tensor<3xf32>):\n"
+      "  %0 = \"stablehlo.add\"(%arg0, %arg0) : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>\n"
+      "  \"func.return\"(%0) : (tensor<3xf32>) -> ()\n"
+      "}) : () -> ()";
+  TensorType t{DType::F32, {3}};
+  Builder b;
+  Value x = b.parameter(t);
+  b.add_functions(twice);
+  Value y = b.emit_multi("func.call", {x}, "callee = @ext_twice", {t})[0];
+  std::string body = b.region({t}, [&](Builder& r, const std::vector<Value>& a) {
+    r.add_functions(twice);
+    return r.emit_multi("func.call", a, "callee = @ext_twice", {t});
+  });
+  (void)body;  // only its functions matter here
+  Value z = b.emit_multi("func.call", {y}, "callee = @ext_twice", {t})[0];
+  std::string text = b.module({z});
+  EXPECT_EQ(text.find("ext_twice\", sym_visibility"), text.rfind("ext_twice\", sym_visibility"))
+      << "added once: " << text;
+  EXPECT_LT(text.find("@main"), text.find("sym_name = \"ext_twice\"")) << text;
+  auto bx = upload<float>({1, -2, 3.5f}, {3});
+  EXPECT_EQ(run1<float>(b, z, {bx.get()}), (std::vector<float>{4, -8, 14}));
+}
+
 TEST(Builder, DotGeneralBatched) {
   Builder b;
   Value x = b.parameter({DType::S32, {2, 1, 2}});
