@@ -7,9 +7,11 @@ device from `group_sizes`, batched products): no host read, differentiable by au
 traceable by `torch.compile`. They do g times the work of one product (every row is
 multiplied by every group's matrix and masked), which suits a handful of groups.
 `all_gather_dim` and `reduce_scatter_dim` are PyTorch's functional collectives, so they
-run on `tpu_dist` eagerly and split compiled graphs around them. `send`, `recv` and
-`ragged_all_to_all` are eager point-to-point and all-to-all exchanges over
-torch.distributed (a compiled graph breaks around them)."""
+run on `tpu_dist` eagerly and split compiled graphs around them. `ragged_all_to_all` is
+the custom op `tpu::ragged_all_to_all` (its backward another), an uneven all-to-all over
+torch.distributed: eager, and in a compiled graph a node the graph is split around.
+`send` and `recv` are eager point-to-point exchanges returning a Work (a compiled
+function breaks its graph around them)."""
 
 from __future__ import annotations
 
@@ -240,37 +242,134 @@ def _exchange(rows: torch.Tensor, sizes_out: list, sizes_in: list, group) -> tor
     return out
 
 
-class _RaggedAllToAll(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, operand, output, plan):
-        in_off, send, write_at, recv, group = plan
-        chunks = [operand[o : o + n] for o, n in zip(in_off, send)]
-        got = _exchange(torch.cat(chunks) if chunks else operand[:0], send, recv, group)
-        result = output.clone()
-        start = 0
-        for at, n in zip(write_at, recv):
-            result[at : at + n] = got[start : start + n]
-            start += n
-        ctx.plan, ctx.operand_shape = plan, operand.shape
-        return result
+def _ragged_result(operand, output, plan) -> torch.Tensor:
+    """`output` with the rows the other ranks send written in (the exchange itself)."""
+    in_off, send, write_at, recv, group = plan
+    chunks = [operand[o : o + n] for o, n in zip(in_off, send)]
+    got = _exchange(torch.cat(chunks) if chunks else operand[:0], send, recv, group)
+    result = output.clone()
+    start = 0
+    for at, n in zip(write_at, recv):
+        result[at : at + n] = got[start : start + n]
+        start += n
+    return result
 
-    @staticmethod
-    def backward(ctx, grad):
-        in_off, send, write_at, recv, group = ctx.plan
-        # The rows each rank received go back to their senders, which add them where
-        # they came from; the rows received overwrote `output`'s, which get no gradient.
-        back = _exchange(
-            torch.cat([grad[at : at + n] for at, n in zip(write_at, recv)]), recv, send, group
+
+def _ragged_group(group_name: Optional[str]):
+    from torch.distributed.distributed_c10d import _resolve_process_group
+
+    return _group(None) if group_name is None else _resolve_process_group(group_name)
+
+
+def _ragged_plan(
+    operand_rows, output_rows, input_offsets, send_sizes, output_offsets, recv_sizes, group, device
+):
+    """(input offsets, send sizes, where each sender's rows go here, receive sizes, group),
+    checked; the third is exchanged with the other ranks (a collective)."""
+    import torch.distributed as dist
+
+    world = dist.get_world_size(group)
+    in_off = _rows("input_offsets", input_offsets, world)
+    send = _rows("send_sizes", send_sizes, world)
+    out_off = _rows("output_offsets", output_offsets, world)
+    recv = _rows("recv_sizes", recv_sizes, world)
+    if any(o + n > operand_rows for o, n in zip(in_off, send)):
+        raise ValueError(
+            "ragged_all_to_all: a slice to send ends past the operand's "
+            f"{operand_rows} rows (input_offsets {in_off}, send_sizes {send})"
         )
-        grad_operand = grad.new_zeros(ctx.operand_shape)
-        grad_output = grad.clone()
-        start = 0
-        for o, n in zip(in_off, send):
-            grad_operand[o : o + n] += back[start : start + n]
-            start += n
-        for at, n in zip(write_at, recv):
-            grad_output[at : at + n] = 0
-        return grad_operand, grad_output, None
+    # Where each sender's rows go in this rank's result: sender j's output_offsets[me].
+    write_at = (
+        _exchange(
+            torch.tensor(out_off, dtype=torch.int64, device=device).unsqueeze(1),
+            [1] * world,
+            [1] * world,
+            group,
+        )
+        .view(-1)
+        .tolist()
+    )
+    if any(at + n > output_rows for at, n in zip(write_at, recv)):
+        raise ValueError(
+            "ragged_all_to_all: received rows end past the output's "
+            f"{output_rows} rows (offsets {write_at}, recv_sizes {recv})"
+        )
+    return in_off, send, write_at, recv, group
+
+
+# ragged_all_to_all and its backward are custom ops: a compiled graph holds them as
+# nodes (and is split around them: they run eagerly, reading the sizes on the host).
+@torch.library.custom_op("tpu::ragged_all_to_all", mutates_args=())
+def _ragged_all_to_all(
+    operand: torch.Tensor,
+    output: torch.Tensor,
+    input_offsets: torch.Tensor,
+    send_sizes: torch.Tensor,
+    output_offsets: torch.Tensor,
+    recv_sizes: torch.Tensor,
+    group_name: Optional[str],
+) -> torch.Tensor:
+    sizes = (input_offsets, send_sizes, output_offsets, recv_sizes)
+    group = _ragged_group(group_name)
+    plan = _ragged_plan(operand.shape[0], output.shape[0], *sizes, group, operand.device)
+    return _ragged_result(operand, output, plan)
+
+
+@_ragged_all_to_all.register_fake
+def _(operand, output, *sizes_and_group):
+    return torch.empty_like(output)
+
+
+@torch.library.custom_op("tpu::ragged_all_to_all_backward", mutates_args=())
+def _ragged_all_to_all_backward(
+    grad: torch.Tensor,
+    input_offsets: torch.Tensor,
+    send_sizes: torch.Tensor,
+    output_offsets: torch.Tensor,
+    recv_sizes: torch.Tensor,
+    operand_rows: int,
+    group_name: Optional[str],
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(gradient of the operand, of the output): the rows each rank received go back to
+    their senders, which add them where they came from; the rows received overwrote
+    `output`'s, which get no gradient."""
+    sizes = (input_offsets, send_sizes, output_offsets, recv_sizes)
+    in_off, send, write_at, recv, group = _ragged_plan(
+        operand_rows, grad.shape[0], *sizes, _ragged_group(group_name), grad.device
+    )
+    back = _exchange(
+        torch.cat([grad[at : at + n] for at, n in zip(write_at, recv)]), recv, send, group
+    )
+    grad_operand = grad.new_zeros((operand_rows,) + tuple(grad.shape[1:]))
+    grad_output = grad.clone()
+    start = 0
+    for o, n in zip(in_off, send):
+        grad_operand[o : o + n] += back[start : start + n]
+        start += n
+    for at, n in zip(write_at, recv):
+        grad_output[at : at + n] = 0
+    return grad_operand, grad_output
+
+
+@_ragged_all_to_all_backward.register_fake
+def _(grad, input_offsets, send_sizes, output_offsets, recv_sizes, operand_rows, group_name):
+    return grad.new_empty((operand_rows,) + tuple(grad.shape[1:])), torch.empty_like(grad)
+
+
+def _ragged_setup_context(ctx, inputs, output):
+    operand, _, *sizes, group_name = inputs
+    ctx.save_for_backward(*sizes)
+    ctx.operand_rows, ctx.group_name = operand.shape[0], group_name
+
+
+def _ragged_backward(ctx, grad):
+    grad_operand, grad_output = _ragged_all_to_all_backward(
+        grad, *ctx.saved_tensors, ctx.operand_rows, ctx.group_name
+    )
+    return grad_operand, grad_output, None, None, None, None, None
+
+
+_ragged_all_to_all.register_autograd(_ragged_backward, setup_context=_ragged_setup_context)
 
 
 def ragged_all_to_all(
@@ -289,15 +388,9 @@ def ragged_all_to_all(
     writes them to its result from row `output_offsets[j]` (the offset as this sender
     gives it); `recv_sizes[j]` rows come from rank j. The result has `output`'s shape,
     dtype and contents where nothing is received (into `out` if given). Differentiable
-    with respect to `operand` and `output` when `out` is not given.
+    with respect to `operand` and `output` when `out` is not given; eager and inside
+    compiled graphs (the custom op `tpu::ragged_all_to_all`).
     `process_group_name`: a group's `group_name` (None: the default group)."""
-    import torch.distributed as dist
-    from torch.distributed.distributed_c10d import _resolve_process_group
-
-    group = (
-        _group(None) if process_group_name is None else _resolve_process_group(process_group_name)
-    )
-    world = dist.get_world_size(group)
     if (
         operand.dim() == 0
         or output.dim() != operand.dim()
@@ -309,38 +402,9 @@ def ragged_all_to_all(
             f"and output {tuple(output.shape)} {output.dtype} must have the same "
             "dtype and row shape"
         )
-    in_off = _rows("input_offsets", input_offsets, world)
-    send = _rows("send_sizes", send_sizes, world)
-    out_off = _rows("output_offsets", output_offsets, world)
-    recv = _rows("recv_sizes", recv_sizes, world)
-    if any(o + n > operand.shape[0] for o, n in zip(in_off, send)):
-        raise ValueError(
-            "ragged_all_to_all: a slice to send ends past the operand's "
-            f"{operand.shape[0]} rows (input_offsets {in_off}, send_sizes {send})"
-        )
-    # Where each sender's rows go in this rank's result: sender j's output_offsets[me].
-    write_at = (
-        _exchange(
-            torch.tensor(out_off, dtype=torch.int64, device=operand.device).unsqueeze(1),
-            [1] * world,
-            [1] * world,
-            group,
-        )
-        .view(-1)
-        .tolist()
-    )
-    if any(at + n > output.shape[0] for at, n in zip(write_at, recv)):
-        raise ValueError(
-            "ragged_all_to_all: received rows end past the output's "
-            f"{output.shape[0]} rows (offsets {write_at}, recv_sizes {recv})"
-        )
-    plan = (in_off, send, write_at, recv, group)
+    sizes = (input_offsets, send_sizes, output_offsets, recv_sizes)
     if out is None:
-        return _RaggedAllToAll.apply(operand, output, plan)
+        return _ragged_all_to_all(operand, output, *sizes, process_group_name)
     with torch.no_grad():
-        out.copy_(_RaggedAllToAll.forward(_Ctx(), operand, output, plan))
+        out.copy_(_ragged_all_to_all(operand, output, *sizes, process_group_name))
     return out
-
-
-class _Ctx:
-    """A stand-in autograd context, for the `out=` form (no autograd)."""
