@@ -2,15 +2,22 @@
 XLA:CPU runs) as torch ops on tpu, eager and inside compiled graphs (part of the graph's
 program), values and gradients against the same computation in CPU PyTorch."""
 
+import os
+
 import pytest
 import torch
 
 import torch_tpu
 from helpers import assert_same, run_python, tol
 
+# Importing JAX sets TF_CPP_MIN_LOG_LEVEL in os.environ, which the subprocesses of other
+# test files (collected with this one) would inherit: keep the environment as it was.
+_environ = dict(os.environ)
 jax = pytest.importorskip("jax")
 jnp = pytest.importorskip("jax.numpy")
 pl = pytest.importorskip("jax.experimental.pallas")
+os.environ.clear()
+os.environ.update(_environ)
 
 F32 = tol(torch.float32, f32=1e-5)
 
