@@ -41,3 +41,35 @@ def run_script(code: str, args, env: dict) -> dict:
     if not lines:
         raise RuntimeError(f"{args} {env}: {proc.stderr[-2000:]}")
     return json.loads(lines[0][len("RESULT ") :])
+
+
+def run_threaded_ranks(world: int, body, timeout_s: int = 300) -> None:
+    """Runs body(rank) on `world` ranks as threads of this process, rank r on tpu:r, each
+    in a tpu_dist group (the in-program transport unless TORCH_TPU_DIST_TRANSPORT says
+    otherwise). The process must have TORCH_TPU_NUM_DEVICES >= world."""
+    import datetime
+    import threading
+
+    import torch
+    import torch.distributed as dist
+    import torch_tpu
+
+    torch_tpu._distributed.install_threaded_world()
+    store = dist.HashStore()
+
+    def rank_body(rank):
+        torch.tpu.set_device(rank)
+        dist.init_process_group(
+            "tpu_dist",
+            store=store,
+            rank=rank,
+            world_size=world,
+            timeout=datetime.timedelta(seconds=timeout_s),
+        )
+        body(rank)
+
+    threads = [threading.Thread(target=rank_body, args=(r,)) for r in range(world)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()

@@ -80,27 +80,17 @@ def measure(world, sizes, checks):
 
 def in_program_worker(world, sizes):
     """Runs in a process with TORCH_TPU_NUM_DEVICES=world; prints one JSON line."""
-    import datetime
     import json
-    import threading
 
     import torch
     import torch.distributed as dist
     import torch_tpu
 
-    torch_tpu._distributed.install_threaded_world()
-    store = dist.HashStore()
+    from _timing import run_threaded_ranks
+
     results = {}
 
     def rank_body(rank):
-        torch.tpu.set_device(rank)
-        dist.init_process_group(
-            "tpu_dist",
-            store=store,
-            rank=rank,
-            world_size=world,
-            timeout=datetime.timedelta(seconds=300),
-        )
         assert torch_tpu.metrics.dist_transport() == "in_program"
         for nbytes in sizes:
             reps = max(2, min(50, (8 << 20) // nbytes))
@@ -119,11 +109,7 @@ def in_program_worker(world, sizes):
             if rank == 0:
                 results[nbytes] = statistics.median(times)
 
-    threads = [threading.Thread(target=rank_body, args=(r,)) for r in range(world)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
+    run_threaded_ranks(world, rank_body)
     print("RESULTS " + json.dumps(results), flush=True)
 
 

@@ -1,12 +1,23 @@
-"""minGPT DDP training step on 2 processes: tpu (tpu_dist) against CPU (gloo), in the
-same process group and the same run, next to the same model's single-process step on
-each device, so that the DDP ratio can be read against the single-device one.
+"""minGPT training step on 2 processes, DDP and FSDP2: tpu (tpu_dist) against CPU (gloo),
+in the same process group and the same run, next to the same model's single-process step
+on each device, so that the distributed ratios can be read against the single-device one.
+Then compiled tensor parallelism: the same compiled function with its collectives inside
+the graph's program (tpu_dist's in-program transport) and with the graph split around them
+(host-staged).
 
     python benchmarks/ddp_step.py [--ranks 2] [--warmup 3] [--rounds 5] [--steps 5]
 
-Model as benchmarks/eager_step.py (batch 8 per rank, block 64, 4 layers, d=128, AdamW).
-Each rank times its own steps; rank 0's medians are printed. A tpu round ends with
+Model as benchmarks/eager_step.py (batch 8 per rank, block 64, 4 layers, d=128, AdamW);
+FSDP2 shards each block and the root (`fully_shard`, a mesh over the ranks). Each rank
+times its own steps; rank 0's medians are printed. A tpu round ends with
 torch.tpu.synchronize().
+
+Compiled tensor parallelism: ranks as threads of one process, rank r on tpu:r
+(TORCH_TPU_NUM_DEVICES=ranks), a 4-layer MLP stack split Megatron-style (first weight by
+columns, second by rows, a functional all_reduce per layer; d=256, 64 tokens per call),
+`torch.compile(backend="tpu", fullgraph=True)`, forward only (functional collectives have
+no autograd); in-program: one program per call, host-staged
+(TORCH_TPU_DIST_TRANSPORT=host): the graph split at each all_reduce.
 """
 
 import argparse
@@ -17,7 +28,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _timing import timed_rounds  # noqa: E402
+from _timing import run_threaded_ranks, timed_rounds  # noqa: E402
 
 MINGPT = Path(__file__).resolve().parents[1] / "examples" / "mingpt"
 CONFIG = dict(batch=8, block=64, layers=4, heads=4, d=128)
@@ -26,6 +37,8 @@ CONFIG = dict(batch=8, block=64, layers=4, heads=4, d=128)
 def worker(rank, world, port, args, queue):
     import torch
     import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     sys.path.insert(0, str(MINGPT))
@@ -39,7 +52,7 @@ def worker(rank, world, port, args, queue):
     syncs = {"tpu": torch.tpu.synchronize, "cpu": lambda: None}
     results = {}
     for device in ("tpu", "cpu"):
-        for mode in ("single", "ddp"):
+        for mode in ("single", "ddp", "fsdp"):
             model = build(
                 dataset.vocab_size,
                 CONFIG["block"],
@@ -50,6 +63,11 @@ def worker(rank, world, port, args, queue):
             ).to(device)
             if mode == "ddp":
                 model = DDP(model)
+            elif mode == "fsdp":
+                mesh = init_device_mesh(device, (world,))
+                for block in model.blocks:
+                    fully_shard(block, mesh=mesh)
+                fully_shard(model, mesh=mesh)
             optimizer = make_optimizer(model, 1e-3)
             g = torch.Generator().manual_seed(rank)
 
@@ -67,13 +85,82 @@ def worker(rank, world, port, args, queue):
     dist.destroy_process_group()
 
 
+TP = dict(layers=4, d=256, tokens=64)
+
+
+def compiled_tp_worker(world, args):
+    """In a process with TORCH_TPU_NUM_DEVICES=world (and the transport chosen by the
+    environment): times the compiled TP stack on threaded ranks; prints one JSON line."""
+    import json
+
+    import torch
+    import torch.distributed as dist
+    import torch.distributed._functional_collectives as funcol
+
+    import torch_tpu
+
+    d, layers = TP["d"], TP["layers"]
+    shard = 4 * d // world
+    results = {}
+
+    def stack(x, w1, w2):
+        for a, b in zip(w1, w2):
+            h = torch.nn.functional.gelu(x @ a)  # columns of the first weight
+            x = x + funcol.all_reduce(h @ b, "sum", dist.group.WORLD)  # rows of the second
+        return x
+
+    compiled = torch.compile(stack, backend="tpu", fullgraph=True)
+
+    def rank_body(rank):
+        dev = f"tpu:{rank}"
+        g = torch.Generator().manual_seed(rank)
+        w1 = [(torch.randn(d, shard, generator=g) / d**0.5).to(dev) for _ in range(layers)]
+        w2 = [(torch.randn(shard, d, generator=g) / d**0.5).to(dev) for _ in range(layers)]
+        x = torch.randn(TP["tokens"], d, generator=torch.Generator().manual_seed(9)).to(dev)
+        sync = lambda: torch.tpu.synchronize(rank)  # noqa: E731
+        for _ in range(args.warmup):
+            compiled(x, w1, w2)
+        dist.barrier()
+        times, _ = timed_rounds(lambda: compiled(x, w1, w2), sync, args.rounds, args.steps)
+        if rank == 0:
+            results["step"] = statistics.median(times)
+            results["transport"] = torch_tpu.metrics.dist_transport()
+
+    run_threaded_ranks(world, rank_body)
+    m = torch_tpu.metrics.snapshot()
+    results.update(splits=m["graph_splits"], program_runs=m["in_program_graph_runs"])
+    print("RESULTS " + json.dumps(results), flush=True)
+
+
+def measure_compiled_tp(args, transport):
+    import json
+    import os
+    import subprocess
+
+    env = dict(
+        os.environ, TORCH_TPU_NUM_DEVICES=str(args.ranks), TORCH_TPU_DIST_TRANSPORT=transport
+    )
+    argv = [sys.executable, os.path.abspath(__file__), "--_tp-worker", str(args.ranks)]
+    for name in ("warmup", "rounds", "steps"):
+        argv += [f"--{name}", str(getattr(args, name))]
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env)
+    lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULTS ")]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(f"compiled TP worker ({transport}) failed:\n{proc.stderr[-3000:]}")
+    return json.loads(lines[-1][len("RESULTS ") :])
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--ranks", type=int, default=2)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--_tp-worker", type=int, help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args._tp_worker:
+        compiled_tp_worker(args._tp_worker, args)
+        return
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -93,12 +180,29 @@ def main():
         f"{args.rounds} rounds x {args.steps} steps (ms)"
     )
     print(f"{'':<16} {'tpu':>8} {'cpu':>8} {'tpu/cpu':>8}")
-    for mode, label in (("single", "one process"), ("ddp", f"DDP x{args.ranks}")):
+    labels = (("single", "one process"), ("ddp", f"DDP x{args.ranks}"))
+    for mode, label in labels + (("fsdp", f"FSDP2 x{args.ranks}"),):
         t, c = r[("tpu", mode)], r[("cpu", mode)]
         print(f"{label:<16} {t * 1e3:>8.1f} {c * 1e3:>8.1f} {t / c:>8.2f}")
     single = r[("tpu", "single")] / r[("cpu", "single")]
     ddp = r[("tpu", "ddp")] / r[("cpu", "ddp")]
+    fsdp = r[("tpu", "fsdp")] / r[("cpu", "fsdp")]
     print(f"DDP ratio / single-device ratio: {ddp / single:.2f} (target <= 1.10)")
+    print(f"FSDP2 ratio / single-device ratio: {fsdp / single:.2f}")
+    print(f"FSDP2 step / DDP step on tpu: {r[('tpu', 'fsdp')] / r[('tpu', 'ddp')]:.2f}")
+
+    inside = measure_compiled_tp(args, "in_program")
+    split = measure_compiled_tp(args, "host")
+    print(
+        f"\ncompiled tensor parallel MLP stack, {TP['layers']} layers, d={TP['d']}, "
+        f"{TP['tokens']} tokens, {args.ranks} threaded ranks (ms per call)"
+    )
+    for label, res in (("in-program", inside), ("split graphs", split)):
+        print(
+            f"{label:<16} {res['step'] * 1e3:>8.2f}  ({res['transport']}, graph splits "
+            f"{res['splits']}, in-program graph runs {res['program_runs']})"
+        )
+    print(f"split / in-program: {split['step'] / inside['step']:.2f}")
 
 
 if __name__ == "__main__":

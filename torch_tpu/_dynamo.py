@@ -156,12 +156,40 @@ def _schema_name(op) -> str:
 @functools.cache
 def decompositions() -> dict:
     """Core-ATen decompositions, except for ops with a lowering of their own (one
-    lowering is fewer, better-fused StableHLO ops than its decomposition)."""
-    return {
+    lowering is fewer, better-fused StableHLO ops than its decomposition), and tpu's
+    fused attention as the ops eager mode runs it with."""
+    table = {
         op: fn
         for op, fn in core_aten_decompositions().items()
         if not isinstance(op, torch._ops.OpOverload) or _schema_name(op) not in _lowered_names()
     }
+    aten = torch.ops.aten
+    table[aten._scaled_dot_product_fused_attention_overrideable.default] = _fused_attention
+    table[aten._scaled_dot_product_fused_attention_overrideable_backward.default] = (
+        _fused_attention_backward
+    )
+    return table
+
+
+def _fused_attention(
+    query, key, value, attn_bias=None, dropout_p=0.0, is_causal=False, *_, scale=None
+):
+    """`F.scaled_dot_product_attention` on tpu in a graph (the fused op eager mode runs,
+    which DTensor shards): the ATen ops of csrc/aten/fused_attention.cpp's composite."""
+    if dropout_p != 0.0:  # the op is only chosen without dropout
+        raise RuntimeError(f"tpu fused attention: dropout is not supported (dropout_p={dropout_p})")
+    out, lse = torch.ops.tpu._fused_attention(query, key, value, attn_bias, is_causal, scale)
+    seed = torch.zeros((), dtype=torch.long, device=query.device)
+    return out, lse, None, None, query.size(2), key.size(2), seed, seed.clone(), None
+
+
+def _fused_attention_backward(
+    grad_out, query, key, value, attn_bias, grad_input_mask, out, logsumexp, *rest, scale=None
+):
+    is_causal = rest[5]  # after cum_seq_q, cum_seq_k, max_q, max_k, dropout_p
+    return torch.ops.tpu._fused_attention_backward(
+        grad_out, query, key, value, attn_bias, grad_input_mask, out, logsumexp, is_causal, scale
+    )
 
 
 def _build(

@@ -1,30 +1,42 @@
 // scaled_dot_product_attention on tpu as PyTorch's fused op for out-of-tree backends,
 // `_scaled_dot_product_fused_attention_overrideable` (+ its backward), chosen through
 // `_fused_sdp_choice_stub`. Being one op with outputs PyTorch knows (output, logsumexp),
-// it is what DTensor can shard (torch_tpu/_distributed.py registers the rule): the math
+// it is what DTensor can shard (torch_tpu/_sharding.py registers the rule): the math
 // path builds a causal mask as a plain tensor, which DTensor rejects. Grouped-query
 // attention (fewer key/value heads) is handled here, since the fused op has no flag.
+// Compiled graphs hold the same op, and the same code as composites (tpu::_fused_attention)
+// gives their ATen ops.
 #include <ATen/Context.h>
 #include <ATen/SDPBackend.h>
 #include <ATen/native/transformers/attention.h>
 #include <ATen/native/transformers/sdp_utils_cpp.h>
-#include <c10/core/impl/TorchDispatchModeTLS.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
+#include <vector>
 
 namespace torch_tpu::aten {
 
 namespace {
 
-// Traced graphs (fake tensors: Dynamo, AOTAutograd) keep the math decomposition, whose
-// ops the graph lowering has; eager tpu tensors, DTensors included, take the fused op.
+bool symbolic(const at::Tensor& t) {
+  return t.defined() && t.unsafeGetTensorImpl()->has_symbolic_sizes_strides();
+}
+
+// Eager tpu tensors, DTensors included, and traced graphs (fake tensors: Dynamo,
+// AOTAutograd) take the fused op; a compiled graph's decomposition table turns it into
+// the ops of `attention` below (torch_tpu/_dynamo.py). Graphs with symbolic sizes keep
+// PyTorch's math decomposition, whose ops the shape buckets know.
 int64_t choose_backend(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
                        const std::optional<at::Tensor>& attn_mask, double dropout_p, bool is_causal,
                        std::optional<double> scale, bool enable_gqa) {
   const auto math = static_cast<int64_t>(at::SDPBackend::math);
-  if (c10::impl::TorchDispatchModeTLS::get_mode(c10::impl::TorchDispatchModeKey::FAKE)) return math;
+  if (symbolic(query) || symbolic(key) || symbolic(value) ||
+      symbolic(attn_mask.value_or(at::Tensor())))
+    return math;
   if (!at::globalContext().userEnabledOverrideableSDP() || dropout_p > 0.0) return math;
   if (query.dim() != 4 || key.dim() != 4 || value.dim() != 4 || query.is_nested()) return math;
   const int64_t hq = query.size(1), hkv = key.size(1);
@@ -50,10 +62,19 @@ at::Tensor reduce_heads(const at::Tensor& grad, int64_t heads) {
 }
 
 // `result` in `like`'s dtype and strides: PyTorch's meta kernels give the outputs their
-// input's layout (empty_like), and DTensor plans views from that layout.
+// input's layout (empty_like), and DTensor plans views from that layout. Written without
+// in-place ops (the composite is traced into functional graphs): `like`'s dimensions in
+// the order of their strides, made contiguous, then permuted back.
 at::Tensor laid_out_as(const at::Tensor& result, const at::Tensor& like) {
-  if (like.is_contiguous()) return result.to(like.scalar_type());
-  return at::empty_like(like).copy_(result);
+  at::Tensor r = result.to(like.scalar_type());
+  if (like.is_contiguous()) return r;
+  std::vector<int64_t> order(like.dim());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return like.stride(a) > like.stride(b); });
+  std::vector<int64_t> back(order.size());
+  for (size_t i = 0; i < order.size(); ++i) back[order[i]] = static_cast<int64_t>(i);
+  return r.permute(order).contiguous().permute(back);
 }
 
 // The type attention is computed in: float32 for float16/bfloat16 (their results are
@@ -88,6 +109,20 @@ at::Tensor weights(const at::Tensor& s, const at::Tensor& lse) {
   return at::where(l.isneginf(), at::zeros({}, s.options()), (s - l).exp());
 }
 
+// The attention output (in the query's layout) and the log-sum-exp of the scores.
+std::tuple<at::Tensor, at::Tensor> attention(const at::Tensor& query, const at::Tensor& key,
+                                             const at::Tensor& value,
+                                             const std::optional<at::Tensor>& attn_bias,
+                                             bool is_causal, std::optional<double> scale) {
+  const int64_t heads = query.size(1);
+  at::Tensor k = expand_heads(key, heads), v = expand_heads(value, heads);
+  at::Tensor s =
+      scores(query, k, attn_bias.value_or(at::Tensor()), is_causal, softmax_scale(query, scale));
+  at::Tensor lse = s.logsumexp(-1);
+  at::Tensor out = laid_out_as(at::matmul(weights(s, lse), v.to(compute_type(query))), query);
+  return {out, lse};
+}
+
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt, at::Tensor,
            at::Tensor, at::Tensor>
 fused_attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
@@ -95,12 +130,7 @@ fused_attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor
                 bool return_debug_mask, std::optional<double> scale) {
   TORCH_CHECK(dropout_p == 0.0,
               "tpu fused attention: dropout is not supported (dropout_p=", dropout_p, ")");
-  const int64_t heads = query.size(1);
-  at::Tensor k = expand_heads(key, heads), v = expand_heads(value, heads);
-  at::Tensor s =
-      scores(query, k, attn_bias.value_or(at::Tensor()), is_causal, softmax_scale(query, scale));
-  at::Tensor lse = s.logsumexp(-1);
-  at::Tensor out = laid_out_as(at::matmul(weights(s, lse), v.to(compute_type(query))), query);
+  auto [out, lse] = attention(query, key, value, attn_bias, is_causal, scale);
   at::Tensor seed = at::zeros({}, query.options().dtype(at::kLong));
   return {out,
           lse,
@@ -113,12 +143,13 @@ fused_attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor
           at::Tensor()};
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_attention_backward(
+// The gradients of `attention` that grad_input_mask asks for (query, key, value, bias).
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> attention_backward(
     const at::Tensor& grad_out, const at::Tensor& query, const at::Tensor& key,
-    const at::Tensor& value, const at::Tensor& attn_bias, std::array<bool, 4> grad_input_mask,
-    const at::Tensor& out, const at::Tensor& logsumexp, const at::Tensor&, const at::Tensor&,
-    c10::SymInt, c10::SymInt, double, bool is_causal, const at::Tensor&, const at::Tensor&,
-    std::optional<double> scale) {
+    const at::Tensor& value, const std::optional<at::Tensor>& bias,
+    std::array<bool, 4> grad_input_mask, const at::Tensor& out, const at::Tensor& logsumexp,
+    bool is_causal, std::optional<double> scale) {
+  const at::Tensor attn_bias = bias.value_or(at::Tensor());
   const int64_t heads = query.size(1);
   const double sm_scale = softmax_scale(query, scale);
   const at::ScalarType type = compute_type(query);
@@ -142,7 +173,34 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_attention_backw
   return {grad_q, grad_k, grad_v, grad_bias};
 }
 
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_attention_backward(
+    const at::Tensor& grad_out, const at::Tensor& query, const at::Tensor& key,
+    const at::Tensor& value, const at::Tensor& attn_bias, std::array<bool, 4> grad_input_mask,
+    const at::Tensor& out, const at::Tensor& logsumexp, const at::Tensor&, const at::Tensor&,
+    c10::SymInt, c10::SymInt, double, bool is_causal, const at::Tensor&, const at::Tensor&,
+    std::optional<double> scale) {
+  return attention_backward(grad_out, query, key, value, attn_bias, grad_input_mask, out,
+                            logsumexp, is_causal, scale);
+}
+
 }  // namespace
+
+// The same computation as composite ops, for compiled graphs: their decomposition table
+// maps the fused ops onto these, and tracing them records the ATen ops they call.
+TORCH_LIBRARY_FRAGMENT(tpu, m) {
+  m.def(
+      "_fused_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_bias, bool "
+      "is_causal, float? scale) -> (Tensor, Tensor)");
+  m.def(
+      "_fused_attention_backward(Tensor grad_out, Tensor query, Tensor key, Tensor value, "
+      "Tensor? attn_bias, bool[4] grad_input_mask, Tensor out, Tensor logsumexp, bool is_causal, "
+      "float? scale) -> (Tensor, Tensor, Tensor, Tensor)");
+}
+
+TORCH_LIBRARY_IMPL(tpu, CompositeImplicitAutograd, m) {
+  m.impl("_fused_attention", attention);
+  m.impl("_fused_attention_backward", attention_backward);
+}
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_scaled_dot_product_fused_attention_overrideable", fused_attention);

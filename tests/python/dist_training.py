@@ -361,8 +361,9 @@ def killed_rank(rank, world_size, init_method, timeout):
 
 def dtensor_attention(rank, world_size, init_method):
     """F.scaled_dot_product_attention on DTensors sharded over heads (tensor parallel
-    attention): plain, causal, grouped-query and masked; the output stays sharded over
-    heads, and output and gradients match CPU."""
+    attention): plain, causal, grouped-query and masked, eager and compiled (the graph
+    holds tpu's fused attention, which the sharding rule splits over heads); the output
+    stays sharded over heads, and output and gradients match CPU."""
     import torch.nn.functional as F
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import Replicate, Shard, distribute_tensor
@@ -370,12 +371,19 @@ def dtensor_attention(rank, world_size, init_method):
     init(rank, world_size, init_method)
     mesh = init_device_mesh("tpu", (world_size,))
     g = torch.Generator().manual_seed(0)
-    for hkv, causal, mask in [
-        (4, False, None),
-        (4, True, None),
-        (2, True, None),
-        (4, False, "bool"),
-        (2, False, "float"),
+    compiled = torch.compile(
+        F.scaled_dot_product_attention, backend="tpu", fullgraph=True, dynamic=False
+    )
+    for attend, hkv, causal, mask in [
+        (f, *case)
+        for f in (F.scaled_dot_product_attention, compiled)
+        for case in [
+            (4, False, None),
+            (4, True, None),
+            (2, True, None),
+            (4, False, "bool"),
+            (2, False, "float"),
+        ]
     ]:
         q = torch.randn(2, 4, 5, 8, generator=g)
         k, v = torch.randn(2, hkv, 6, 8, generator=g), torch.randn(2, hkv, 6, 8, generator=g)
@@ -395,10 +403,10 @@ def dtensor_attention(rank, world_size, init_method):
         ref.backward(grad)
         dt = [distribute_tensor(t.to(TPU), mesh, [Shard(1)]).requires_grad_() for t in (q, k, v)]
         dm = None if m is None else distribute_tensor(m.to(TPU), mesh, [Replicate()])
-        out = F.scaled_dot_product_attention(*dt, attn_mask=dm, **kw)
+        out = attend(*dt, attn_mask=dm, **kw)
         assert out.placements == (Shard(1),), out.placements
         out.backward(distribute_tensor(grad.to(TPU), mesh, [Shard(1)]))
-        case = (hkv, causal, mask)
+        case = (attend is compiled, hkv, causal, mask)
         torch.testing.assert_close(
             out.full_tensor().cpu(), ref.detach(), rtol=1e-5, atol=1e-5, msg=str(case)
         )

@@ -1,5 +1,5 @@
-"""scaled_dot_product_attention on tpu (PyTorch's math path, run natively), forward and
-backward, against CPU."""
+"""scaled_dot_product_attention on tpu (the fused op for out-of-tree backends; the math
+path with dropout), eager and in compiled graphs, forward and backward, against CPU."""
 
 import functools
 import math
@@ -26,16 +26,23 @@ def inputs(b, hq, hkv, l, s, e, ev=None, dtype=torch.float32, seed=0):
     return cpu, tpu
 
 
-def compare(cpu, tpu, dtype, **kwargs):
+@pytest.fixture(params=["eager", "compiled"])
+def attend(request):
+    """Attention on tpu eagerly, or as one compiled graph (forward and backward)."""
+    if request.param == "eager":
+        return F.scaled_dot_product_attention
+    torch._dynamo.reset()  # each test's shapes and flags compile afresh (no recompile limit)
+    return torch.compile(F.scaled_dot_product_attention, backend="tpu", fullgraph=True)
+
+
+def compare(cpu, tpu, dtype, attend=F.scaled_dot_product_attention, **kwargs):
     """Half types are compared with CPU's float32 attention rounded once (CPU's own bf16
     kernels differ between processors)."""
     mask = kwargs.pop("attn_mask", None)
     if dtype in LOW:
         cpu = [c.detach().float().requires_grad_() for c in cpu]
     out_c = F.scaled_dot_product_attention(*cpu, attn_mask=mask, **kwargs)
-    out_t = F.scaled_dot_product_attention(
-        *tpu, attn_mask=None if mask is None else mask.to("tpu"), **kwargs
-    )
+    out_t = attend(*tpu, attn_mask=None if mask is None else mask.to("tpu"), **kwargs)
     assert_same(out_t, out_c.detach().to(dtype), **tol(dtype))
     grad = torch.randn(out_c.shape, generator=torch.Generator().manual_seed(9)).to(dtype)
     out_c.backward(grad.to(out_c.dtype))
@@ -46,42 +53,42 @@ def compare(cpu, tpu, dtype, **kwargs):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("causal", [False, True])
-def test_plain_and_causal(dtype, causal):
+def test_plain_and_causal(dtype, causal, attend):
     cpu, tpu = inputs(2, 3, 3, 5, 7, 8, dtype=dtype)
-    compare(cpu, tpu, dtype, is_causal=causal)
+    compare(cpu, tpu, dtype, attend, is_causal=causal)
 
 
-def test_boolean_mask_broadcast():
+def test_boolean_mask_broadcast(attend):
     cpu, tpu = inputs(2, 2, 2, 4, 6, 8, ev=5)
     mask = torch.rand(4, 6, generator=torch.Generator().manual_seed(3)) > 0.4
     mask[:, 0] = True  # every query sees at least one key
-    compare(cpu, tpu, torch.float32, attn_mask=mask)
+    compare(cpu, tpu, torch.float32, attend, attn_mask=mask)
 
 
-def test_fully_masked_row_is_zero_like_cpu():
+def test_fully_masked_row_is_zero_like_cpu(attend):
     cpu, tpu = inputs(1, 1, 1, 3, 4, 8)
     mask = torch.ones(3, 4, dtype=torch.bool)
     mask[1] = False
-    compare(cpu, tpu, torch.float32, attn_mask=mask)
+    compare(cpu, tpu, torch.float32, attend, attn_mask=mask)
 
 
-def test_float_mask_and_scale():
+def test_float_mask_and_scale(attend):
     cpu, tpu = inputs(2, 2, 2, 5, 5, 4)
     bias = torch.randn(2, 1, 5, 5, generator=torch.Generator().manual_seed(4))
-    compare(cpu, tpu, torch.float32, attn_mask=bias, scale=0.3)
+    compare(cpu, tpu, torch.float32, attend, attn_mask=bias, scale=0.3)
 
 
 @pytest.mark.parametrize("causal", [False, True])
-def test_grouped_query_attention(causal):
+def test_grouped_query_attention(causal, attend):
     cpu, tpu = inputs(2, 6, 2, 5, 5, 8)
-    compare(cpu, tpu, torch.float32, is_causal=causal, enable_gqa=True)
+    compare(cpu, tpu, torch.float32, attend, is_causal=causal, enable_gqa=True)
 
 
-def test_three_dim_inputs():
+def test_three_dim_inputs(attend):
     g = torch.Generator().manual_seed(5)
     cpu = [torch.randn(3, 4, 8, generator=g).requires_grad_() for _ in range(3)]
     tpu = [t.detach().to("tpu").requires_grad_() for t in cpu]
-    compare(cpu, tpu, torch.float32)
+    compare(cpu, tpu, torch.float32, attend)
 
 
 def test_dropout_is_seeded_and_is_the_math_path_with_that_mask():
@@ -134,3 +141,40 @@ def test_eager_runs_the_fused_op_and_math_stays_selectable():
     with sdpa_kernel(SDPBackend.MATH), Ops() as seen:
         F.scaled_dot_product_attention(q, k, v, is_causal=True)
     assert fused not in seen.names, seen.names
+
+
+def test_compiled_graphs_hold_the_fused_attention():
+    """In a compiled graph attention is the fused op, decomposed by the backend's table
+    into the ops eager mode runs it with (log-sum-exp, no softmax), forward and backward:
+    one graph each, no split."""
+    import torch_tpu
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+    from torch_tpu._dynamo import decompositions
+
+    seen = []
+
+    def record(gm, _):
+        seen.extend(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
+        return make_boxed_func(gm)
+
+    torch._dynamo.reset()  # static shapes (graphs with symbolic sizes keep the math path)
+    recording = aot_autograd(
+        fw_compiler=record, bw_compiler=record, decompositions=decompositions()
+    )
+    _, (q, k, v) = inputs(1, 4, 2, 3, 3, 4)
+    f = torch.compile(F.scaled_dot_product_attention, backend=recording, fullgraph=True)
+    f(q, k, v, is_causal=True, enable_gqa=True).sum().backward()
+    assert "aten.logsumexp.default" in seen and "aten._softmax.default" not in seen, seen
+
+    before = torch_tpu.metrics.snapshot()
+    compiled = torch.compile(
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+        backend="tpu",
+        fullgraph=True,
+    )
+    _, (q, k, v) = inputs(1, 2, 2, 3, 3, 4)
+    compiled(q, k, v).sum().backward()
+    after = torch_tpu.metrics.snapshot()
+    assert after["graphs"] - before["graphs"] == 2
+    assert after["graph_splits"] == before["graph_splits"]
