@@ -23,6 +23,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "aten/cpu_checks.h"
 #include "aten/device.h"
 #include "aten/dtype.h"
 #include "aten/generator.h"
@@ -190,7 +191,10 @@ struct MetaResult {
 class LoweredKernel final : public c10::OperatorKernel {
  public:
   LoweredKernel(const ops::OpDef* def, std::string name)
-      : def_(def), name_(std::move(name)), complex_ok_(ops::complex_ok(name_)) {}
+      : def_(def),
+        name_(std::move(name)),
+        complex_ok_(ops::complex_ok(name_)),
+        cpu_check_(cpu_check(name_)) {}
 
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
     std::call_once(schema_once_, [&] { read_schema(op.schema()); });
@@ -524,6 +528,7 @@ class LoweredKernel final : public c10::OperatorKernel {
     }
     if (bound == nullptr && def_->promote != ops::Promote::Any)
       check_binary(def_->promote, args, in_place_, out_arg_, alpha_arg_);
+    if (bound == nullptr && cpu_check_ != nullptr) cpu_check_(args);
     torch::jit::Stack meta_stack;
     std::vector<c10::IValue> meta_args;
     for (const c10::IValue& v : args) meta_args.push_back(meta_value(v, bound, probe));
@@ -606,6 +611,7 @@ class LoweredKernel final : public c10::OperatorKernel {
   // and the alpha argument (-1: none).
   bool in_place_ = false;
   int out_arg_ = -1, alpha_arg_ = -1;
+  const CpuCheck cpu_check_;  // CPU's own checks where the meta kernel's differ
   bool bucket_safe_ = false;  // ops/bounded.h lists it, and it writes no argument
   bool grows_ = false;        // cat: results padded when their size keeps changing
   std::unordered_map<runtime::ProgramKey, std::vector<std::vector<bool>>, runtime::ProgramKeyHash>

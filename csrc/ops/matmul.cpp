@@ -1,7 +1,6 @@
-// Matrix products as dot_general, accumulating bf16/f16 in f32. mm, bmm and addmm have
-// hand-written kernels (aten/matmul_kernels.cpp); the rest of the family is in the
-// lowering table. linear, matmul and einsum decompose into these before they reach
-// the backend.
+// Matrix products as dot_general, accumulating bf16/f16 in f32. linear, matmul and einsum
+// decompose into these before they reach the backend. mm and bmm are bucket-safe
+// (ops/bounded.cpp): a product of inputs stored padded runs at their bound.
 #include "ops/matmul.h"
 
 #include <stdexcept>
@@ -25,18 +24,22 @@ Value contract(hlo::Builder& b, const Value& x, const Value& y, const std::vecto
                    dtype);
 }
 
-// beta * self + alpha * product for the (self, a, b, *, beta, alpha) schemas. beta == 0
-// ignores self, so NaN and inf in it do not propagate (as on CPU).
-Value add_scaled(Node& n, const Value& product) {
-  hlo::Builder& b = n.b;
+// beta * self + alpha * product. beta == 0 ignores self, so NaN and inf in it do not
+// propagate (as on CPU).
+Value scaled_sum(hlo::Builder& b, const Value& self, const Value& product, const Value& beta_in,
+                 const Value& alpha_in) {
   const hlo::TensorType& t = product.type;
-  Value beta = cast_to(b, n.in(3), t.dtype, t.shape);
-  Value alpha = cast_to(b, n.in(4), t.dtype, t.shape);
-  Value self = cast_to(b, n.in(0), t.dtype, t.shape);
+  Value beta = cast_to(b, beta_in, t.dtype, t.shape);
+  Value alpha = cast_to(b, alpha_in, t.dtype, t.shape);
   Value zero = b.full(0, t);
   Value base = b.select(b.compare(hlo::Compare::EQ, beta, zero), zero,
-                        b.binary(Binary::Multiply, beta, self));
+                        b.binary(Binary::Multiply, beta, cast_to(b, self, t.dtype, t.shape)));
   return b.binary(Binary::Add, base, b.binary(Binary::Multiply, alpha, product));
+}
+
+// scaled_sum for the (self, a, b, *, beta, alpha) schemas.
+Value add_scaled(Node& n, const Value& product) {
+  return scaled_sum(n.b, n.in(0), product, n.in(3), n.in(4));
 }
 
 V lower_baddbmm(Node& n) {
@@ -119,16 +122,18 @@ hlo::Value lower_bmm(hlo::Builder& b, const hlo::Value& x, const hlo::Value& y) 
 
 hlo::Value lower_addmm(hlo::Builder& b, const hlo::Value& bias, const hlo::Value& x,
                        const hlo::Value& y, const hlo::Value& beta, const hlo::Value& alpha) {
-  hlo::Value product = lower_mm(b, x, y);
-  hlo::DType dtype = product.type.dtype;
-  hlo::Value scaled = b.binary(Binary::Multiply, product,
-                               broadcast_to(b, b.convert(alpha, dtype), product.type.shape));
-  hlo::Value base = broadcast_to(b, b.convert(bias, dtype), product.type.shape);
-  base =
-      b.binary(Binary::Multiply, base, broadcast_to(b, b.convert(beta, dtype), product.type.shape));
-  return b.binary(Binary::Add, base, scaled);
+  return scaled_sum(b, bias, lower_mm(b, x, y), beta, alpha);
 }
 
+TORCH_TPU_LOWERING(mm, {"mm", "mm.out"}, [](Node& n) {
+  return std::vector<hlo::Value>{lower_mm(n.b, n.in(0), n.in(1))};
+});
+TORCH_TPU_LOWERING(bmm, {"bmm", "bmm.out"}, [](Node& n) {
+  return std::vector<hlo::Value>{lower_bmm(n.b, n.in(0), n.in(1))};
+});
+TORCH_TPU_LOWERING(addmm, {"addmm", "addmm_", "addmm.out"}, [](Node& n) {
+  return std::vector<hlo::Value>{lower_addmm(n.b, n.in(0), n.in(1), n.in(2), n.in(3), n.in(4))};
+});
 TORCH_TPU_LOWERING(baddbmm, {"baddbmm", "baddbmm_", "baddbmm.out"}, lower_baddbmm);
 TORCH_TPU_LOWERING(addbmm, {"addbmm", "addbmm_", "addbmm.out"}, lower_addbmm);
 TORCH_TPU_LOWERING(addmv, {"addmv", "addmv_", "addmv.out"}, lower_addmv);
@@ -136,24 +141,5 @@ TORCH_TPU_LOWERING(mv, {"mv", "mv.out"}, lower_mv);
 TORCH_TPU_LOWERING(grouped_mm, {"_grouped_mm"}, lower_grouped_mm);
 // vdot conjugates its first argument: the same as dot for the real dtypes a tpu holds.
 TORCH_TPU_LOWERING(dot, {"dot", "dot.out", "vdot", "vdot.out"}, lower_dot);
-
-// Compiled graphs: eager mode runs these through csrc/aten/matmul_kernels.cpp.
-TORCH_TPU_GRAPH_LOWERING(mm, {"mm"}, [](Node& n) {
-  return std::vector<hlo::Value>{n.b.convert(lower_mm(n.b, n.in(0), n.in(1)), n.out().dtype)};
-});
-TORCH_TPU_GRAPH_LOWERING(bmm, {"bmm"}, [](Node& n) {
-  return std::vector<hlo::Value>{n.b.convert(lower_bmm(n.b, n.in(0), n.in(1)), n.out().dtype)};
-});
-TORCH_TPU_GRAPH_LOWERING(addmm, {"addmm"}, [](Node& n) {
-  // beta == 0 ignores the bias entirely (NaN in it must not propagate).
-  if (n.f64(3) == 0.0) {
-    const hlo::Value& x = n.in(1);
-    hlo::Value zero = n.b.full(0, {x.type.dtype, n.out().shape});
-    return std::vector<hlo::Value>{n.b.convert(
-        lower_addmm(n.b, zero, x, n.in(2), n.b.constant(0, x.type.dtype), n.in(4)), n.out().dtype)};
-  }
-  return std::vector<hlo::Value>{
-      n.b.convert(lower_addmm(n.b, n.in(0), n.in(1), n.in(2), n.in(3), n.in(4)), n.out().dtype)};
-});
 
 }  // namespace torch_tpu::ops

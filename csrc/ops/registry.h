@@ -21,8 +21,8 @@
 // csrc/aten are not ops in this sense: the tensor's own plumbing (allocation, views as
 // metadata, copies between devices, fill) and kernels that only forward to other ops.
 // An error text PyTorch's meta kernel words differently from CPU's is the table's
-// concern too (Promote below), not a reason for a kernel. Still to move: mm, bmm and addmm
-// (aten/matmul_kernels.cpp, kept for CPU's shape-error texts; graph-only lines here).
+// concern too (Promote below; for the matrix products, whose meta kernels are Python ones,
+// aten/cpu_checks.cpp runs CPU's own structured checks), not a reason for a kernel.
 #pragma once
 
 #include <cstdint>

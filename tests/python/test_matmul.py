@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers import assert_same
+from helpers import assert_same, same_error
 from cpu_compare import check, tolerance
 
 
@@ -130,3 +130,38 @@ def test_vector_products_and_views():
 def test_empty():
     check(lambda x, y: torch.mv(x, y), r(0, 3), r(3), tol=TOL, backward=False)
     check(lambda x, y: torch.dot(x, y), r(0), r(0), tol=TOL, backward=False)
+
+
+def _r(*shape, dtype=torch.float32):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(len(shape))).to(dtype)
+
+
+@pytest.mark.parametrize(
+    "fn,args",
+    [
+        (torch.mm, (_r(3, 4), _r(5, 2))),
+        (torch.mm, (_r(3, 4), _r(2, 3, 4))),
+        (torch.mm, (_r(3, 4), _r(4, 2, dtype=torch.float64))),
+        (torch.bmm, (_r(2, 3, 4), _r(3, 4, 2))),
+        (torch.bmm, (_r(2, 3, 4), _r(2, 4, 2, dtype=torch.float64))),
+        (torch.addmm, (_r(3, 2), _r(3, 4), _r(5, 2))),
+        (torch.addmm, (_r(3, 2, dtype=torch.float64), _r(3, 4), _r(4, 2))),
+        (lambda s, a, b: s.addmm_(a, b), (_r(3, 3), _r(3, 4), _r(4, 2))),
+        (lambda a, b, o: torch.mm(a, b, out=o), (_r(3, 4), _r(4, 2), _r(3, 2).double())),
+    ],
+    ids=[
+        "mm-shapes",
+        "mm-3d",
+        "mm-dtypes",
+        "bmm-batches",
+        "bmm-dtypes",
+        "addmm-shapes",
+        "addmm-bias-dtype",
+        "addmm_-inplace-shape",
+        "mm-out-dtype",
+    ],
+)
+def test_errors_are_cpus(fn, args):
+    """mm, bmm and addmm run through the lowering table; their errors are CPU's words
+    (PyTorch's Python meta kernels word them differently), from CPU's own checks."""
+    same_error(fn, *args)
