@@ -49,13 +49,7 @@ Graph::Graph(const py::handle& spec_handle)
   py::list inputs = spec[0], values = spec[1], nodes = spec[2], outputs = spec[3],
            mutations = spec[4], constants = spec[5];
 
-  std::vector<std::optional<hlo::TensorType>> types;
-  for (py::handle v : values) {
-    if (v.is_none())
-      types.emplace_back();
-    else
-      types.push_back(type_of(v));
-  }
+  std::vector<std::optional<hlo::TensorType>> types = value_types(values);
 
   hlo::Builder b;
   b.set_matmul_precision(precision_);

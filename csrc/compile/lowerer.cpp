@@ -165,6 +165,17 @@ hlo::TensorType type_of(const py::handle& h) {
   return {aten::to_hlo(dtype), t[1].cast<std::vector<int64_t>>()};
 }
 
+std::vector<std::optional<hlo::TensorType>> value_types(const py::list& values) {
+  std::vector<std::optional<hlo::TensorType>> types;
+  for (py::handle v : values) {
+    if (v.is_none())
+      types.emplace_back();
+    else
+      types.push_back(type_of(v));
+  }
+  return types;
+}
+
 // A tensor constant from its raw little-endian contents. Bools are written as bytes:
 // MLIR packs i1 hex data by bits.
 hlo::Value tensor_constant(hlo::Builder& b, const hlo::TensorType& type, const std::string& bytes) {
@@ -314,13 +325,7 @@ std::vector<hlo::Value> lower_subgraph(hlo::Builder& b, const py::handle& spec_h
   auto spec = spec_handle.cast<py::tuple>();
   py::list spec_inputs = spec[0], values = spec[1], nodes = spec[2], outputs = spec[3],
            constants = spec[5];
-  std::vector<std::optional<hlo::TensorType>> types;
-  for (py::handle v : values) {
-    if (v.is_none())
-      types.emplace_back();
-    else
-      types.push_back(type_of(v));
-  }
+  std::vector<std::optional<hlo::TensorType>> types = value_types(values);
   TORCH_CHECK(py::len(spec_inputs) == inputs.size(), "torch_tpu: a control-flow body takes ",
               py::len(spec_inputs), " inputs, it is given ", inputs.size());
   Lowerer lw{b, types, std::vector<std::optional<hlo::Value>>(types.size())};

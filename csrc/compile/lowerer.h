@@ -16,6 +16,8 @@ namespace torch_tpu::compile {
 
 // A value's (dtype, shape) as the spec gives it.
 hlo::TensorType type_of(const pybind11::handle& h);
+// The spec's value types by value id (None, for a value that is not a tensor, is empty).
+std::vector<std::optional<hlo::TensorType>> value_types(const pybind11::list& values);
 // A tensor constant from its raw little-endian contents.
 hlo::Value tensor_constant(hlo::Builder& b, const hlo::TensorType& type, const std::string& bytes);
 

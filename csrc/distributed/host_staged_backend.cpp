@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "aten/op_call.h"
+#include "distributed/backend.h"
 #include "distributed/checks.h"
 #include "distributed/coalescing.h"
 #include "distributed/staging_pool.h"
@@ -392,7 +393,7 @@ bool checks_enabled() {
   return on;
 }
 
-class HostStagedBackend final : public c10d::Backend {
+class HostStagedBackend final : public Backend {
  public:
   explicit HostStagedBackend(c10::intrusive_ptr<c10d::Backend> host)
       : Backend(host->getRank(), host->getSize()), host_(std::move(host)) {
@@ -487,12 +488,6 @@ class HostStagedBackend final : public c10d::Backend {
     return gather_joined(outputs, inputs, "all_gather_coalesced");
   }
 
-  WorkPtr _allgather_base(at::Tensor& output, at::Tensor& input,
-                          const c10d::AllgatherOptions& opts) override {
-    Tensors outs{output}, ins{input};
-    return allgather_into_tensor_coalesced(outs, ins, opts);
-  }
-
   WorkPtr allgather_into_tensor_coalesced(Tensors& outputs, Tensors& inputs,
                                           const c10d::AllgatherOptions& opts) override {
     std::vector<Tensors> lists =
@@ -562,12 +557,6 @@ class HostStagedBackend final : public c10d::Backend {
     Tensors outs{outputs[0]};
     std::vector<Tensors> pieces{inputs[0]};
     return reduce_scatter_joined(outs, pieces, opts, "reduce_scatter");
-  }
-
-  WorkPtr _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
-                               const c10d::ReduceScatterOptions& opts) override {
-    Tensors outs{output}, ins{input};
-    return reduce_scatter_tensor_coalesced(outs, ins, opts);
   }
 
   WorkPtr reduce_scatter_tensor_coalesced(Tensors& outputs, Tensors& inputs,

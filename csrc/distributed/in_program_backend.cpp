@@ -13,6 +13,7 @@
 #include "aten/allocator.h"
 #include "aten/dtype.h"
 #include "aten/op_call.h"
+#include "distributed/backend.h"
 #include "distributed/checks.h"
 #include "distributed/coalescing.h"
 #include "distributed/collective_program.h"
@@ -139,7 +140,7 @@ Rendezvous::Run collective_runner(const std::vector<int>& devices) {
   };
 }
 
-class InProgramBackend final : public c10d::Backend {
+class InProgramBackend final : public Backend {
  public:
   InProgramBackend(int rank, int size, std::vector<int> devices, const std::string& key,
                    std::chrono::milliseconds timeout, c10::intrusive_ptr<c10d::Backend> fallback)
@@ -199,12 +200,6 @@ class InProgramBackend final : public c10d::Backend {
     return submit(OpType::ALLGATHER, std::move(s), inputs, targets, targets);
   }
 
-  WorkPtr _allgather_base(at::Tensor& output, at::Tensor& input,
-                          const c10d::AllgatherOptions& opts) override {
-    Tensors outs{output}, ins{input};
-    return allgather_into_tensor_coalesced(outs, ins, opts);
-  }
-
   WorkPtr allgather_into_tensor_coalesced(Tensors& outputs, Tensors& inputs,
                                           const c10d::AllgatherOptions&) override {
     check_whole(outputs, inputs, "all_gather_into_tensor", "output", "input", getSize(), device_);
@@ -224,12 +219,6 @@ class InProgramBackend final : public c10d::Backend {
     s.group = getSize();
     s.outputs.push_back(outputs[0].numel());
     return submit(OpType::REDUCE_SCATTER, std::move(s), inputs[0], outputs, outputs);
-  }
-
-  WorkPtr _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
-                               const c10d::ReduceScatterOptions& opts) override {
-    Tensors outs{output}, ins{input};
-    return reduce_scatter_tensor_coalesced(outs, ins, opts);
   }
 
   WorkPtr reduce_scatter_tensor_coalesced(Tensors& outputs, Tensors& inputs,

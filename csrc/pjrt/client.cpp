@@ -73,24 +73,25 @@ PJRT_Device* Client::device(size_t index) const {
   return devices_[index];
 }
 
-std::string Client::device_kind(size_t index) const {
-  const PJRT_Api* api = plugin_->api();
+PJRT_DeviceDescription* Client::description(size_t index) const {
   auto desc = TORCH_TPU_PJRT_ARGS(PJRT_Device_GetDescription_Args);
   desc.device = device(index);
-  plugin_->check(api->PJRT_Device_GetDescription(&desc), "PJRT_Device_GetDescription");
+  plugin_->check(plugin_->api()->PJRT_Device_GetDescription(&desc), "PJRT_Device_GetDescription");
+  return desc.device_description;
+}
+
+std::string Client::device_kind(size_t index) const {
+  const PJRT_Api* api = plugin_->api();
   auto kind = TORCH_TPU_PJRT_ARGS(PJRT_DeviceDescription_Kind_Args);
-  kind.device_description = desc.device_description;
+  kind.device_description = description(index);
   plugin_->check(api->PJRT_DeviceDescription_Kind(&kind), "PJRT_DeviceDescription_Kind");
   return std::string(kind.device_kind, kind.device_kind_size);
 }
 
 int64_t Client::device_id(size_t index) const {
   const PJRT_Api* api = plugin_->api();
-  auto desc = TORCH_TPU_PJRT_ARGS(PJRT_Device_GetDescription_Args);
-  desc.device = device(index);
-  plugin_->check(api->PJRT_Device_GetDescription(&desc), "PJRT_Device_GetDescription");
   auto id = TORCH_TPU_PJRT_ARGS(PJRT_DeviceDescription_Id_Args);
-  id.device_description = desc.device_description;
+  id.device_description = description(index);
   plugin_->check(api->PJRT_DeviceDescription_Id(&id), "PJRT_DeviceDescription_Id");
   return id.id;
 }

@@ -63,6 +63,7 @@ class Client {
                                     const std::vector<int64_t>& dims, size_t index,
                                     PJRT_HostBufferSemantics semantics) const;
   PJRT_Device* device(size_t index) const;
+  PJRT_DeviceDescription* description(size_t index) const;  // of device(index)
   std::shared_ptr<Plugin> plugin_;
   PJRT_Client* client_ = nullptr;
   std::vector<PJRT_Device*> devices_;
