@@ -26,16 +26,22 @@ def timed_rounds(step, sync, rounds: int, steps: int, host_only: bool = False):
 def run_script(code: str, args, env: dict) -> dict:
     """Runs `code` in a fresh interpreter with `args` as sys.argv[1:] and the environment
     plus `env`; returns the JSON it printed on a line starting with "RESULT "."""
+    return _run_for_result(["-c", code, *map(str, args)], env, args)
+
+
+def run_file(path: str, args, env: dict) -> dict:
+    """run_script for a script file (a benchmark running itself as a worker)."""
+    return _run_for_result([path, *map(str, args)], env, args)
+
+
+def _run_for_result(argv, env: dict, args) -> dict:
     import json
     import os
     import subprocess
     import sys
 
     proc = subprocess.run(
-        [sys.executable, "-c", code, *map(str, args)],
-        capture_output=True,
-        text=True,
-        env=dict(os.environ, **env),
+        [sys.executable, *argv], capture_output=True, text=True, env=dict(os.environ, **env)
     )
     lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
     if not lines:

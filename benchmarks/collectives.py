@@ -110,31 +110,22 @@ def in_program_worker(world, sizes):
                 results[nbytes] = statistics.median(times)
 
     run_threaded_ranks(world, rank_body)
-    print("RESULTS " + json.dumps(results), flush=True)
+    print("RESULT " + json.dumps(results), flush=True)
 
 
 def measure_in_program(world, sizes):
-    import json
-    import subprocess
     import sys
 
-    env = dict(os.environ, TORCH_TPU_NUM_DEVICES=str(world))
-    proc = subprocess.run(
-        [
-            sys.executable,
-            os.path.abspath(__file__),
-            "--_worker",
-            str(world),
-            "--max-mib",
-            str(sizes[-1] >> 20 if sizes[-1] >= 1 << 20 else 1),
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=True,
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from _timing import run_file
+
+    max_mib = sizes[-1] >> 20 if sizes[-1] >= 1 << 20 else 1
+    results = run_file(
+        os.path.abspath(__file__),
+        ["--_worker", world, "--max-mib", max_mib],
+        dict(TORCH_TPU_NUM_DEVICES=str(world)),
     )
-    line = [l for l in proc.stdout.splitlines() if l.startswith("RESULTS ")][-1]
-    return {int(k): v for k, v in json.loads(line[len("RESULTS ") :]).items()}
+    return {int(k): v for k, v in results.items()}
 
 
 def main():

@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _timing import run_threaded_ranks, timed_rounds  # noqa: E402
+from _timing import run_file, run_threaded_ranks, timed_rounds  # noqa: E402
 
 MINGPT = Path(__file__).resolve().parents[1] / "examples" / "mingpt"
 CONFIG = dict(batch=8, block=64, layers=4, heads=4, d=128)
@@ -129,25 +129,15 @@ def compiled_tp_worker(world, args):
     run_threaded_ranks(world, rank_body)
     m = torch_tpu.metrics.snapshot()
     results.update(splits=m["graph_splits"], program_runs=m["in_program_graph_runs"])
-    print("RESULTS " + json.dumps(results), flush=True)
+    print("RESULT " + json.dumps(results), flush=True)
 
 
 def measure_compiled_tp(args, transport):
-    import json
-    import os
-    import subprocess
-
-    env = dict(
-        os.environ, TORCH_TPU_NUM_DEVICES=str(args.ranks), TORCH_TPU_DIST_TRANSPORT=transport
-    )
-    argv = [sys.executable, os.path.abspath(__file__), "--_tp-worker", str(args.ranks)]
+    env = dict(TORCH_TPU_NUM_DEVICES=str(args.ranks), TORCH_TPU_DIST_TRANSPORT=transport)
+    argv = ["--_tp-worker", args.ranks]
     for name in ("warmup", "rounds", "steps"):
-        argv += [f"--{name}", str(getattr(args, name))]
-    proc = subprocess.run(argv, capture_output=True, text=True, env=env)
-    lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULTS ")]
-    if proc.returncode != 0 or not lines:
-        raise RuntimeError(f"compiled TP worker ({transport}) failed:\n{proc.stderr[-3000:]}")
-    return json.loads(lines[-1][len("RESULTS ") :])
+        argv += [f"--{name}", getattr(args, name)]
+    return run_file(__file__, argv, env)
 
 
 def main():
