@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "runtime/compile_overrides.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
 #include "runtime/settings.h"
@@ -223,9 +224,13 @@ void FusedGroup::flush_locked() {
   traced.number("outputs", static_cast<double>(live.size()));
   try {
     // A trace of these very ops whose live values and donations are the same: one step
-    // can differ from the one before in what it donates alone (a buffer read twice).
+    // can differ from the one before in what it donates alone (a buffer read twice). Its
+    // program must have been built under the compile options in effect now, which are
+    // part of every program's key but of no op's.
+    const int64_t overrides = current_overrides().id;
     auto fits = [&](const Trace& t) {
-      return t.device == device_ && t.ops == ops_ && t.live == live && t.donate == donate;
+      return t.device == device_ && t.ops == ops_ && t.live == live && t.donate == donate &&
+             t.overrides == overrides;
     };
     std::shared_ptr<const Trace> trace;
     if (replaying_ && repeated_ == ops_.size()) {
@@ -238,7 +243,7 @@ void FusedGroup::flush_locked() {
     } else {
       ProgramKey key = group_key(live, donate);
       trace = std::make_shared<const Trace>(
-          Trace{device_, reuse_ ? ops_ : std::vector<OpRecord>{}, live, donate,
+          Trace{device_, reuse_ ? ops_ : std::vector<OpRecord>{}, live, donate, overrides,
                 rt.cache().get(key, [&] { return build(live, donate); })});
     }
     metrics().fused_groups++;

@@ -93,13 +93,14 @@ class FusedGroup {
 
  private:
   FusedGroup();
-  // A group that ran: its ops, which values were live, which externals were donated, and
-  // its program.
+  // A group that ran: its ops, which values were live, which externals were donated, the
+  // compile options it was built under (CompileOverrides::id), and its program.
   struct Trace {
     int device;
     std::vector<OpRecord> ops;
     std::vector<int64_t> live;
     std::vector<bool> donate;
+    int64_t overrides;
     std::shared_ptr<const CompiledProgram> program;
   };
   // Traces kept: a step that flushes more than once (a host read, an optimizer step)

@@ -204,3 +204,26 @@ def test_clearing_the_program_cache_drops_the_traces(fused):
     snap = torch_tpu.metrics.snapshot()
     assert snap["fused_reuses"] == 0
     assert snap["cache_misses"] >= 1
+
+
+def test_a_step_under_other_compile_options_is_not_reused(fused):
+    # Compile options (custom_compiler_options, allow_excess_precision) are part of every
+    # program's key: a step repeating a trace compiled without them runs a program
+    # compiled with them, then reuses that one, and the trace again once they are gone.
+    from torch_tpu.compiler import custom_compiler_options
+
+    x = rand((6,), torch.float32)
+    a = x.to("tpu")
+
+    def run():
+        before = torch_tpu.metrics.snapshot()
+        assert_same((a * 3 + 1).exp(), (x * 3 + 1).exp())
+        after = torch_tpu.metrics.snapshot()
+        return [after[k] - before[k] for k in ("fused_reuses", "cache_misses")]
+
+    run()
+    assert run() == [1, 0]
+    with custom_compiler_options({"xla_cpu_enable_fast_math": False}):
+        assert run() == [0, 1]  # a program of its own (from XLA, or the disk tier)
+        assert run() == [1, 0]
+    assert run() == [1, 0]
