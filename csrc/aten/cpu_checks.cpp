@@ -34,37 +34,50 @@ void same_dtype_bmm(const at::Tensor& a, const at::Tensor& b) {
               b.scalar_type());
 }
 
+// CPU's matrix-product kernels have no bool instantiation (mm and addmm run addmm's).
+void not_bool(const at::Tensor& t, const char* kernel) {
+  TORCH_CHECK_NOT_IMPLEMENTED(t.scalar_type() != at::kBool, "\"", kernel,
+                              "\" not implemented for 'Bool'");
+}
+
 // (self, mat2[, out]) and (self, mat1, mat2, beta, alpha[, out]) in schema order.
 void mm(const std::vector<c10::IValue>& a) {
   at::Tensor x = meta(a[0]), y = meta(a[1]);
   at::meta::mm(x, y);
   same_dtype_mm(x, y);
+  not_bool(x, "addmm_impl_cpu_");
 }
 void mm_out(const std::vector<c10::IValue>& a) {
   at::Tensor out = meta_out(a[2]), x = meta(a[0]), y = meta(a[1]);
   at::meta::mm_out(out, x, y);
   same_dtype_mm(x, y);
+  not_bool(x, "addmm_impl_cpu_");
 }
 void bmm(const std::vector<c10::IValue>& a) {
   at::Tensor x = meta(a[0]), y = meta(a[1]);
   at::meta::bmm(x, y);
   same_dtype_bmm(x, y);
+  not_bool(x, "bmm");
 }
 void bmm_out(const std::vector<c10::IValue>& a) {
   at::Tensor out = meta_out(a[2]), x = meta(a[0]), y = meta(a[1]);
   at::meta::bmm_out(out, x, y);
   same_dtype_bmm(x, y);
+  not_bool(x, "bmm");
 }
 void addmm(const std::vector<c10::IValue>& a) {
   at::meta::addmm(meta(a[0]), meta(a[1]), meta(a[2]), a[3].toScalar(), a[4].toScalar());
+  not_bool(a[1].toTensor(), "addmm_impl_cpu_");
 }
 void addmm_(const std::vector<c10::IValue>& a) {
   at::Tensor self = meta(a[0]);
   at::meta::addmm_(self, meta(a[1]), meta(a[2]), a[3].toScalar(), a[4].toScalar());
+  not_bool(self, "addmm_impl_cpu_");
 }
 void addmm_out(const std::vector<c10::IValue>& a) {
   at::Tensor out = meta_out(a[5]);
   at::meta::addmm_out(out, meta(a[0]), meta(a[1]), meta(a[2]), a[3].toScalar(), a[4].toScalar());
+  not_bool(a[1].toTensor(), "addmm_impl_cpu_");
 }
 
 }  // namespace

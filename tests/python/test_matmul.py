@@ -148,6 +148,13 @@ def _r(*shape, dtype=torch.float32):
         (torch.addmm, (_r(3, 2, dtype=torch.float64), _r(3, 4), _r(4, 2))),
         (lambda s, a, b: s.addmm_(a, b), (_r(3, 3), _r(3, 4), _r(4, 2))),
         (lambda a, b, o: torch.mm(a, b, out=o), (_r(3, 4), _r(4, 2), _r(3, 2).double())),
+        (torch.mm, (_r(3, 4, dtype=torch.bool), _r(4, 2, dtype=torch.bool))),
+        (torch.bmm, (_r(2, 3, 4, dtype=torch.bool), _r(2, 4, 2, dtype=torch.bool))),
+        (
+            torch.addmm,
+            (_r(3, 2, dtype=torch.bool), _r(3, 4, dtype=torch.bool), _r(4, 2, dtype=torch.bool)),
+        ),
+        (torch.matmul, (_r(3, 4, dtype=torch.bool), _r(4, 2, dtype=torch.bool))),
     ],
     ids=[
         "mm-shapes",
@@ -159,6 +166,10 @@ def _r(*shape, dtype=torch.float32):
         "addmm-bias-dtype",
         "addmm_-inplace-shape",
         "mm-out-dtype",
+        "mm-bool",
+        "bmm-bool",
+        "addmm-bool",
+        "matmul-bool",
     ],
 )
 def test_errors_are_cpus(fn, args):
