@@ -409,13 +409,13 @@ class LoweredKernel final : public c10::OperatorKernel {
             call.key(-1);
             break;
           }
-          call.scalar(v.toScalar(), scalar_type);
+          call.scalar(v.toScalar(), scalar_type, /*literal=*/true);
           o.slots[i].push_back(next++);
           break;
         case ArgKind::ScalarList:
           call.key(static_cast<int64_t>(v.toListRef().size()));
           for (const c10::IValue& s : v.toListRef()) {
-            call.scalar(s.toScalar(), scalar_type);
+            call.scalar(s.toScalar(), scalar_type, /*literal=*/true);
             o.slots[i].push_back(next++);
           }
           break;

@@ -4,9 +4,11 @@
 #include <ATen/ops/empty.h>
 #include <c10/core/DispatchKeySet.h>
 
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 
 #include "aten/allocator.h"
@@ -29,7 +31,9 @@ enum KeyTag : int64_t {
   kTarget = 3,
   kPadded = 4,
   kPaddedBase = 5,
-  kPads = 6
+  kPads = 6,
+  kConstant = 7,
+  kStaticOffset = 8
 };
 
 std::vector<int64_t> vec(c10::IntArrayRef a) { return std::vector<int64_t>(a.begin(), a.end()); }
@@ -88,6 +92,25 @@ std::shared_ptr<const std::vector<hlo::TensorType>> cached_signature(
   return signatures.emplace(key, std::move(types)).first->second;
 }
 
+// The literal scalar values built into programs as constants: those XLA's simplifier turns
+// into cheaper code (x ** 2 -> x * x, x ** 0.5 -> sqrt, x * 1 -> x, x + 0 -> x, x * -1 ->
+// -x). A handful of values, so an op compiles at most a few more programs for them; every
+// other value stays a runtime operand. nullopt for a value that is not one of them in
+// `dtype` (complex scalars always are operands).
+std::optional<double> constant_scalar(const c10::Scalar& value, hlo::DType dtype) {
+  if (hlo::is_complex(dtype) || value.isComplex()) return std::nullopt;
+  const double v = value.toDouble();
+  const bool is_float = hlo::is_float(dtype);
+  for (double special : {0.0, 1.0, -1.0, 2.0, 0.5, -0.5}) {
+    if (v != special) continue;
+    if (!is_float && v != std::trunc(v)) return std::nullopt;
+    if (dtype == hlo::DType::Pred && v != 0 && v != 1) return std::nullopt;
+    if (hlo::is_unsigned_int(dtype) && v < 0) return std::nullopt;
+    return v;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 OpCall::OpCall(const char* name) : name_(name), precision_(matmul_precision()) {
@@ -127,10 +150,15 @@ int OpCall::add_param(hlo::DType dtype, std::vector<int64_t> shape,
   return static_cast<int>(params_.size()) - 1;
 }
 
-OpCall& OpCall::scalar(const c10::Scalar& value, c10::ScalarType dtype) {
+OpCall& OpCall::scalar(const c10::Scalar& value, c10::ScalarType dtype, bool literal) {
   Operand op{Operand::Kind::Scalar};
   op.dtype = to_hlo(dtype);
-  if (hlo::is_complex(op.dtype)) {
+  if (std::optional<double> constant = literal ? constant_scalar(value, op.dtype) : std::nullopt) {
+    op.constant = *constant;
+    key_.add(kConstant);
+    key_.add(static_cast<int64_t>(op.dtype));
+    key_.add(static_cast<int64_t>(scalar_bits(value, dtype)));
+  } else if (hlo::is_complex(op.dtype)) {
     // No PJRT scalar upload takes 16 bytes: the parts travel as two operands.
     const c10::ScalarType part = c10::toRealValueType(dtype);
     const c10::complex<double> z = value.toComplexDouble();
@@ -139,8 +167,10 @@ OpCall& OpCall::scalar(const c10::Scalar& value, c10::ScalarType dtype) {
   } else {
     op.param = add_param(op.dtype, {}, nullptr, scalar_bits(value, dtype));
   }
-  key_.add(kScalar);
-  key_.add(static_cast<int64_t>(op.dtype));
+  if (op.param >= 0) {
+    key_.add(kScalar);
+    key_.add(static_cast<int64_t>(op.dtype));
+  }
   inputs_.push_back(std::move(op));
   return *this;
 }
@@ -151,7 +181,8 @@ OpCall& OpCall::input(const at::Tensor& tensor) {
                 "Expected all tensors to be on the same device, but found at least two devices, "
                 "tpu:",
                 std::max(device_, 0), " and ", tensor.device(), "!");
-    return scalar(tensor.item(), tensor.scalar_type());
+    return scalar(tensor.item(), tensor.scalar_type(),
+                  tensor.unsafeGetTensorImpl()->is_wrapped_number());
   }
   use_device(tensor);
   inputs_.push_back(view_operand(tensor, /*needs_base=*/true));
@@ -257,7 +288,18 @@ OpCall::Operand OpCall::view_operand(const at::Tensor& tensor, bool needs_base) 
   if (op.layout.kind != ops::StridedLayout::Kind::Dense) {
     key_.add(op.strides);
     key_.add(op.layout.pad);
-    op.param = add_param(hlo::DType::S64, {}, nullptr, static_cast<uint64_t>(offset));
+    // A view read from a value computed earlier in the same fused group (a slice of an
+    // intermediate: rotate_half, chunk, split) has its offset in the key and the program,
+    // so that XLA slices statically and fuses the read into its consumers. Views of real
+    // buffers (a batch of a dataset, a cache) and written views keep a runtime offset:
+    // theirs move from step to step, and must not recompile.
+    if (needs_base && db.pending >= 0 && group.recording()) {
+      op.static_offset = offset;
+      key_.add(kStaticOffset);
+      key_.add(offset);
+    } else {
+      op.param = add_param(hlo::DType::S64, {}, nullptr, static_cast<uint64_t>(offset));
+    }
   }
   return op;
 }
@@ -445,6 +487,7 @@ std::vector<hlo::Value> OpCall::emit(hlo::Builder& b, const std::vector<hlo::Val
         base.unpad ? ops::unpad_flat(b, p, base.padding->logical, base.padding->physical) : p);
   }
   auto read = [&](const Operand& op) -> hlo::Value {
+    if (op.kind == Operand::Kind::Scalar && op.param < 0) return b.constant(op.constant, op.dtype);
     if (op.kind == Operand::Kind::Scalar)
       return op.imag_param < 0 ? params[op.param]
                                : b.complex(params[op.param], params[op.imag_param]);
@@ -454,7 +497,9 @@ std::vector<hlo::Value> OpCall::emit(hlo::Builder& b, const std::vector<hlo::Val
       return ops::lower_padded_read(b, params[bases_[op.base].param], sizes, *op.padded);
     }
     if (op.layout.kind == ops::StridedLayout::Kind::Empty) return b.full(0, {op.dtype, op.sizes});
-    hlo::Value offset = op.param >= 0 ? params[op.param] : hlo::Value{};
+    hlo::Value offset = op.param >= 0          ? params[op.param]
+                        : op.static_offset >= 0 ? b.constant_int(op.static_offset, hlo::DType::S64)
+                                                : hlo::Value{};
     const hlo::Value& flat = op.physical ? params[bases_[op.base].param] : current[op.base];
     return ops::lower_strided_read(b, ops::reinterpret_flat(b, flat, op.dtype), offset, op.sizes,
                                    op.strides, op.layout);

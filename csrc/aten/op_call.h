@@ -5,7 +5,9 @@
 //   at::Tensor out = call.run(emit)[0];  // emit: a runtime::Emit, the op's body
 //
 // Tensor inputs enter as their storage's flat buffer plus a runtime offset, read
-// through a strided prologue; Python scalars enter as cached 0-d buffers. The program
+// through a strided prologue; Python scalars enter as cached 0-d buffers. (Literal
+// scalars XLA simplifies with, and in fused mode the offsets of views of values computed
+// in the same group, are constants instead: scalar() and view_operand().) The program
 // key holds only what changes the program (shapes, strides, dtypes, op parameters),
 // so a loop over `x[i] + k` compiles once. The lowering runs only on a cache miss.
 //
@@ -43,8 +45,11 @@ class OpCall {
   OpCall& buckets();
   // A tpu tensor, or a 0-d CPU tensor (which becomes a runtime scalar).
   OpCall& input(const at::Tensor& tensor);
-  // A runtime scalar operand of `dtype`.
-  OpCall& scalar(const c10::Scalar& value, c10::ScalarType dtype);
+  // A scalar operand of `dtype`: a runtime operand, so a new value never recompiles.
+  // A `literal` (a number in the user's code: a Python scalar argument, a wrapped number)
+  // whose value is one XLA simplifies with (constant_scalar in op_call.cpp) is a constant
+  // instead, and part of the key: pow(x, 2) runs as x * x, an alpha of 1 costs nothing.
+  OpCall& scalar(const c10::Scalar& value, c10::ScalarType dtype, bool literal = false);
   // A static parameter of the lowering: part of the program key.
   OpCall& key(int64_t word);
   OpCall& key(c10::IntArrayRef words);
@@ -92,7 +97,9 @@ class OpCall {
   };
   struct Operand {
     enum class Kind { View, Scalar, Padded } kind;
-    int param = -1;       // scalar param, or the view's offset param
+    int param = -1;       // scalar param (-1: the scalar is `constant`), or the view's offset
+    double constant = 0;  // a literal scalar built into the program
+    int64_t static_offset = -1;  // a View's offset built into the program (no `param`)
     int imag_param = -1;  // a complex scalar's imaginary part
     int base = -1;        // index into bases_
     hlo::DType dtype;

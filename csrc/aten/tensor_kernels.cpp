@@ -221,7 +221,7 @@ c10::Scalar local_scalar_dense(const at::Tensor& self) {
 at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
   OpCall("fill")
       .buckets()
-      .scalar(value, self.scalar_type())
+      .scalar(value, self.scalar_type(), /*literal=*/true)
       .write([](hlo::Builder&, const std::vector<hlo::Value>& in) { return in; }, {self});
   return self;
 }

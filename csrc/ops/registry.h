@@ -3,11 +3,12 @@
 //
 // A lowering sees one op application as a Node: every schema argument in order, with
 // tensors and Python scalars as StableHLO values (scalars are runtime operands, so new
-// values never recompile) and everything else as a static attribute. It returns, in
-// order, one value per fresh result of the op, then one per mutated argument. In-place
-// and out= forms share the functional form's lowering: their results are written into
-// `self` / `out`. Output shapes and dtypes come from PyTorch's meta kernels, so shape
-// checks and error messages are PyTorch's own.
+// values do not recompile; a few literal values are constants: aten/op_call.h) and
+// everything else as a static attribute. It returns, in order, one value per fresh
+// result of the op, then one per mutated argument. In-place and out= forms share the
+// functional form's lowering: their results are written into `self` / `out`. Output
+// shapes and dtypes come from PyTorch's meta kernels, so shape checks and error messages
+// are PyTorch's own.
 //
 //   std::vector<hlo::Value> lower_exp(Node& n) {
 //     return {n.b.unary(hlo::Unary::Exponential, arg_math(n, 0))};  // ops/common.h

@@ -1,6 +1,8 @@
 """Fused eager mode: ops are recorded and a pending group runs as one program at a flush
 point. Every test compares with CPU PyTorch (or with op mode) on the same inputs."""
 
+import json
+import re
 import warnings
 
 import pytest
@@ -360,3 +362,60 @@ def test_clip_grad_norm_is_one_program(mode):
     assert_same(norm, cpu_norm, rtol=1e-5, atol=1e-6)
     for p, q in zip(model.parameters(), cpu_model.parameters()):
         assert_same(p.grad, q.grad, rtol=1e-5, atol=1e-6)
+
+
+# The program of a rotary-embedding block (HF Llama's rotate_half, then an RMSNorm):
+# recorded in fused mode and compiled by torch.compile, each dumped by XLA after its
+# optimisations. Prints the largest error against CPU.
+ROTARY = """
+import json, sys, torch, torch_tpu
+from torch_tpu.compiler import custom_compiler_options
+
+def block(x, w, cos, sin):
+    h = x @ w
+    h1, h2 = h[..., :8], h[..., 8:]  # rotate_half: two slices of an intermediate
+    y = h * cos + torch.cat((-h2, h1), dim=-1) * sin
+    return y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + 1e-6)
+
+g = torch.Generator().manual_seed(0)
+args = [torch.randn(s, generator=g) for s in [(4, 2, 6, 16), (16, 16), (6, 16), (6, 16)]]
+want = block(*args)
+tpu = [a.to("tpu") for a in args]
+errors = []
+torch_tpu.set_eager_mode("fused")
+with custom_compiler_options({"xla_dump_to": sys.argv[1] + "/fused"}):
+    errors.append((block(*tpu).cpu() - want).abs().max().item())
+torch_tpu.set_eager_mode("op")
+with custom_compiler_options({"xla_dump_to": sys.argv[1] + "/compiled"}):
+    errors.append((torch.compile(block, backend="tpu")(*tpu).cpu() - want).abs().max().item())
+print(json.dumps(errors))
+"""
+
+
+def test_fused_program_slices_statically_and_fuses_like_a_compiled_graph(tmp_path):
+    # A view of a value computed in the same group is a static slice (its offset is in the
+    # key), and the literal exponent 2 a constant: XLA then fuses the group as it fuses
+    # the compiled graph of the same code. With runtime offsets and exponents the group
+    # held dynamic-slices and powf calls (and 20% more fusions than the graph).
+    (tmp_path / "block.py").write_text(ROTARY)
+    r = run_python(
+        f"import runpy, sys; sys.argv = ['block', {str(tmp_path)!r}]; "
+        f"runpy.run_path({str(tmp_path / 'block.py')!r}, run_name='__main__')",
+        env={"TORCH_TPU_CACHE_DIR": str(tmp_path / "cache"), "XLA_FLAGS": None},
+    )
+    assert r.returncode == 0, r.stderr
+    assert max(json.loads(r.stdout.strip().splitlines()[-1])) < 1e-4
+
+    def optimized(kind):
+        texts = [p.read_text() for p in (tmp_path / kind).glob("*after_optimizations.txt")]
+        assert texts, f"no {kind} program dumped"
+        return max(texts, key=len)  # the block (not a transfer's small program)
+
+    fused, compiled = optimized("fused"), optimized("compiled")
+    for op in ("dynamic-slice(", "power("):
+        assert op not in fused, f"the fused program holds a {op[:-1]}:\n{fused}"
+
+    def fusions(text):
+        return len(re.findall(r"\bfusion\(", text))
+
+    assert fusions(fused) <= 1.2 * fusions(compiled), (fusions(fused), fusions(compiled))

@@ -251,16 +251,40 @@ def test_scalars_and_offsets_do_not_recompile():
 
     # One program per scalar kind (Python int, Python float) in op mode, one group of this
     # shape in fused mode: later values and offsets reuse them (a fused group that repeats
-    # the earlier one runs its program through trace reuse, without a cache lookup).
-    run(range(0, 8), [1.5, 2, 0.5, -1, 3, 4, 0.75, 9])
+    # the earlier one runs its program through trace reuse, without a cache lookup). The
+    # values avoid the few literals built into programs as constants (the next test).
+    run(range(0, 8), [1.5, 3, 0.25, -2, 3, 4, 0.75, 9])
     torch_tpu.metrics.reset()
-    results = run(range(2, 10), [0.5, 1, 2.5, -3, 7, 11, 0.25, 99])
+    results = run(range(2, 10), [0.75, 5, 2.5, -3, 7, 11, 0.125, 99])
     snap = torch_tpu.metrics.snapshot()
     assert snap["compiles"] == 0
     assert snap["cache_hits"] + snap["fused_reuses"] >= 1
     host = x.cpu()
-    for (i, k), r in zip(zip(range(2, 10), [0.5, 1, 2.5, -3, 7, 11, 0.25, 99]), results):
+    for (i, k), r in zip(zip(range(2, 10), [0.75, 5, 2.5, -3, 7, 11, 0.125, 99]), results):
         torch.testing.assert_close(r.cpu(), host[i] + k)
+
+
+@pytest.mark.parametrize("literal", [0, 1, -1, 2, 0.5, -0.5])
+def test_literal_scalars_are_constants(literal):
+    # pow(x, 2) runs as x * x when 2 is a constant of the program (a runtime exponent
+    # makes XLA call powf per element): the literals XLA simplifies with get a program
+    # each, every other value shares one.
+    x = torch.rand(4, 8) + 0.5
+    y = x.to("tpu")
+    torch.testing.assert_close(y.pow(3.5).cpu(), x.pow(3.5))
+    torch.testing.assert_close((y * 3.5).cpu(), x * 3.5)
+    torch_tpu.flush()
+    torch_tpu.metrics.reset()
+    got = [y.pow(literal), y * literal, torch.add(y, y, alpha=literal), y.pow(4.5), y * 4.5]
+    torch_tpu.flush()
+    compiles = torch_tpu.metrics.snapshot()["compiles"]
+    # The literal compiles (three ops; one group in fused mode), the other values do not.
+    assert 1 <= compiles <= 3
+    want = [x.pow(literal), x * literal, torch.add(x, x, alpha=literal), x.pow(4.5), x * 4.5]
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g.cpu(), w)
+    if literal == 2:  # CPU computes x ** 2 as x * x too
+        assert torch.equal(got[0].cpu(), x * x)
 
 
 def test_acceptance_expression():
