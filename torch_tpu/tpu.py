@@ -179,7 +179,8 @@ def reset_accumulated_host_memory_stats() -> None:
 def cache_stats(entries: bool = False) -> dict:
     """The compilation cache: entries and hits/misses in memory, compiles and their
     seconds, and the disk tier's directory, hits, misses, writes, bad (corrupt or
-    incompatible) entries, evictions and bytes on disk.
+    incompatible) entries, evictions, programs the plugin could not serialize (they run
+    from memory only) and bytes on disk.
 
     With ``entries=True`` it also lists every program in memory, most recently used
     first: its label (op name, or "graph (N ops)" for a compiled graph), fingerprint,

@@ -134,11 +134,9 @@ py::dict cache_stats() {
   d["compile_seconds"] = m.compile_ns.load() / 1e9;
   d["disk_enabled"] = disk.enabled();
   d["disk_dir"] = disk.dir();
-  d["disk_hits"] = disk.stats().hits.load();
-  d["disk_misses"] = disk.stats().misses.load();
-  d["disk_writes"] = disk.stats().writes.load();
-  d["disk_bad_entries"] = disk.stats().bad_entries.load();
-  d["disk_evictions"] = disk.stats().evictions.load();
+#define TORCH_TPU_DISK_STAT(name, doc) d["disk_" #name] = disk.stats().name.load();
+  TORCH_TPU_DISK_METRICS(TORCH_TPU_DISK_STAT)
+#undef TORCH_TPU_DISK_STAT
   d["disk_bytes"] = disk.bytes_on_disk();
   return d;
 }

@@ -198,7 +198,10 @@ void DiskCache::lookup(const std::string& fingerprint,
     stats_.misses++;
     std::string bytes;
     compile(&bytes, first == DiskOutcome::bad_entry ? first : second);
-    if (!bytes.empty()) write_entry(path, bytes);
+    if (!bytes.empty())
+      write_entry(path, bytes);
+    else
+      stats_.unserializable++;
   }
   evict();
 }

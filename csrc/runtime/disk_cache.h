@@ -33,12 +33,13 @@ enum class DiskOutcome { off, hit, miss, bad_entry };
 
 // The disk tier's counters, named once: X(field, doc); torch_tpu.metrics reports them
 // as disk_<field>.
-#define TORCH_TPU_DISK_METRICS(X)                                             \
-  X(hits, "programs loaded from the disk cache")                              \
-  X(misses, "programs the disk cache lacked")                                 \
-  X(writes, "programs written to the disk cache")                             \
-  X(bad_entries, "disk entries corrupt, truncated or rejected by the plugin") \
-  X(evictions, "disk entries removed to stay under the size limit")
+#define TORCH_TPU_DISK_METRICS(X)                                                   \
+  X(hits, "programs loaded from the disk cache")                                    \
+  X(misses, "programs the disk cache lacked")                                       \
+  X(writes, "programs written to the disk cache")                                   \
+  X(bad_entries, "disk entries corrupt, truncated or rejected by the plugin")       \
+  X(evictions, "disk entries removed to stay under the size limit")                 \
+  X(unserializable, "programs the plugin could not serialize: kept in memory only")
 
 struct DiskCacheStats {
 #define TORCH_TPU_DISK_METRIC_FIELD(name, doc) std::atomic<int64_t> name{0};

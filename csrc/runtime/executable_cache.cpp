@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "hlo/builder.h"
+#include "pjrt/error.h"
 #include "runtime/compile_log.h"
 #include "runtime/compile_overrides.h"
 #include "runtime/compile_policy.h"
@@ -42,6 +43,18 @@ int64_t process_mappings() {
     for (ssize_t i = 0; i < n; ++i) lines += buf[i] == '\n';
   ::close(fd);
   return lines;
+}
+
+// The bytes the disk tier stores for `executable`; empty (nothing is written, the program
+// lives in memory only) when the plugin cannot serialize it: XLA:CPU's oneDNN fusions
+// (`XLA_FLAGS=--xla_cpu_use_onednn=true ...`) answer "ToProto is not implemented". The
+// executable itself is fine, so its compile must not fail.
+std::string serialized(const pjrt::Executable& executable) {
+  try {
+    return executable.serialize();
+  } catch (const pjrt::Error&) {
+    return {};
+  }
 }
 
 }  // namespace
@@ -124,7 +137,7 @@ std::shared_ptr<const CompiledProgram> ExecutableCache::get(const ProgramKey& pr
       log.check_allowed(record.what, record.signature, record.reason, disk);
       auto executable = (record.first_tier ? first_tier_ : compiler_)(program.mlir);
       compiled_here = true;
-      if (bytes != nullptr) *bytes = executable->serialize();
+      if (bytes != nullptr) *bytes = serialized(*executable);
       return executable;
     };
     // Tiered: the optimized executable if the disk tier has it, else the first tier
@@ -222,7 +235,7 @@ void ExecutableCache::tier_up(const std::shared_ptr<const CompiledProgram>& prog
     record.disk = disk;
     auto executable = compiler_(first.mlir);
     compiled_here = true;
-    if (bytes != nullptr) *bytes = executable->serialize();
+    if (bytes != nullptr) *bytes = serialized(*executable);
     return executable;
   };
   std::shared_ptr<pjrt::Executable> optimized =

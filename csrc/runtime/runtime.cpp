@@ -163,6 +163,10 @@ std::string Runtime::cache_identity() const {
   id += "; devices " + std::to_string(config_.num_devices) + "; options " +
         hlo::fingerprint(compile_options_) + ", " + hlo::fingerprint(fast_compile_options_) +
         " up to " + std::to_string(fast_compile_elements()) + " elements";
+  // The plugins read their debug options from these at start: a program compiled under
+  // other flags (fast math, a oneDNN fusion, a dump) must not be loaded under these.
+  for (const char* flags : {"XLA_FLAGS", "LIBTPU_INIT_ARGS"})
+    if (const char* value = std::getenv(flags)) id += std::string("; ") + flags + " " + value;
   for (char& c : id)
     if (c == '\n' || c == '\r') c = ' ';
   return id;

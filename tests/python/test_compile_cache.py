@@ -197,6 +197,44 @@ def test_damaged_compiled_graph_entries_are_recovered(cold_compiled, tmp_path):
     assert again["m"]["compiles"] == cold["m"]["compiles"]
 
 
+# A dot the XLA:CPU plugin hands to oneDNN under these flags: such an executable runs but
+# cannot be serialized ("ToProto is not implemented for thunk kind: onednn-fusion").
+ONEDNN_FLAGS = "--xla_cpu_use_onednn=true --xla_cpu_experimental_onednn_fusion_type=dot"
+LINEAR = """
+import json, torch, torch_tpu
+g = torch.Generator().manual_seed(0)
+a, w = torch.randn(64, 256, generator=g), torch.randn(128, 256, generator=g)
+torch_tpu.metrics.reset()
+out = torch.nn.functional.linear(a.to("tpu"), w.to("tpu")).cpu()
+torch.testing.assert_close(out, torch.nn.functional.linear(a, w))
+print(json.dumps({"m": torch_tpu.metrics.snapshot()}))
+"""
+
+
+@pytest.mark.skipif(torch_tpu._C._platform()[0] != "cpu", reason="XLA:CPU's oneDNN fusion")
+def test_programs_the_plugin_cannot_serialize_run_from_memory(tmp_path):
+    # Before: the compile failed with PJRT_Executable_Serialize's error.
+    out = run(tmp_path, LINEAR, XLA_FLAGS=ONEDNN_FLAGS)
+    assert out["m"]["compiles"] >= 1
+    assert out["m"]["disk_unserializable"] == out["m"]["compiles"]
+    assert out["m"]["disk_writes"] == 0 and entries(tmp_path) == []
+    again = run(tmp_path, LINEAR, XLA_FLAGS=ONEDNN_FLAGS)  # nothing to load: compiled again
+    assert again["m"]["compiles"] == out["m"]["compiles"]
+
+
+def test_xla_flags_are_part_of_the_disk_cache_identity(cold, tmp_path):
+    # The plugin reads XLA_FLAGS when it starts; a program compiled under other flags is
+    # a different program and must not be loaded.
+    cold_dir, cold = cold
+    copy_of(cold_dir, tmp_path)
+    flagged = run(tmp_path, XLA_FLAGS="--xla_cpu_enable_fast_min_max=false")
+    check_values(flagged)
+    assert flagged["m"]["disk_hits"] == 0
+    assert flagged["m"]["compiles"] == cold["m"]["compiles"]
+    assert run(tmp_path, XLA_FLAGS="--xla_cpu_enable_fast_min_max=false")["m"]["compiles"] == 0
+    assert run(tmp_path)["m"]["compiles"] == 0  # the unflagged entries are still there
+
+
 def test_cache_stats_and_clear_cache():
     stats = torch.tpu.cache_stats()
     for key in (
@@ -212,6 +250,7 @@ def test_cache_stats_and_clear_cache():
         "disk_writes",
         "disk_bad_entries",
         "disk_evictions",
+        "disk_unserializable",
         "disk_bytes",
     ):
         assert key in stats
