@@ -381,11 +381,28 @@ class _Piece(torch.nn.Module):
         return tuple(self.program(list(args)))
 
 
+def _memory_order(t: torch.Tensor):
+    """The order of `t`'s dimensions in memory, outermost first, when `t` is a
+    permutation of a dense buffer other than row-major (`w.t()` of a contiguous `w`, as
+    serving keeps its linear weights): the graph takes such an input as laid out, no copy
+    per call, and XLA reads the transpose into its consumer. None otherwise."""
+    sizes, strides = list(t.shape), list(t.stride())
+    if t.dim() < 2 or not all(type(x) is int for x in sizes + strides) or min(sizes) < 2:
+        return None
+    order = sorted(range(t.dim()), key=lambda d: -strides[d])
+    expected = 1
+    for d in reversed(order):
+        if strides[d] != expected:
+            return None
+        expected *= sizes[d]
+    return None if order == sorted(order) else order
+
+
 class GraphSpec(NamedTuple):
     """The description of a graph `_C._Graph` takes, field by field as
     csrc/compile/graph.h documents them (C++ reads it as a plain tuple, in this order)."""
 
-    inputs: list  # [(dtype, shape)]: placeholder i is value i
+    inputs: list  # [(dtype, shape[, order])]: placeholder i is value i (_memory_order)
     values: list  # [(dtype, shape) or None]: the type of every value id
     nodes: list  # [(schema name, args, [out value ids])]
     outputs: list  # [value id, or -1 for None]
@@ -467,7 +484,8 @@ class _SpecBuilder:
             self.refs[node] = _Const(val, opaque_ok=True)
             return
         self.refs[node] = self.new_value(val)
-        self.inputs.append(self.values[-1])
+        order = None if self.nested else _memory_order(val)
+        self.inputs.append(self.values[-1] if order is None else (*self.values[-1], order))
 
     def output(self, node: fx.Node):
         """The output value ids (-1 where the graph returns None or a number), and the

@@ -35,9 +35,37 @@ bool whole_write(const at::Tensor& t, const runtime::DeviceBuffer& db,
          db.nbytes == static_cast<size_t>(type.numel() * hlo::byte_width(type.dtype));
 }
 
-bool is_dense(const at::Tensor& t, const runtime::DeviceBuffer& db, hlo::DType dtype) {
-  return db.buffer && !db.padding && db.dtype == dtype && t.is_contiguous() &&
-         t.storage_offset() == 0 && db.numel == t.numel();
+// `t` holds its whole buffer, with its dimensions laid out in `order` (outermost first;
+// empty: row-major).
+bool is_dense(const at::Tensor& t, const runtime::DeviceBuffer& db, hlo::DType dtype,
+              const std::vector<int64_t>& order) {
+  if (!db.buffer || db.padding || db.dtype != dtype || t.storage_offset() != 0 ||
+      db.numel != t.numel())
+    return false;
+  if (order.empty()) return t.is_contiguous();
+  int64_t stride = 1;
+  for (auto d = order.rbegin(); d != order.rend(); ++d) {
+    if (t.stride(*d) != stride) return false;
+    stride *= t.size(*d);
+  }
+  return true;
+}
+
+// The order of an input's dimensions in memory from its spec entry (dtype, shape[,
+// order]): empty for row-major.
+std::vector<int64_t> order_of(const py::handle& input, size_t rank) {
+  auto entry = input.cast<py::tuple>();
+  if (entry.size() < 3 || entry[2].is_none()) return {};
+  auto order = entry[2].cast<std::vector<int64_t>>();
+  std::vector<bool> seen(rank, false);
+  bool permutation = order.size() == rank;
+  for (int64_t d : order) {
+    permutation = permutation && d >= 0 && d < static_cast<int64_t>(rank) && !seen[d];
+    if (permutation) seen[d] = true;
+  }
+  TORCH_CHECK(permutation, "torch_tpu: the graph spec gives an input of rank ", rank,
+              " the dimension order ", c10::IntArrayRef(order));
+  return order;
 }
 
 }  // namespace
@@ -60,11 +88,26 @@ Graph::Graph(const py::handle& spec_handle)
     inputs_.push_back(type);
     bool param = type.numel() > 0;
     input_is_param_.push_back(param);
+    orders_.push_back(order_of(in, type.shape.size()));
+    const std::vector<int64_t>& order = orders_.back();
     if (param)
       params.push_back(b.parameter({type.dtype, {type.numel()}}));
     else
       params.emplace_back();
-    lw.vals[inputs_.size() - 1] = param ? b.reshape(*params.back(), type.shape) : b.full(0, type);
+    std::optional<hlo::Value> value;
+    if (!param) {
+      value = b.full(0, type);
+    } else if (order.empty()) {
+      value = b.reshape(*params.back(), type.shape);
+    } else {  // the buffer as laid out, then its logical dimensions
+      std::vector<int64_t> laid_out, logical(order.size());
+      for (size_t k = 0; k < order.size(); ++k) {
+        laid_out.push_back(type.shape[order[k]]);
+        logical[order[k]] = static_cast<int64_t>(k);
+      }
+      value = b.transpose(b.reshape(*params.back(), laid_out), logical);
+    }
+    lw.vals[inputs_.size() - 1] = value;
   }
   // Bounded dynamic dimensions: a runtime s32 size each, right after the inputs.
   std::vector<hlo::Value> sizes;
@@ -238,17 +281,22 @@ std::vector<std::shared_ptr<pjrt::Buffer>> Graph::arguments(const std::vector<at
       // A CPU tensor the graph moves to the device itself (`cpu_tensor.to("tpu")`).
       TORCH_CHECK(t.device().is_cpu(), "torch_tpu: input ", i, " of the compiled graph is on ",
                   t.device());
-      args.push_back(aten::device_buffer(aten::from_host(t, device)).buffer);
+      const at::Tensor laid_out = orders_[i].empty() ? t : t.permute(orders_[i]);
+      args.push_back(aten::device_buffer(aten::from_host(laid_out, device)).buffer);
       continue;
     }
     runtime::DeviceBuffer& db = aten::device_buffer(t);
-    if (is_dense(t, db, want.dtype)) {
+    if (is_dense(t, db, want.dtype, orders_[i])) {
       args.push_back(db.buffer);
-    } else {
-      at::Tensor dense =
-          aten::OpCall("graph_input")
-              .input(t)
-              .run([](hlo::Builder&, const std::vector<hlo::Value>& in) { return in; })[0];
+    } else {  // a dense copy, laid out as the program takes it
+      const std::vector<int64_t>& order = orders_[i];
+      at::Tensor dense = aten::OpCall("graph_input")
+                             .input(t)
+                             .key(order)
+                             .run([order](hlo::Builder& b, const std::vector<hlo::Value>& in) {
+                               if (order.empty()) return in;
+                               return std::vector<hlo::Value>{b.transpose(in[0], order)};
+                             })[0];
       args.push_back(runtime::FusedGroup::get().ready(aten::device_buffer(dense)));
     }
   }

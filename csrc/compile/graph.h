@@ -5,7 +5,11 @@
 // spec); everything from there on is here:
 //
 //   spec = (inputs, values, nodes, outputs, mutations, constants)
-//     inputs    [(dtype, shape)]             placeholder i is value i
+//     inputs    [(dtype, shape[, order])]    placeholder i is value i; `order`, the
+//               dimensions outermost first, for an input that is a permutation of a
+//               dense buffer (`w.t()` of a contiguous w): the program takes that buffer
+//               as it is and transposes inside, where XLA folds the transpose into
+//               its consumer (a dot reads it as a plain row-major operand)
 //     values    [(dtype, shape) or None]     the type of every value id
 //     nodes     [(schema name, args, [out value ids])], args in schema order: a tensor
 //               is (id,), a tensor list a list of (id,) / None, anything else as is;
@@ -79,6 +83,9 @@ class Graph {
   std::vector<std::pair<int, int>> mutations_;  // (input, program result)
   std::vector<hlo::TensorType> results_;        // program results, in order
   std::vector<bool> input_is_param_;            // empty inputs are not parameters
+  // Per input, the order of its dimensions in memory, outermost first, when it is a
+  // permutation of a dense buffer (a transposed weight); empty when row-major.
+  std::vector<std::vector<int64_t>> orders_;
   std::vector<std::pair<int, int>> dynamic_;    // (input, dim) with a runtime size
   std::string group_;                           // the group of the graph's collectives, "" if none
   std::vector<int> devices_;                    // its ranks' devices

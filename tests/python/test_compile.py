@@ -27,16 +27,20 @@ def test_backend_is_found_by_name_through_the_entry_point():
     assert_same(f(torch.arange(4.0).to("tpu")), torch.arange(4.0) * 2 + 1)
 
 
-def test_mlp_forward_and_backward_match_cpu_as_one_program_each():
-    torch.manual_seed(0)
-    cpu = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
-    tpu = copy.deepcopy(cpu).to("tpu")
-    x = torch.randn(5, 8)
+def compiled_step_matches_cpu(cpu: nn.Module, tpu: nn.Module, x: torch.Tensor) -> None:
+    """`tpu` compiled and `cpu` give the same output for `x`; both then run a backward."""
     out = torch.compile(tpu, backend="tpu")(x.to("tpu"))
     ref = cpu(x)
     assert_same(out, ref, rtol=1e-5, atol=1e-6)
     out.square().sum().backward()
     ref.square().sum().backward()
+
+
+def test_mlp_forward_and_backward_match_cpu_as_one_program_each():
+    torch.manual_seed(0)
+    cpu = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    tpu = copy.deepcopy(cpu).to("tpu")
+    compiled_step_matches_cpu(cpu, tpu, torch.randn(5, 8))
     for p, q in zip(tpu.parameters(), cpu.parameters()):
         assert_same(p.grad, q.grad, rtol=1e-5, atol=1e-6)
     assert graphs() == (2, 0)  # forward and backward
@@ -104,6 +108,73 @@ def test_mutated_inputs_donate_their_buffers():
     assert_same(out, ref, rtol=1e-5, atol=1e-5)
     assert_same(tbuf, buf, rtol=1e-5, atol=1e-5)
     assert_same(alias, buf[8:], rtol=1e-5, atol=1e-5)
+
+
+def laid_out(t: torch.Tensor, order) -> torch.Tensor:
+    """`t` with its buffer laid out in `order` (dimensions outermost first)."""
+    inverse = [order.index(d) for d in range(t.dim())]
+    return t.permute(order).contiguous().permute(inverse)
+
+
+def executions():
+    return torch_tpu.metrics.snapshot()["executions"]
+
+
+def test_a_transposed_weight_is_taken_as_laid_out_without_a_copy():
+    """A weight stored transposed (serving's layout: `w.t().contiguous().t()`) enters the
+    graph as its buffer; the program transposes, and XLA reads the dot's operand as it
+    lies. Before, every call first ran a program copying it row-major."""
+    torch.manual_seed(0)
+    x, w, b = torch.randn(6, 32), torch.randn(48, 32), torch.randn(48)
+    tw = laid_out(w.to("tpu"), [1, 0])
+    assert tw.stride() == (1, 48)
+    compiled = torch.compile(F.linear, backend="tpu")
+    tx, tb = x.to("tpu"), b.to("tpu")
+    assert_same(compiled(tx, tw, tb), F.linear(x, w, b), rtol=1e-5, atol=1e-5)
+    before = executions()
+    out = compiled(tx, tw, tb)
+    assert executions() - before == 1  # the graph alone
+    assert_same(out, F.linear(x, w, b), rtol=1e-5, atol=1e-5)
+    assert graphs() == (1, 0)
+
+
+@pytest.mark.parametrize("order", [[2, 0, 1], [1, 2, 0], [0, 2, 1]])
+def test_permuted_inputs_of_rank_three_match_cpu(order):
+    x = torch.randn(3, 4, 5)
+    tx = laid_out(x.to("tpu"), order)
+    f = torch.compile(lambda a: (a * 2).sum(1) + a[:, 0], backend="tpu")
+    assert_same(f(tx), (x * 2).sum(1) + x[:, 0])
+    before = executions()
+    f(tx)
+    assert executions() - before == 1
+
+
+def test_a_permuted_input_that_does_not_hold_its_buffer_is_copied_as_laid_out():
+    # The same sizes and strides (Dynamo's guards) at another offset: the graph's program
+    # is reused, its argument a copy laid out as the program takes it.
+    f = torch.compile(lambda a, b: a @ b, backend="tpu")
+    a = torch.randn(4, 6)
+    first, second = torch.randn(5, 6), torch.randn(7, 6)
+    assert_same(f(a.to("tpu"), first.to("tpu").t()), a @ first.t(), rtol=1e-5, atol=1e-5)
+    moved = second.to("tpu")[2:].t()  # [6, 5], strides (1, 6), offset 12
+    assert moved.stride() == (1, 6) and moved.storage_offset() == 12
+    assert_same(f(a.to("tpu"), moved), a @ second[2:].t(), rtol=1e-5, atol=1e-5)
+    assert graphs() == (1, 0)
+
+
+def test_a_transposed_weight_trains_and_is_written_in_place():
+    torch.manual_seed(0)
+    cpu = nn.Linear(16, 8)
+    tpu = copy.deepcopy(cpu).to("tpu")
+    tpu.weight.data = laid_out(tpu.weight.data, [1, 0])
+    compiled_step_matches_cpu(cpu, tpu, torch.randn(4, 16))
+    assert_same(tpu.weight.grad, cpu.weight.grad, rtol=1e-5, atol=1e-5)
+    step = torch.compile(lambda w, g: w.sub_(g, alpha=0.1), backend="tpu")
+    with torch.no_grad():
+        step(tpu.weight, tpu.weight.grad)
+        cpu.weight.sub_(cpu.weight.grad, alpha=0.1)
+    assert tpu.weight.stride() == (1, 8)
+    assert_same(tpu.weight.detach(), cpu.weight.detach(), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize(

@@ -1,8 +1,8 @@
 """What both serving plugins share (torch_tpu/serving/common.py), without an engine: the
-bucket rules, the switches and refusals, the base buffer of a staged input, and
-compiles after warm-up: with TORCH_TPU_NO_COMPILE=1 a process may compile while an
-engine starts, and a compiled step after warm-up runs in its bucket or raises naming
-the program that would compile."""
+bucket rules, the switches and refusals, the layout of linear weights, the base buffer of
+a staged input, and compiles after warm-up: with TORCH_TPU_NO_COMPILE=1 a process may
+compile while an engine starts, and a compiled step after warm-up runs in its bucket or
+raises naming the program that would compile."""
 
 import os
 import subprocess
@@ -38,6 +38,37 @@ def test_token_buckets_and_pairs():
         (16, 2),
         (1, 2),
     ]
+
+
+class _Plain:
+    """Stands for an engine's unquantized linear method."""
+
+
+class _Quantized:
+    pass
+
+
+def test_linear_weights_are_laid_out_for_the_dot():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(16, 32), torch.nn.Linear(32, 8), torch.nn.Linear(8, 4)
+    ).to("tpu")
+    model[0].quant_method = model[1].quant_method = _Plain()
+    model[2].quant_method = _Quantized()
+    weights = [(m.weight.detach().cpu(), m.bias.detach().cpu()) for m in model]
+    assert common.lay_out_linear_weights(model, _Plain) == 2
+    assert [m.weight.stride() for m in model] == [(1, 32), (1, 8), (8, 1)]
+    for m, (w, _) in zip(model, weights):
+        assert isinstance(m.weight, torch.nn.Parameter)
+        assert torch.equal(m.weight.detach().cpu(), w)
+    assert common.lay_out_linear_weights(model, _Plain) == 0  # done once
+    x = torch.randn(3, 16)
+    ref = x
+    for w, b in weights:
+        ref = torch.nn.functional.linear(ref, w, b)
+    with torch.no_grad():
+        out = model(x.to("tpu")).cpu()
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
 
 
 def test_switches_and_refusals(monkeypatch):

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from sglang.srt.layers.attention.base_attn_backend import AttentionBackend
+from sglang.srt.layers.quantization.unquant import UnquantizedLinearMethod
 
 from torch_tpu.serving import paged_attention as pa
 from torch_tpu.serving import common
@@ -43,11 +44,13 @@ class TpuPagedAttnBackend(AttentionBackend):
         self.max_tokens = max_step_tokens(model_runner)
         self.context_len = model_runner.model_config.context_len
         self.min_width = min(MIN_WIDTH, self.req_to_token_pool.req_to_token.shape[1])
-        # Compiled steps (compiled.py), unless eager mode is asked for. SGLang builds
-        # this backend after loading the model and allocating the KV pool, before the
-        # scheduler serves: the steps warm up here.
+        # The linear weights laid out for the dot, then compiled steps (compiled.py),
+        # unless eager mode is asked for. SGLang builds this backend after loading the
+        # model and allocating the KV pool, before the scheduler serves: the steps warm
+        # up here.
         from torch_tpu.serving.sglang import compiled
 
+        common.lay_out_linear_weights(model_runner.model, UnquantizedLinearMethod)
         compiled.install(model_runner, self)
 
     def width_buckets(self) -> list[int]:

@@ -10,6 +10,7 @@ import dataclasses
 import torch
 from vllm.config import CUDAGraphMode
 from vllm.logger import init_logger
+from vllm.model_executor.layers.linear import UnquantizedLinearMethod
 from vllm.v1.kv_cache_interface import AttentionSpec, KVCacheConfig
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 from vllm.v1.worker.utils import bind_kv_cache
@@ -122,11 +123,13 @@ class TpuModelRunner(GPUModelRunner):
     # --- warm starts -----------------------------------------------------------
 
     def load_model(self, *args, **kwargs) -> None:
-        """The GPU runner's, then (compiled mode) the model's step becomes SavedSteps:
-        an engine of the same configuration started before left what Dynamo traced for
-        each bucket, and this one loads it at the bucket's first step instead of
-        tracing (torch_tpu/serving/precompile.py)."""
+        """The GPU runner's, with the linear weights laid out for the dot
+        (`common.lay_out_linear_weights`); then (compiled mode) the model's step becomes
+        SavedSteps: an engine of the same configuration started before left what Dynamo
+        traced for each bucket, and this one loads it at the bucket's first step instead
+        of tracing (torch_tpu/serving/precompile.py)."""
         super().load_model(*args, **kwargs)
+        common.lay_out_linear_weights(self.model, UnquantizedLinearMethod)
         self.saved_steps = None
         if getattr(self.model, "_compiled_call_impl", None) is None:
             return  # eager
