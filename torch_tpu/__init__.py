@@ -25,6 +25,8 @@ def __getattr__(name: str):
 
 
 def _start() -> None:
+    import atexit
+
     from torch_tpu import _C, _plugin, _settings
 
     # Settings are checked before the device is configured (loading the extension starts
@@ -33,6 +35,9 @@ def _start() -> None:
     plugin, num_devices = _plugin.find_plugin(), _plugin.num_devices()
 
     _C._configure(plugin, num_devices)
+    # Before the interpreter finalizes, no autograd worker may still hold a finished
+    # backward's Python objects (csrc/aten/autograd_exit.h).
+    atexit.register(_C._drain_autograd_workers)
     from torch_tpu import _bucket_rule
 
     _bucket_rule.apply()

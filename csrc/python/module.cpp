@@ -4,6 +4,7 @@
 #include <torch/extension.h>
 
 #include "aten/allocator.h"
+#include "aten/autograd_exit.h"
 #include "aten/barrier_kernel.h"
 #include "aten/device.h"
 #include "aten/generator.h"
@@ -201,6 +202,8 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_graph_lowerings", &ops::lowering_names);
   m.def("_init", [] { runtime::Runtime::get(); });
+  m.def("_drain_autograd_workers",
+        [] { python::without_gil([] { aten::drain_autograd_workers(); }); });
   m.def("_device_count", [] { return static_cast<int>(aten::device_count()); });
   m.def("_current_device", [] { return static_cast<int>(aten::current_device()); });
   m.def("_set_device", [](int d) { aten::set_device(static_cast<c10::DeviceIndex>(d)); });

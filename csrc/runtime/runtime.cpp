@@ -148,6 +148,11 @@ int Runtime::configured_device_count() {
 
 bool Runtime::initialized() { return instance.load(std::memory_order_acquire) != nullptr; }
 
+bool Runtime::started_in_this_process() {
+  Runtime* r = instance.load(std::memory_order_acquire);
+  return r != nullptr && r->owner_pid_ == ::getpid();
+}
+
 // What a serialized executable depends on besides its program: any change starts a
 // fresh set of disk entries.
 std::string Runtime::cache_identity() const {
@@ -427,8 +432,8 @@ void Runtime::synchronize(int device) {
 }
 
 void Runtime::quiesce_for_exit() {
+  if (!started_in_this_process()) return;
   Runtime* r = instance.load(std::memory_order_acquire);
-  if (r == nullptr || r->owner_pid_ != ::getpid()) return;
   // First: a tier-up job may still launch work and compile; stop() waits for it.
   BackgroundCompiler::get().stop();
   // A compile can take a while; one stuck far longer is given up on (the exit then risks

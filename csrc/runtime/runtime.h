@@ -32,6 +32,8 @@ class Runtime {
   // device_count() does not.
   static bool available();
   static bool initialized();
+  // initialized(), and by this process (not a forked child of the one that started it).
+  static bool started_in_this_process();
   // Called once at process exit, before the C exit handlers (the plugin's static
   // destructors) run: stops tiered compilation, lets the compiles and launches under way
   // finish while refusing new ones, and waits for all enqueued work (see exit_gate.h).

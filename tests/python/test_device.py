@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-import torch_tpu  # noqa: F401  (registers the tpu device)
+import torch_tpu
 from helpers import run_python
 
 
@@ -230,3 +230,62 @@ def test_exit_with_work_in_flight_does_not_crash(mode):
         r = run_python(WORK_IN_FLIGHT_AT_EXIT, {"TORCH_TPU_EAGER_MODE": mode})
         assert r.returncode == 0, r.stderr[-2000:]
         assert "main returns" in r.stdout
+
+
+# The last act is a compiled backward under saved-tensor hooks. Autograd's tpu worker
+# thread wakes the caller before it drops the finished graph task, which holds the
+# caller's thread-local Python state (the hooks); dropped after finalization began, that
+# asked for the GIL, and Python's unwind of the worker terminated the process ("terminate
+# called without an active exception", rc -6) in about 1 run of 10-20. Now an atexit
+# function drains the workers first (csrc/aten/autograd_exit.h). Four runs at once, as
+# the load of a parallel test run made it likelier.
+BACKWARD_AT_EXIT = """
+import torch, torch_tpu
+m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4))
+m = torch.compile(m.to("tpu"), backend="tpu")
+x = torch.randn(6, 8, device="tpu")
+with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):
+    m(x).log_softmax(-1).mean().backward()
+print("main returns", flush=True)
+"""
+
+
+@pytest.mark.single_mode
+def test_backward_as_last_act_exits_cleanly():
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(4) as pool:
+        runs = list(pool.map(lambda _: run_python(BACKWARD_AT_EXIT), range(4)))
+    for r in runs:
+        assert r.returncode == 0 and "terminate called" not in r.stderr, r.stderr[-2000:]
+        assert "main returns" in r.stdout
+
+
+# The drain itself: once it returns, no worker holds anything of the finished backward
+# (here the hooks' closures), and before the runtime starts it starts nothing.
+def test_drain_autograd_workers_releases_the_finished_backward():
+    import weakref
+
+    class Sentinel:
+        pass
+
+    sentinel = Sentinel()
+    alive = weakref.ref(sentinel)
+    m = torch.compile(torch.nn.Linear(8, 4).to("tpu"), backend="tpu")
+    x = torch.randn(6, 8, device="tpu")
+    hooks = torch.autograd.graph.saved_tensors_hooks(
+        lambda t, s=sentinel: t, lambda t, s=sentinel: t
+    )
+    del sentinel
+    with hooks:
+        m(x).sum().backward()
+    del hooks
+    torch_tpu._C._drain_autograd_workers()
+    assert alive() is None
+    assert m.weight.grad is not None
+
+    r = run_python(
+        "import torch, torch_tpu; torch_tpu._C._drain_autograd_workers(); "
+        "print(torch.tpu.is_initialized())"
+    )
+    assert r.returncode == 0 and r.stdout.strip() == "False", r.stderr
