@@ -1,7 +1,9 @@
 #include "aten/autograd_exit.h"
 
 #include <ATen/ATen.h>
-#include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/edge.h>
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/node.h>
 
 #include <thread>
 
@@ -10,6 +12,16 @@
 
 namespace torch_tpu::aten {
 
+namespace {
+
+// The root of a drain's backward: takes a gradient on its device, runs nothing.
+struct DrainRoot final : torch::autograd::Node {
+  explicit DrainRoot(const at::Tensor& like) { add_input_metadata(like); }
+  torch::autograd::variable_list apply(torch::autograd::variable_list&&) override { return {}; }
+};
+
+}  // namespace
+
 void drain_autograd_workers() noexcept {
   if (!runtime::Runtime::started_in_this_process()) return;
   try {
@@ -17,9 +29,12 @@ void drain_autograd_workers() noexcept {
       try {
         for (c10::DeviceIndex d = 0; d < device_count(); ++d) {
           const auto options = at::TensorOptions(at::kFloat).device(c10::kPrivateUse1, d);
-          at::Tensor leaf = at::empty({1}, options).requires_grad_(true);
-          // The root is the leaf's AccumulateGrad: it stores the gradient, nothing runs.
-          torch::autograd::backward({leaf}, {at::empty({1}, options)});
+          const at::Tensor grad = at::empty({1}, options);
+          auto root = c10::make_intrusive<DrainRoot>(grad);
+          // The engine queues the root on the worker of its gradient's device.
+          torch::autograd::Engine::get_default_engine().execute(
+              {torch::autograd::Edge(root, 0)}, {grad}, /*keep_graph=*/false,
+              /*create_graph=*/false, /*accumulate_grad=*/true);
         }
       } catch (...) {
         // The process is ending; the drain is best effort.

@@ -13,9 +13,9 @@
 // drain_autograd_workers() runs before finalization begins (an atexit function registered
 // by torch_tpu/__init__.py), with the GIL released: from a fresh thread, whose
 // thread-local state holds no Python object, it runs one backward per tpu device that
-// needs no device work (the gradient of a leaf). A worker takes that task only after it
-// has dropped every earlier one (taking the GIL for it if needed), so once each has
-// finished, no worker holds a Python object.
+// runs nothing on the device (a root node that does nothing). A worker takes that task
+// only after it has dropped every earlier one (taking the GIL for it if needed), so once
+// each has finished, no worker holds a Python object.
 #pragma once
 
 namespace torch_tpu::aten {

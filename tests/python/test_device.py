@@ -262,7 +262,8 @@ def test_backward_as_last_act_exits_cleanly():
 
 
 # The drain itself: once it returns, no worker holds anything of the finished backward
-# (here the hooks' closures), and before the runtime starts it starts nothing.
+# (here the hooks' closures); it runs nothing on the device (a first version compiled two
+# programs at every exit), and before the runtime starts it starts nothing.
 def test_drain_autograd_workers_releases_the_finished_backward():
     import weakref
 
@@ -280,8 +281,12 @@ def test_drain_autograd_workers_releases_the_finished_backward():
     with hooks:
         m(x).sum().backward()
     del hooks
+    before = torch_tpu.metrics.snapshot()
     torch_tpu._C._drain_autograd_workers()
+    after = torch_tpu.metrics.snapshot()
     assert alive() is None
+    assert after["executions"] == before["executions"]
+    assert after["compiles"] == before["compiles"]
     assert m.weight.grad is not None
 
     r = run_python(
