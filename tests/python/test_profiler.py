@@ -202,3 +202,27 @@ def test_memory_timeline(tmp_path):
     # [times, per-category bytes at each time]: tpu allocations were seen and categorised.
     assert len(times) > 0 and len(times) == len(sizes)
     assert max(sum(row) for row in sizes) > 0
+
+
+# A tiny program reading a large one's output can run as that output becomes ready and
+# report its completion first (XLA:CPU). Device spans were derived in the order the
+# completions were seen, which gave the tiny gather the large matmul's whole time
+# (vLLM's logits gather after its step program showed 40 ms); a device's runs are now a
+# lane in launch order.
+@pytest.mark.single_mode
+def test_a_small_run_after_a_large_one_gets_its_own_time():
+    x = rand((1024, 1024), torch.float32).to("tpu")
+    row = torch.tensor([3], device="tpu")
+
+    def chain():
+        for _ in range(12):
+            torch.index_select(x @ x, 0, row)
+        torch.tpu.synchronize()
+
+    chain()
+    prof, _, _, _ = _profiled(chain)
+    events = _device_events(prof)
+    mm = [e.device_time for e in events if e.name == "mm"]
+    gathers = [e.device_time for e in events if e.name == "index_select"]
+    assert len(mm) == len(gathers) == 12
+    assert sum(gathers) < sum(mm) / 4, (mm, gathers)
