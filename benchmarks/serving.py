@@ -12,6 +12,10 @@ share that venv: its row runs this script again in the SGLang venv
 
     /work/venvs/vllm/bin/python benchmarks/serving.py [--rows hf-cpu,hf-tpu,vllm,sglang]
 
+--profile: after the vLLM row, its workload once more under torch.profiler: the device's
+busy time against the time it waited for the host, per phase of vLLM's model runner, and
+the device time per program (TORCH_TPU_SERVING_TRACE=path keeps the trace).
+
 --startup: engine start to the answers of 3 short prompts instead, vLLM and SGLang,
 compiled and eager, each cold (empty PyTorch and torch_tpu cache directories) then warm
 (the same directories again), every start in a fresh process; a small configuration
@@ -22,9 +26,11 @@ Dynamo frames traced and XLA programs compiled during each start.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -48,7 +54,7 @@ def prompts(vocab: int) -> list[list[int]]:
     return torch.randint(3, vocab, (NUM_REQUESTS, PROMPT_LEN), generator=g).tolist()
 
 
-def bench_vllm(path: str, ids: list[list[int]], eager: bool) -> dict:
+def bench_vllm(path: str, ids: list[list[int]], eager: bool, profile: bool = False) -> dict:
     import vllm
 
     start = time.perf_counter()
@@ -76,6 +82,8 @@ def bench_vllm(path: str, ids: list[list[int]], eager: bool) -> dict:
     tokens = sum(len(o.outputs[0].token_ids) for o in outs)
     # All requests arrive at once: the batch's time to first token is the latest one.
     ttft = [o.metrics.first_token_latency for o in outs if o.metrics is not None]
+    if profile:
+        profile_steps(functools.partial(llm.generate, reqs, params, use_tqdm=False))
     del llm
     return dict(
         tokens=tokens,
@@ -84,6 +92,79 @@ def bench_vllm(path: str, ids: list[list[int]], eager: bool) -> dict:
         ttft=max(ttft) if ttft else float("nan"),
         compiles=torch_tpu.metrics.snapshot()["compiles"] - before,
     )
+
+
+# vLLM's model runner opens these scopes under VLLM_CUSTOM_SCOPES_FOR_PROFILING (set by
+# --profile before vLLM is imported); the engine core's own step is outside them.
+VLLM_PHASES = ("preprocess", "forward", "postprocess", "sample", "bookkeep", "ModelRunnerOutput")
+
+
+def _union(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    merged: list[tuple[float, float]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _overlap(span: tuple[float, float], busy: list[tuple[float, float]]) -> float:
+    return sum(max(0.0, min(span[1], e) - max(span[0], s)) for s, e in busy)
+
+
+def profile_steps(run) -> None:
+    """Host against device in one more run of the timed workload, under torch.profiler
+    (CPU and tpu activities): the device's busy time is the union of its program runs
+    (one kernel event each); the rest of the run's wall time the device waited for the
+    host. Per vLLM phase: its host time per step, and how much of it the device sat idle."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        trace = pathlib.Path(tmp) / "trace.json"
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+            run()
+        prof.export_chrome_trace(str(trace))
+        if keep := os.environ.get("TORCH_TPU_SERVING_TRACE"):
+            shutil.copy(trace, keep)  # for chrome://tracing or Perfetto
+        events = [e for e in json.loads(trace.read_text())["traceEvents"] if e.get("ph") == "X"]
+
+    def spans(pred) -> list[tuple[float, float]]:
+        return [(e["ts"], e["ts"] + e["dur"]) for e in events if pred(e)]
+
+    busy = _union(spans(lambda e: e.get("cat") == "kernel"))
+    phases = {
+        name: spans(lambda e, n=name: e["name"] == f"gpu_model_runner: {n}") for name in VLLM_PHASES
+    }
+    steps = len(phases["forward"])
+    if not busy or not steps:
+        print("profile: no device runs or no vLLM phases recorded")
+        return
+    # The run: from the first step's start to the last device run's end.
+    start = min(s for spans_ in phases.values() for s, _ in spans_)
+    end = max(busy[-1][1], max(e for spans_ in phases.values() for _, e in spans_))
+    wall = end - start
+    device = _overlap((start, end), busy)
+    print(f"\nprofile of one more run: {steps} model steps, {wall / 1e3 / steps:.2f} ms per step")
+    print(
+        f"  device busy {device / 1e3 / steps:.2f} ms per step; waiting for the host "
+        f"{(wall - device) / 1e3 / steps:.2f} ms ({(wall - device) / wall:.1%} of the run)"
+    )
+    print(f"  {'phase':20} {'host ms/step':>13} {'device idle in it':>18}")
+    for name, spans_ in phases.items():
+        host = sum(e - s for s, e in spans_)
+        idle = host - sum(_overlap(span, busy) for span in spans_)
+        print(f"  {name:20} {host / 1e3 / steps:13.2f} {idle / 1e3 / steps:15.2f} ms")
+    inside = _union([span for spans_ in phases.values() for span in spans_])
+    outside_idle = (wall - device) - sum((e - s) - _overlap((s, e), busy) for s, e in inside)
+    print(f"  {'outside the phases':20} {'':13} {outside_idle / 1e3 / steps:15.2f} ms")
+    per_program: dict[str, list[float]] = {}
+    for e in events:
+        if e.get("cat") == "kernel":
+            per_program.setdefault(e["name"], []).append(e["dur"])
+    print(f"  {'device time by program':40} {'ms/step':>8} {'runs/step':>10}")
+    for name, durs in sorted(per_program.items(), key=lambda kv: -sum(kv[1]))[:6]:
+        print(f"  {name[:40]:40} {sum(durs) / 1e3 / steps:8.2f} {len(durs) / steps:10.1f}")
 
 
 def bench_sglang(path: str, ids: list[list[int]]) -> dict | None:
@@ -298,6 +379,11 @@ def main() -> None:
     parser.add_argument("--rows", default="hf-cpu,hf-tpu,vllm,sglang")
     parser.add_argument("--eager", action="store_true", help="vLLM without compiled steps")
     parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="after the vLLM row, host against device per step and phase (torch.profiler)",
+    )
+    parser.add_argument(
         "--sglang-row", nargs=2, metavar=("MODEL", "DIR"), help=argparse.SUPPRESS
     )  # the SGLang row, in the SGLang venv
     parser.add_argument(
@@ -309,6 +395,8 @@ def main() -> None:
         "--startup-run", nargs=3, metavar=("ENGINE", "MODE", "MODEL"), help=argparse.SUPPRESS
     )  # one start, in that engine's venv
     args = parser.parse_args()
+    if args.profile:
+        os.environ["VLLM_CUSTOM_SCOPES_FOR_PROFILING"] = "1"
     if args.startup_run:
         startup_run(*args.startup_run)
         return
@@ -331,7 +419,7 @@ def main() -> None:
         for row in rows:
             if row == "vllm":
                 results["vLLM on tpu" + (" (eager)" if args.eager else "")] = bench_vllm(
-                    path, ids, args.eager
+                    path, ids, args.eager, args.profile
                 )
             elif row == "sglang":
                 result = bench_sglang(path, ids)
