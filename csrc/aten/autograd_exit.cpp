@@ -5,6 +5,9 @@
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/node.h>
 
+#include <chrono>
+#include <future>
+#include <memory>
 #include <thread>
 
 #include "aten/device.h"
@@ -20,12 +23,16 @@ struct DrainRoot final : torch::autograd::Node {
   torch::autograd::variable_list apply(torch::autograd::variable_list&&) override { return {}; }
 };
 
+constexpr std::chrono::seconds kDrainWait{30};
+
 }  // namespace
 
 void drain_autograd_workers() noexcept {
   if (!runtime::Runtime::started_in_this_process()) return;
   try {
-    std::thread([] {
+    auto drained = std::make_shared<std::promise<void>>();
+    std::future<void> done = drained->get_future();
+    std::thread([drained] {
       try {
         for (c10::DeviceIndex d = 0; d < device_count(); ++d) {
           const auto options = at::TensorOptions(at::kFloat).device(c10::kPrivateUse1, d);
@@ -39,7 +46,12 @@ void drain_autograd_workers() noexcept {
       } catch (...) {
         // The process is ending; the drain is best effort.
       }
-    }).join();
+      drained->set_value();
+    }).detach();
+    // A worker still in a backward that never ends (a collective whose peer is gone, in
+    // a daemon thread) must not keep the process from exiting: past the wait the exit
+    // goes on as it would without the drain.
+    done.wait_for(kDrainWait);
   } catch (...) {
   }
 }

@@ -20,8 +20,9 @@
 
 namespace torch_tpu::aten {
 
-// Call without the GIL. Never throws; a no-op before the runtime starts or in a child
-// process that did not start it.
+// Call without the GIL. Never throws; gives up after 30 s (a worker stuck in a backward
+// that never ends); a no-op before the runtime starts or in a child process that did not
+// start it.
 void drain_autograd_workers() noexcept;
 
 }  // namespace torch_tpu::aten
