@@ -680,28 +680,59 @@ const void* host_address(const at::Tensor& tensor) {
   return host_address(*db.buffer, tensor.nbytes());
 }
 
-void to_host_into(const at::Tensor& tensor, const at::Tensor& host) {
-  TORCH_CHECK(host.device().is_cpu() && host.is_contiguous() &&
-                  host.scalar_type() == tensor.scalar_type() && host.numel() == tensor.numel(),
-              "torch_tpu: to_host_into needs a contiguous CPU tensor of the same dtype and size");
-  if (tensor.numel() == 0) return;
+namespace {
+// The buffer holding `tensor`'s values dense row-major (a program makes one where its
+// storage holds them otherwise), and `*padding` where that buffer is stored padded (it
+// is then copied whole and cut on the host: no program per real size).
+std::shared_ptr<pjrt::Buffer> dense_source(const at::Tensor& tensor,
+                                           std::shared_ptr<const runtime::Padding>* padding) {
   runtime::DeviceBuffer& db = device_buffer(tensor);
   runtime::FusedGroup& group = runtime::FusedGroup::get();
   group.ready(db);
   hlo::DType dtype = to_hlo(tensor.scalar_type());
   auto layout = ops::classify(vec(tensor.sizes()), vec(tensor.strides()), tensor.storage_offset(),
                               static_cast<int64_t>(db.nbytes) / hlo::byte_width(dtype));
-  std::shared_ptr<pjrt::Buffer> buffer;
-  // A padded buffer is copied whole and cut on the host: no program per real size.
-  std::shared_ptr<const runtime::Padding> padding;
   if (layout.kind == ops::StridedLayout::Kind::Dense && db.buffer && db.dtype == dtype) {
-    buffer = db.buffer;
-    padding = db.padding;
-  } else {
-    at::Tensor dense = OpCall("to_host").input(tensor).run(
-        [](hlo::Builder&, const std::vector<hlo::Value>& in) { return in; })[0];
-    buffer = group.ready(device_buffer(dense));
+    *padding = db.padding;
+    return db.buffer;
   }
+  at::Tensor dense = OpCall("to_host").input(tensor).run(
+      [](hlo::Builder&, const std::vector<hlo::Value>& in) { return in; })[0];
+  return group.ready(device_buffer(dense));
+}
+
+void check_host_destination(const at::Tensor& tensor, const at::Tensor& host) {
+  TORCH_CHECK(host.device().is_cpu() && host.is_contiguous() &&
+                  host.scalar_type() == tensor.scalar_type() && host.numel() == tensor.numel(),
+              "torch_tpu: to_host_into needs a contiguous CPU tensor of the same dtype and size");
+}
+}  // namespace
+
+bool to_host_async_into(const at::Tensor& tensor, const at::Tensor& host) {
+  check_host_destination(tensor, host);
+  if (tensor.numel() == 0) return true;
+  std::shared_ptr<const runtime::Padding> padding;
+  std::shared_ptr<pjrt::Buffer> buffer = dense_source(tensor, &padding);
+  if (padding) return false;
+  runtime::trace::Scope traced("tpu::device_to_host_async");
+  traced.number("bytes", static_cast<double>(host.nbytes()));
+  traced.number("device", static_cast<double>(tensor.get_device()));
+  try {
+    runtime::Runtime::get().to_host_async(tensor.get_device(), std::move(buffer), host.data_ptr(),
+                                          host.nbytes(),
+                                          std::make_shared<c10::Storage>(host.storage()));
+  } catch (const std::exception& e) {
+    TORCH_CHECK(false, "torch_tpu: copying a tensor to the host failed: ", e.what());
+  }
+  runtime::metrics().device_to_host_bytes += static_cast<int64_t>(host.nbytes());
+  return true;
+}
+
+void to_host_into(const at::Tensor& tensor, const at::Tensor& host) {
+  check_host_destination(tensor, host);
+  if (tensor.numel() == 0) return;
+  std::shared_ptr<const runtime::Padding> padding;
+  std::shared_ptr<pjrt::Buffer> buffer = dense_source(tensor, &padding);
   runtime::trace::Scope traced("tpu::device_to_host");
   traced.number("bytes", static_cast<double>(host.nbytes()));
   traced.number("device", static_cast<double>(tensor.get_device()));

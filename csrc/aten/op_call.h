@@ -189,6 +189,10 @@ at::Tensor to_host(const at::Tensor& tensor);
 // The same into `host`, a contiguous CPU tensor of `tensor`'s dtype and element count
 // (a reused staging buffer, whose pages are already mapped).
 void to_host_into(const at::Tensor& tensor, const at::Tensor& host);
+// The same copy, started (`tensor.to("cpu", non_blocking=True)`): returns at once, and
+// torch.tpu.synchronize() or an event recorded after it waits for it. False, with
+// nothing copied, where `tensor` is stored padded.
+bool to_host_async_into(const at::Tensor& tensor, const at::Tensor& host);
 // A new contiguous tpu tensor on `device` holding `host`'s values.
 at::Tensor from_host(const at::Tensor& host, c10::DeviceIndex device);
 // A new contiguous tpu tensor backed by `buffer`.

@@ -15,6 +15,7 @@
 #include "aten/allocator.h"
 #include "aten/device.h"
 #include "aten/dtype.h"
+#include "aten/host_allocator.h"
 #include "aten/op_call.h"
 #include "aten/storage.h"
 
@@ -197,6 +198,11 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   }
   TORCH_CHECK(dst.device().is_cpu(), "torch_tpu: cannot copy from ", self.device(), " to ",
               dst.device());
+  // As on CUDA, a non-blocking copy into pinned memory returns before the data is there.
+  if (non_blocking && is_pinned(dst.storage().data()) && dst.is_contiguous() &&
+      dst.scalar_type() == self.scalar_type() && dst.sizes() == self.sizes() &&
+      !self.is_conj() && !self.is_neg() && to_host_async_into(self, dst))
+    return dst;
   dst.copy_(host_values(self));
   return dst;
 }

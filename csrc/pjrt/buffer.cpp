@@ -40,13 +40,15 @@ size_t Buffer::on_device_size() const {
   return args.on_device_size_in_bytes;
 }
 
-void Buffer::to_host(void* dst, size_t size) const {
+void Buffer::to_host(void* dst, size_t size) const { to_host_async(dst, size)->await(); }
+
+std::shared_ptr<Event> Buffer::to_host_async(void* dst, size_t size) const {
   auto args = TORCH_TPU_PJRT_ARGS(PJRT_Buffer_ToHostBuffer_Args);
   args.src = buffer_;
   args.dst = dst;
   args.dst_size = size;
   plugin_->check(plugin_->api()->PJRT_Buffer_ToHostBuffer(&args), "PJRT_Buffer_ToHostBuffer");
-  Event(plugin_, args.event).await();
+  return std::make_shared<Event>(plugin_, args.event);
 }
 
 void* Buffer::unsafe_pointer() const {

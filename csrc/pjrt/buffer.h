@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "pjrt/event.h"
@@ -28,6 +29,9 @@ class Buffer {
 
   // Copies the whole buffer, dense row-major, into `dst` (`size` bytes); blocks.
   void to_host(void* dst, size_t size) const;
+  // The same copy, started: returns its completion event at once (the copy may first
+  // wait for the buffer to be computed). `dst` and this buffer must outlive it.
+  std::shared_ptr<Event> to_host_async(void* dst, size_t size) const;
   // The address of the buffer's memory (PJRT_Buffer_UnsafePointer), or null where the
   // plugin does not say. Only host memory on XLA:CPU; valid while the buffer lives.
   void* unsafe_pointer() const;

@@ -74,11 +74,13 @@ struct Runtime::Pending {
   // it. Destroying a PJRT buffer waits for the donation to be confirmed, which XLA:CPU
   // does only when the run starts: dropped on the host thread right after the launch, a
   // donated handle would make the host wait for the device. Released once the run is done.
-  // Also an executable tiered compilation replaced while the run was being launched.
+  // Also an executable tiered compilation replaced while the run was being launched, and
+  // the source and destination of a host copy in flight.
   struct Retired {
     std::shared_ptr<pjrt::Event> done;
     std::vector<std::shared_ptr<pjrt::Buffer>> buffers;
     std::shared_ptr<pjrt::Executable> executable;
+    std::shared_ptr<void> hold;
   };
   std::vector<std::deque<Retired>> retired;
 
@@ -363,9 +365,19 @@ std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::execute(
   return outputs;
 }
 
+void Runtime::to_host_async(int device, std::shared_ptr<pjrt::Buffer> buffer, void* dst,
+                            size_t nbytes, std::shared_ptr<void> hold) {
+  std::shared_ptr<pjrt::Event> done = buffer->to_host_async(dst, nbytes);
+  if (launch_blocking_) {
+    done->await();
+    return;
+  }
+  track(device, std::move(done), {std::move(buffer)}, nullptr, std::move(hold));
+}
+
 void Runtime::track(int device, std::shared_ptr<pjrt::Event> done,
                     std::vector<std::shared_ptr<pjrt::Buffer>> donated,
-                    std::shared_ptr<pjrt::Executable> replaced) {
+                    std::shared_ptr<pjrt::Executable> replaced, std::shared_ptr<void> hold) {
   std::vector<std::shared_ptr<pjrt::Event>> to_wait;
   std::vector<Pending::Retired> released;
   {
@@ -379,8 +391,9 @@ void Runtime::track(int device, std::shared_ptr<pjrt::Event> done,
       list.erase(list.begin(), list.begin() + half);
     }
     released = pending_->reap(device);
-    if (!donated.empty() || replaced)
-      pending_->retired[device].push_back({done, std::move(donated), std::move(replaced)});
+    if (!donated.empty() || replaced || hold)
+      pending_->retired[device].push_back(
+          {done, std::move(donated), std::move(replaced), std::move(hold)});
   }
   for (const auto& event : to_wait) event->await();
 }

@@ -78,6 +78,12 @@ class Runtime {
   std::vector<std::shared_ptr<pjrt::Buffer>> execute(
       const CompiledProgram& program, const std::vector<std::shared_ptr<pjrt::Buffer>>& args,
       int device, const std::vector<int64_t>& keep = {});
+  // Starts copying `buffer` (on `device`) into the host memory at `dst` (`nbytes`, dense
+  // row-major) and returns at once. The copy is work on `device` like a run: synchronize()
+  // and in_flight() include it. The buffer and `hold` (the owner of `dst`) are kept until
+  // it completes. With TORCH_TPU_LAUNCH_BLOCKING=1 it waits.
+  void to_host_async(int device, std::shared_ptr<pjrt::Buffer> buffer, void* dst, size_t nbytes,
+                     std::shared_ptr<void> hold);
   // In-program collectives: runs `executable` (compiled for N replicas, replica i on
   // the i-th device of its device assignment) with args[i], as one launch over all of them,
   // and returns each replica's outputs once it has completed. Launches are serialized
@@ -109,10 +115,12 @@ class Runtime {
   // Adds `event` to the work synchronize(device) waits for, and holds the handles of the
   // arguments that run consumed (`donated`) until it completes.
   // `replaced`: an executable the run (tracked already) launched on and that tiered
-  // compilation has replaced since, held until the run completes.
+  // compilation has replaced since, held until the run completes. `hold`: anything else
+  // the work uses until it completes (a host copy's destination).
   void track(int device, std::shared_ptr<pjrt::Event> event,
              std::vector<std::shared_ptr<pjrt::Buffer>> donated = {},
-             std::shared_ptr<pjrt::Executable> replaced = nullptr);
+             std::shared_ptr<pjrt::Executable> replaced = nullptr,
+             std::shared_ptr<void> hold = nullptr);
   // Compiles `mlir` with this thread's compile overrides at backend optimization `level`
   // (-1: XLA's default) unless they set one.
   std::unique_ptr<pjrt::Executable> compile(const std::string& mlir, int64_t level);

@@ -94,3 +94,57 @@ def test_stream_waits_and_record_event():
     s.synchronize()
     assert s.query() and e.query()
     assert torch.isfinite(x.cpu()).all()
+
+
+def test_non_blocking_copy_to_pinned_host_memory_returns_at_once():
+    # As on CUDA: into pinned memory (what `.to("cpu", non_blocking=True)` allocates), the
+    # copy is enqueued after the work that computes its source and returns before the
+    # values are there; an event recorded after it, or synchronize(), waits for them.
+    torch.tpu.synchronize()
+    busy = _busy(10, size=1200)
+    src = busy.sum(0)
+    host = src.to("cpu", non_blocking=True)
+    e = torch.tpu.Event()
+    e.record()
+    pending = not e.query()
+    assert host.is_pinned() and host.shape == src.shape and host.dtype == src.dtype
+    e.synchronize()
+    assert torch.equal(host, src.cpu())
+    assert pending, "the copy waited for ~0.3 s of queued work"
+
+    # Into a preallocated pinned tensor, from a view (a program makes it dense first);
+    # torch.tpu.synchronize() waits for the copy too.
+    x = torch.randn(48, 32)
+    dst = torch.empty(32, 48).pin_memory()
+    dst.copy_(x.to("tpu").t(), non_blocking=True)
+    torch.tpu.synchronize()
+    assert torch.equal(dst, x.t())
+
+
+def test_non_blocking_copy_keeps_its_source_and_destination_alive():
+    torch.tpu.synchronize()
+    busy = _busy(10, size=1200)
+    expected = busy.sum(1).cpu()
+    busy = _busy(10, size=1200)
+    src = busy.sum(1)
+    host = src.to("cpu", non_blocking=True)
+    kept = host.view(-1)  # shares the storage the copy writes
+    del host, src, busy  # neither end is freed before the copy completes
+    torch.tpu.synchronize()
+    assert torch.equal(kept, expected)
+    dropped = _busy(4).sum(0).to("cpu", non_blocking=True)
+    del dropped  # the destination dies first: the copy still has its memory
+    torch.tpu.synchronize()
+
+
+def test_non_blocking_copy_to_pageable_or_converted_memory_blocks():
+    # Pageable memory, another dtype or a strided destination: the copy is done on return.
+    x = torch.randn(64, 64)
+    for dst in (
+        torch.empty(64, 64),
+        torch.empty(64, 64, dtype=torch.float64).pin_memory(),
+        torch.empty(64, 128).pin_memory()[:, ::2],
+    ):
+        busy = _busy(6)  # noqa: F841 (queued work before the copy)
+        dst.copy_(x.to("tpu"), non_blocking=True)
+        assert torch.equal(dst, x.to(dst.dtype))
