@@ -1,7 +1,8 @@
 """Serving throughput on one run: a ~30M-parameter Llama (random weights, own
 tokenizer), 32 requests of 64 prompt tokens and 64 output tokens, greedy.
 
-Rows: vLLM's offline API on tpu (compiled steps, after its warm-up), SGLang's offline
+Rows: vLLM's offline API on tpu (compiled steps, after its warm-up; `vllm-sync`: without
+async scheduling, so each step's host work waits for the previous step), SGLang's offline
 API on tpu (compiled steps, after its warm-up; radix cache off, so the timed run
 prefills again), Hugging Face `generate` on tpu (static cache, so shapes do not change
 per token) and on the CPU (its default dynamic cache), both batching all 32 requests
@@ -11,6 +12,9 @@ share that venv: its row runs this script again in the SGLang venv
 (`$TORCH_TPU_SERVING_VENVS/sglang`, default /work/venvs/sglang), skipped without one.
 
     /work/venvs/vllm/bin/python benchmarks/serving.py [--rows hf-cpu,hf-tpu,vllm,sglang]
+
+The model is made once under $TORCH_TPU_SERVING_BENCH_DIR (default
+~/.cache/torch_tpu/serving_bench) and reused, so a later run's engines start warm.
 
 --profile: after the vLLM row, its workload once more under torch.profiler: the device's
 busy time against the time it waited for the host, per phase of vLLM's model runner, and
@@ -54,11 +58,18 @@ def prompts(vocab: int) -> list[list[int]]:
     return torch.randint(3, vocab, (NUM_REQUESTS, PROMPT_LEN), generator=g).tolist()
 
 
-def bench_vllm(path: str, ids: list[list[int]], eager: bool, profile: bool = False) -> dict:
+def bench_vllm(
+    path: str,
+    ids: list[list[int]],
+    eager: bool,
+    profile: bool = False,
+    async_scheduling: bool = True,
+) -> dict:
     import vllm
 
     start = time.perf_counter()
     llm = vllm.LLM(
+        async_scheduling=async_scheduling,
         model=path,
         dtype="float32",
         enforce_eager=eager,
@@ -408,36 +419,43 @@ def main() -> None:
         sglang_row(*args.sglang_row)
         return
     rows = args.rows.split(",")
-    with tempfile.TemporaryDirectory() as tmp:
-        path = str(make_tiny_model(tmp, "llama", "30m"))
-        from safetensors.torch import load_file
+    # The model is made once and kept: vLLM keys the step graphs a warm start loads
+    # with the model's path, so a fresh directory per run would trace every bucket again.
+    model = pathlib.Path(
+        os.environ.get("TORCH_TPU_SERVING_BENCH_DIR", "~/.cache/torch_tpu/serving_bench")
+    ).expanduser()
+    if not (model / "llama-30m" / "model.safetensors").exists():
+        make_tiny_model(model / "llama-30m", "llama", "30m")
+    path = str(model / "llama-30m")
+    from safetensors.torch import load_file
 
-        weights = load_file(str(pathlib.Path(path) / "model.safetensors"))
-        params = sum(w.numel() for w in weights.values())
-        ids = prompts(weights["model.embed_tokens.weight"].shape[0])
-        results = {}
-        for row in rows:
-            if row == "vllm":
-                results["vLLM on tpu" + (" (eager)" if args.eager else "")] = bench_vllm(
-                    path, ids, args.eager, args.profile
+    weights = load_file(str(pathlib.Path(path) / "model.safetensors"))
+    params = sum(w.numel() for w in weights.values())
+    ids = prompts(weights["model.embed_tokens.weight"].shape[0])
+    results = {}
+    for row in rows:
+        if row in ("vllm", "vllm-sync"):
+            name = "vLLM on tpu" + (" (eager)" if args.eager else "")
+            if row == "vllm-sync":
+                name += ", no async scheduling"
+            results[name] = bench_vllm(path, ids, args.eager, args.profile, row == "vllm")
+        elif row == "sglang":
+            result = bench_sglang(path, ids)
+            if result is not None:
+                results["SGLang on tpu"] = result
+                w = result["warmup"]
+                print(
+                    f"SGLang warm-up: token buckets {w['token_buckets']} x widths "
+                    f"{w['width_buckets']}: {w['warmup_graphs']} step graphs, "
+                    f"{w['warmup_compiles']} compiles, {w['warmup_disk_hits']} "
+                    f"disk-cache loads, {w['warmup_seconds']} s"
                 )
-            elif row == "sglang":
-                result = bench_sglang(path, ids)
-                if result is not None:
-                    results["SGLang on tpu"] = result
-                    w = result["warmup"]
-                    print(
-                        f"SGLang warm-up: token buckets {w['token_buckets']} x widths "
-                        f"{w['width_buckets']}: {w['warmup_graphs']} step graphs, "
-                        f"{w['warmup_compiles']} compiles, {w['warmup_disk_hits']} "
-                        f"disk-cache loads, {w['warmup_seconds']} s"
-                    )
-            elif row == "hf-tpu":
-                results["HF generate on tpu (static cache)"] = bench_hf(path, ids, "tpu")
-            elif row == "hf-cpu":
-                results["HF generate on CPU"] = bench_hf(path, ids, "cpu")
-            else:
-                raise SystemExit(f"unknown row {row!r}")
+        elif row == "hf-tpu":
+            results["HF generate on tpu (static cache)"] = bench_hf(path, ids, "tpu")
+        elif row == "hf-cpu":
+            results["HF generate on CPU"] = bench_hf(path, ids, "cpu")
+        else:
+            raise SystemExit(f"unknown row {row!r}")
     print(
         f"{NUM_REQUESTS} requests x {PROMPT_LEN} prompt + {OUTPUT_LEN} output tokens, "
         f"greedy, Llama of {params / 1e6:.1f}M parameters (random weights)"

@@ -1,5 +1,6 @@
 """vLLM's offline API (`LLM`) on tpu: greedy tokens equal Hugging Face `generate` on the
-CPU for a tiny Llama and a tiny Qwen3, eager and compiled; a compiled session serves a
+CPU for a tiny Llama and a tiny Qwen3, eager and compiled, with vLLM's async scheduling
+(the default) and without; a compiled session serves a
 run of mixed request sizes with TORCH_TPU_NO_COMPILE=1 after its warm-up, and a step
 outside its buckets raises naming the compile; seeded random sampling is
 reproducible; a KV cache too small for the batch preempts and still finishes every
@@ -51,6 +52,9 @@ def compiled_llama(model_dir):
 
 def test_compiled_llama_matches_hf(model_dir, compiled_llama):
     assert compiled_llama.llm_engine.vllm_config.device_config.device_type == "tpu"
+    # vLLM's default, async scheduling, holds on tpu: each step's inputs take the previous
+    # step's sampled tokens on the device, and its host work overlaps that step.
+    assert runner_of(compiled_llama).use_async_scheduling
     assert greedy(compiled_llama, PROMPTS) == hf_greedy(model_dir("llama"), PROMPTS, MAX_TOKENS)
 
 
@@ -89,6 +93,35 @@ def test_no_step_compile_after_warmup(compiled_llama, monkeypatch):
     assert torch_tpu.metrics.snapshot()["graph_runs"] > before  # the steps ran compiled
 
 
+def test_slot_mapping_takes_the_runners_host_inputs(compiled_llama, monkeypatch):
+    """Inside input preparation the slot-mapping stand-in takes the query offsets and
+    positions from the runner's host arrays (with async scheduling, reading them back
+    would wait for the step the device is running); they equal the device values."""
+    import numpy as np
+
+    from torch_tpu.serving.vllm import slot_mapping
+
+    runner = runner_of(compiled_llama)
+    seen = []
+    original = slot_mapping._read_inputs
+
+    def checked(query_start_loc, positions, num_reqs, n):
+        assert slot_mapping._preparing.get() is runner
+        assert slot_mapping.base_buffer(query_start_loc) is runner.query_start_loc.gpu
+        assert slot_mapping.base_buffer(positions) is runner.positions
+        qsl, pos = original(query_start_loc, positions, num_reqs, n)
+        np.testing.assert_array_equal(qsl, query_start_loc.cpu().numpy())
+        np.testing.assert_array_equal(pos, positions.cpu().numpy()[:n])
+        seen.append((num_reqs, n))
+        return qsl, pos
+
+    monkeypatch.setattr(slot_mapping, "_read_inputs", checked)
+    mixed_batches(compiled_llama, rounds=2)
+    assert any(n > reqs for reqs, n in seen) and any(
+        n == reqs for reqs, n in seen
+    )  # prefill, decode
+
+
 def test_step_outside_the_buckets_raises(compiled_llama, monkeypatch):
     """A model step of 17 tokens (not a token bucket: the runner pads every step to
     one) after warm-up with TORCH_TPU_NO_COMPILE=1: the program it needs never
@@ -117,11 +150,15 @@ def test_seeded_sampling_is_reproducible(compiled_llama):
     assert all(len(t) == 10 for t in first)
 
 
-@pytest.mark.parametrize("arch,eager", [("llama", True), ("qwen3", True), ("qwen3", False)])
-def test_greedy_matches_hf(model_dir, arch, eager):
+@pytest.mark.parametrize(
+    "arch,eager,async_scheduling",
+    [("llama", True, False), ("qwen3", True, True), ("qwen3", False, True)],
+)
+def test_greedy_matches_hf(model_dir, arch, eager, async_scheduling):
     path = model_dir(arch)
-    llm = make_llm(path, eager)
+    llm = make_llm(path, eager, async_scheduling=async_scheduling)
     try:
+        assert runner_of(llm).use_async_scheduling == async_scheduling
         got = greedy(llm, PROMPTS)
     finally:
         del llm

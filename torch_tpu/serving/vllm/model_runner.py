@@ -19,22 +19,29 @@ from torch_tpu.serving import common
 from torch_tpu.serving import paged_attention as pa
 from torch_tpu.serving.buckets import token_bucket
 from torch_tpu.serving.precompile import SavedSteps, package_dir
+from torch_tpu.serving.vllm import slot_mapping
 
 # Under "vllm." so that vLLM's logging configuration shows these messages.
 logger = init_logger(f"vllm.{__name__}")
 
 
 @contextlib.contextmanager
-def _without_cuda_streams():
-    """The GPU runner creates CUDA streams and events in its constructor; it gets
-    torch_tpu's for the duration (one in-order queue per device; an event captures the
-    work enqueued before it). Its plain `torch.Event()`s are tpu events already."""
-    saved = torch.cuda.Stream, torch.cuda.Event
-    torch.cuda.Stream, torch.cuda.Event = torch.tpu.Stream, torch.tpu.Event
+def _cuda_as_tpu():
+    """The GPU runner makes CUDA streams and events in its constructor, and with async
+    scheduling copies each step's sampled tokens to the host on a side stream
+    (`AsyncGPUModelRunnerOutput`: the current stream, a stream context, a blocking
+    event). For the duration these are torch_tpu's: one in-order queue per device, an
+    event captures the work enqueued before it, and the copy is a non-blocking one
+    into pinned memory. Its plain `torch.Event()`s are tpu events already."""
+    names = ("Stream", "Event", "current_stream", "stream")
+    saved = {name: getattr(torch.cuda, name) for name in names}
+    for name in names:
+        setattr(torch.cuda, name, getattr(torch.tpu, name))
     try:
         yield
     finally:
-        torch.cuda.Stream, torch.cuda.Event = saved
+        for name, value in saved.items():
+            setattr(torch.cuda, name, value)
 
 
 def _step_bucket(args: tuple, kwargs: dict) -> tuple:
@@ -57,7 +64,7 @@ def _step_bucket(args: tuple, kwargs: dict) -> tuple:
 
 class TpuModelRunner(GPUModelRunner):
     def __init__(self, vllm_config, device: torch.device):
-        with _without_cuda_streams():
+        with _cuda_as_tpu():
             super().__init__(vllm_config, device)
         self.use_cuda_graph = False
         common.raise_recompile_limits()
@@ -68,6 +75,14 @@ class TpuModelRunner(GPUModelRunner):
 
     def _sync_device(self) -> None:
         torch.tpu.synchronize()
+
+    def _prepare_inputs(self, *args, **kwargs):
+        with slot_mapping.host_inputs(self):
+            return super()._prepare_inputs(*args, **kwargs)
+
+    def sample_tokens(self, *args, **kwargs):
+        with _cuda_as_tpu():
+            return super().sample_tokens(*args, **kwargs)
 
     def _to_list(self, sampled_token_ids: torch.Tensor) -> list[list[int]]:
         # A host read waits for the tokens; no pinned buffer and event needed.

@@ -120,9 +120,6 @@ class TpuPlatform(Platform):
         cache = vllm_config.cache_config
         if cache is not None and not cache.user_specified_block_size:
             cache.block_size = 16
-        # The engine's step loop is synchronous here; async scheduling overlaps
-        # with CUDA streams we do not have.
-        vllm_config.scheduler_config.async_scheduling = False
 
         compilation = vllm_config.compilation_config
         # No CUDA graphs: the compiled step program is the graph. "Capture" in the
