@@ -208,14 +208,16 @@ def ddp(rank, world_size, init_method):
     del ref
 
 
-def _fsdp_model(device, mp=None):
+def _fsdp_model(device, mp=None, offload=False):
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.fsdp import CPUOffloadPolicy, fully_shard
 
     model = make_model().to(device)
     mesh = init_device_mesh(torch.device(device).type, (dist.get_world_size(),))
     kw = {"mp_policy": mp} if mp is not None else {}
     kw["mesh"] = mesh
+    if offload:
+        kw["offload_policy"] = CPUOffloadPolicy()
     fully_shard(model.fc1, **kw)
     fully_shard(model.fc2, **kw)
     fully_shard(model, **kw)
@@ -230,6 +232,13 @@ def fsdp(rank, world_size, init_method, tmpdir):
     model = _fsdp_model(TPU)
     _train(model, rank, world_size, TPU)
     _close(model.state_dict(), reference(world_size))
+
+    # CPU offload: the sharded parameters and gradients live in pinned host memory; the
+    # reduced gradients reach it by non-blocking copies, which FSDP2 waits for.
+    offloaded = _fsdp_model(TPU, offload=True)
+    _train(offloaded, rank, world_size, TPU)
+    assert all(p.to_local().device.type == "cpu" for p in offloaded.parameters())
+    _close(offloaded.state_dict(), reference(world_size))
 
     # bf16 parameters, f32 reduction: the same policy on CPU (gloo) is the reference
     mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)

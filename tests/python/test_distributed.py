@@ -1,6 +1,6 @@
-"""tpu_dist across real processes: DDP, FSDP2, DCP, tensor parallel, DTensor attention,
-staged results, CPU gloo and a killed rank, each checked against CPU PyTorch (see
-dist_training.py). The collectives themselves: test_distributed_collectives.py."""
+"""tpu_dist across real processes: DDP, FSDP2 (with CPU offload), DCP, tensor parallel,
+DTensor attention, staged results, CPU gloo and a killed rank, each checked against CPU
+PyTorch (see dist_training.py). The collectives themselves: test_distributed_collectives.py."""
 
 import pytest
 import torch
