@@ -421,15 +421,19 @@ def main() -> None:
     rows = args.rows.split(",")
     # The model is made once and kept: vLLM keys the step graphs a warm start loads
     # with the model's path, so a fresh directory per run would trace every bucket again.
-    model = pathlib.Path(
+    root = pathlib.Path(
         os.environ.get("TORCH_TPU_SERVING_BENCH_DIR", "~/.cache/torch_tpu/serving_bench")
     ).expanduser()
-    if not (model / "llama-30m" / "model.safetensors").exists():
-        make_tiny_model(model / "llama-30m", "llama", "30m")
-    path = str(model / "llama-30m")
+    model = root / "llama-30m"
+    if not model.is_dir():
+        # Made aside and moved into place whole: an interrupted run leaves no half model.
+        root.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=root) as tmp:
+            os.replace(make_tiny_model(pathlib.Path(tmp) / "model", "llama", "30m"), model)
+    path = str(model)
     from safetensors.torch import load_file
 
-    weights = load_file(str(pathlib.Path(path) / "model.safetensors"))
+    weights = load_file(str(model / "model.safetensors"))
     params = sum(w.numel() for w in weights.values())
     ids = prompts(weights["model.embed_tokens.weight"].shape[0])
     results = {}
