@@ -23,15 +23,20 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "aten/allocator.h"
+#include "aten/call_memo.h"
 #include "aten/cpu_checks.h"
 #include "aten/device.h"
 #include "aten/dtype.h"
 #include "aten/generator.h"
 #include "aten/node_builder.h"
 #include "aten/op_call.h"
+#include "aten/precision.h"
 #include "aten/schema_args.h"
 #include "ops/bounded.h"
 #include "ops/registry.h"
+#include "runtime/compile_overrides.h"
+#include "runtime/fused_group.h"
 #include "runtime/runtime.h"
 
 namespace torch_tpu::aten {
@@ -50,31 +55,38 @@ struct ArgInfo {
   std::optional<std::unordered_set<c10::Symbol>> alias;
 };
 
-void add_attr_key(OpCall& call, const ops::Attr& attr) {
-  call.key(static_cast<int64_t>(attr.index()));
+int64_t bits_of(double d) {
+  int64_t bits;
+  std::memcpy(&bits, &d, sizeof bits);
+  return bits;
+}
+
+// A static argument as key words, each passed to `add`.
+template <class Add>
+void attr_words(const ops::Attr& attr, Add&& add) {
+  add(static_cast<int64_t>(attr.index()));
   std::visit(
       [&](const auto& x) {
         using T = std::decay_t<decltype(x)>;
         if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, int64_t>) {
-          call.key(static_cast<int64_t>(x));
+          add(static_cast<int64_t>(x));
         } else if constexpr (std::is_same_v<T, double>) {
-          int64_t bits;
-          std::memcpy(&bits, &x, sizeof bits);
-          call.key(bits);
+          add(bits_of(x));
         } else if constexpr (std::is_same_v<T, std::string>) {
-          call.key(static_cast<int64_t>(std::hash<std::string>{}(x)));
+          add(static_cast<int64_t>(std::hash<std::string>{}(x)));
         } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
-          call.key(x);
+          add(static_cast<int64_t>(x.size()));
+          for (int64_t w : x) add(w);
         } else if constexpr (std::is_same_v<T, std::vector<double>>) {
-          call.key(static_cast<int64_t>(x.size()));
-          for (double d : x) {
-            int64_t bits;
-            std::memcpy(&bits, &d, sizeof bits);
-            call.key(bits);
-          }
+          add(static_cast<int64_t>(x.size()));
+          for (double d : x) add(bits_of(d));
         }
       },
       attr);
+}
+
+void add_attr_key(OpCall& call, const ops::Attr& attr) {
+  attr_words(attr, [&](int64_t w) { call.key(w); });
 }
 
 bool is_tpu(const at::Tensor& t) { return t.defined() && t.device().is_privateuseone(); }
@@ -198,28 +210,42 @@ class LoweredKernel final : public c10::OperatorKernel {
 
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
     std::call_once(schema_once_, [&] { read_schema(op.schema()); });
+    MemoCall memo;
+    MemoCall* memoized = nullptr;
+    if (memo_ok_ && signature(*stack, memo)) {
+      if (auto entry = memo_.find(memo.key)) {
+        std::vector<at::Tensor> fresh =
+            run_plan(entry->plan, memo.inputs, memo.device, name_.c_str());
+        push_results({}, *entry->extra, fresh, stack);
+        return;
+      }
+      memo.generation = runtime::Runtime::get().cache().generation();
+      memoized = &memo;
+    }
     std::vector<c10::IValue> args(stack->end() - infos_.size(), stack->end());
     if (bucket_safe_ && ops::bucket_rule() != 0) {
       try {
-        return run(op, args, stack, /*buckets=*/true);
+        return run(op, args, stack, /*buckets=*/true, memoized);
       } catch (const NoBound&) {
         // Inputs whose bounds do not fit together (a padded size against the same size
         // unpadded): the op runs at the real sizes.
       }
     }
-    run(op, args, stack, /*buckets=*/false);
+    run(op, args, stack, /*buckets=*/false, memoized);
   }
 
  private:
   struct NoBound {};
 
+  // The full path. `memo`: the call's signature, to record what it finds under (or null).
   void run(const c10::OperatorHandle& op, const std::vector<c10::IValue>& args,
-           torch::jit::Stack* stack, bool buckets) {
+           torch::jit::Stack* stack, bool buckets, MemoCall* memo) {
     Promotion promotion = promote(args);
     c10::ScalarType compute = compute_type(*def_, promotion, args.size() > 2 && args[2].isString());
 
     OpCall call(name_.c_str());
     if (buckets) call.buckets();
+    if (memo != nullptr) call.want_plan();
     call.key(static_cast<int64_t>(compute));
     Operands operands = add_operands(call, args, promotion.scalar_type());
     // The binary checks (ops::Promote) run once per key, and a scalar's kind (bool, int,
@@ -296,7 +322,120 @@ class LoweredKernel final : public c10::OperatorKernel {
     };
     std::vector<at::Tensor> fresh =
         targets.empty() ? call.run(lowering) : call.run_and_write(lowering, n_fresh, targets);
+    if (memo != nullptr && call.plan())
+      memo_.add(std::move(memo->key), *call.plan(), meta_ptr, memo->generation);
     push_results(args, meta, fresh, stack);
+  }
+
+  enum MemoTag : int64_t { kMemoTensor = 1, kMemoCpuScalar, kMemoScalar, kMemoStatic, kMemoPlain };
+
+  // The call's memo signature and inputs (aten/call_memo.h), read off the stack; false
+  // where the call is not of the memo's form.
+  bool signature(const torch::jit::Stack& stack, MemoCall& m) const {
+    if (runtime::FusedGroup::get().recording()) return false;
+    const c10::IValue* args = stack.data() + (stack.size() - infos_.size());
+    MemoKey& key = m.key;
+    // The settings the program key reads.
+    key.add(static_cast<int64_t>(matmul_precision()));
+    key.add(runtime::current_overrides().id);
+    key.add(static_cast<int64_t>(c10::typeMetaToScalarType(c10::get_default_dtype())));
+    key.add(bucket_safe_ ? ops::bucket_rule() : 0);
+    for (size_t i = 0; i < infos_.size(); ++i) {
+      const c10::IValue& v = args[i];
+      switch (infos_[i].kind) {
+        case ArgKind::Tensor:
+        case ArgKind::TensorList:
+          if (v.isNone()) {
+            key.add(-2);
+          } else if (v.isTensor()) {
+            if (!memo_tensor(v.toTensor(), m)) return false;
+          } else if (v.isTensorList()) {
+            key.add(static_cast<int64_t>(v.toTensorList().size()));
+            for (const at::Tensor& t : v.toTensorList())
+              if (!memo_tensor(t, m)) return false;
+          } else if (v.isOptionalTensorList()) {
+            key.add(static_cast<int64_t>(v.toOptionalTensorList().size()));
+            for (const std::optional<at::Tensor>& t : v.toOptionalTensorList())
+              if (!memo_tensor(t ? *t : at::Tensor(), m)) return false;
+          } else {
+            return false;
+          }
+          break;
+        case ArgKind::Scalar:
+          if (v.isNone()) {
+            key.add(-1);
+          } else if (!memo_scalar(v.toScalar(), /*literal=*/true, m)) {
+            return false;
+          }
+          break;
+        case ArgKind::ScalarList:
+          key.add(static_cast<int64_t>(v.toListRef().size()));
+          for (const c10::IValue& s : v.toListRef())
+            if (!memo_scalar(s.toScalar(), /*literal=*/true, m)) return false;
+          break;
+        case ArgKind::Generator: return false;
+        case ArgKind::Static:
+          key.add(kMemoStatic);
+          attr_words(to_attr(v), [&](int64_t w) { key.add(w); });
+          break;
+      }
+    }
+    if (m.device < 0) m.device = current_device();
+    key.add(m.device);
+    return true;
+  }
+
+  // A tensor input: a whole, dense, unpadded, computed storage of its own dtype on the
+  // call's device, or a 0-d CPU tensor (a scalar, as OpCall::input takes it).
+  static bool memo_tensor(const at::Tensor& t, MemoCall& m) {
+    MemoKey& key = m.key;
+    if (!t.defined()) {
+      key.add(-1);
+      return true;
+    }
+    const c10::ScalarType dtype = t.scalar_type();
+    if (t.device().is_cpu()) {
+      if (t.dim() != 0 || c10::isComplexType(dtype)) return false;
+      const bool wrapped = t.unsafeGetTensorImpl()->is_wrapped_number();
+      key.add(kMemoCpuScalar);
+      key.add(static_cast<int64_t>(dtype));
+      key.add(wrapped);
+      return memo_scalar(t.item(), wrapped, m);
+    }
+    if (!t.device().is_privateuseone() || t.layout() != c10::kStrided || t.is_conj() ||
+        t.is_neg() || !is_supported(dtype) || t.storage_offset() != 0 || !t.is_contiguous())
+      return false;
+    const int64_t numel = t.numel();
+    if (numel == 0) return false;
+    runtime::DeviceBuffer& db = device_buffer(t);
+    if (!db.buffer || db.pending >= 0 || db.padding || db.dtype != to_hlo(dtype) ||
+        db.numel != numel || db.nbytes != t.nbytes())
+      return false;
+    const int device = t.device().index();
+    if (m.device < 0) m.device = device;
+    if (device != m.device) return false;  // the full path says which devices
+    key.add(kMemoTensor);
+    key.add(static_cast<int64_t>(dtype));
+    key.add(static_cast<int64_t>(t.dim()));
+    for (int64_t n : t.sizes()) key.add(n);
+    int64_t same = -1;  // an earlier input of the same storage: one parameter for both
+    for (size_t k = 0; k < m.inputs.size() && same < 0; ++k)
+      if (m.inputs[k].storage == &db) same = static_cast<int64_t>(k);
+    key.add(same);
+    m.inputs.push_back({&db, c10::Scalar()});
+    return true;
+  }
+
+  // A scalar input: its kind, and its value where it is `literal` and may be built into
+  // the program (OpCall::scalar).
+  static bool memo_scalar(const c10::Scalar& value, bool literal, MemoCall& m) {
+    if (value.isComplex() || value.isSymbolic()) return false;
+    MemoKey& key = m.key;
+    key.add(kMemoScalar);
+    key.add(static_cast<int64_t>(value.type()));
+    key.add(literal && OpCall::constant_candidate(value) ? bits_of(value.toDouble()) : kMemoPlain);
+    m.inputs.push_back({nullptr, value});
+    return true;
   }
 
   // The defined results' shapes (bucketed ops write no argument: all results are fresh).
@@ -498,6 +637,11 @@ class LoweredKernel final : public c10::OperatorKernel {
     for (const ArgInfo& info : infos_) writes |= info.mutated;
     bucket_safe_ = ops::bucket_safe(name_) && !def_->random && !writes;
     grows_ = bucket_safe_ && name_ == "cat";
+    bool generator = false;
+    for (const ArgInfo& info : infos_) generator |= info.kind == ArgKind::Generator;
+    bool alias = false;
+    for (const ReturnInfo& ret : returns_) alias |= ret.alias >= 0;
+    memo_ok_ = !def_->random && !generator && !writes && !alias && !grows_;
   }
 
   // Defined fresh results: the tensors the program makes.
@@ -573,7 +717,7 @@ class LoweredKernel final : public c10::OperatorKernel {
     return shared;
   }
 
-  void push_results(const std::vector<c10::IValue>& args, const MetaResult& meta,
+  void push_results(c10::ArrayRef<c10::IValue> args, const MetaResult& meta,
                     const std::vector<at::Tensor>& fresh, torch::jit::Stack* stack) const {
     torch::jit::drop(*stack, infos_.size());
     size_t next = 0, output = 0;
@@ -614,6 +758,9 @@ class LoweredKernel final : public c10::OperatorKernel {
   const CpuCheck cpu_check_;  // CPU's own checks where the meta kernel's differ
   bool bucket_safe_ = false;  // ops/bounded.h lists it, and it writes no argument
   bool grows_ = false;        // cat: results padded when their size keeps changing
+  // Calls may take the memo (aten/call_memo.h): fresh results only, no randomness.
+  bool memo_ok_ = false;
+  CallMemo<MetaResult> memo_;
   std::unordered_map<runtime::ProgramKey, std::vector<std::vector<bool>>, runtime::ProgramKeyHash>
       varying_;
   std::unordered_map<runtime::ProgramKey, std::vector<std::vector<std::vector<int64_t>>>,

@@ -97,11 +97,13 @@ std::shared_ptr<const std::vector<hlo::TensorType>> cached_signature(
 // -x). A handful of values, so an op compiles at most a few more programs for them; every
 // other value stays a runtime operand. nullopt for a value that is not one of them in
 // `dtype` (complex scalars always are operands).
+constexpr double kConstantScalars[] = {0.0, 1.0, -1.0, 2.0, 0.5, -0.5};
+
 std::optional<double> constant_scalar(const c10::Scalar& value, hlo::DType dtype) {
   if (hlo::is_complex(dtype) || value.isComplex()) return std::nullopt;
   const double v = value.toDouble();
   const bool is_float = hlo::is_float(dtype);
-  for (double special : {0.0, 1.0, -1.0, 2.0, 0.5, -0.5}) {
+  for (double special : kConstantScalars) {
     if (v != special) continue;
     if (!is_float && v != std::trunc(v)) return std::nullopt;
     if (dtype == hlo::DType::Pred && v != 0 && v != 1) return std::nullopt;
@@ -118,6 +120,14 @@ OpCall::OpCall(const char* name) : name_(name), precision_(matmul_precision()) {
   key_.add(static_cast<int64_t>(precision_));
   runtime::FusedGroup& group = runtime::FusedGroup::get();
   if (group.recording()) group.flush_if_full();
+}
+
+bool OpCall::constant_candidate(const c10::Scalar& value) {
+  if (value.isComplex()) return false;
+  const double v = value.toDouble();
+  for (double special : kConstantScalars)
+    if (v == special) return true;
+  return false;
 }
 
 OpCall& OpCall::key(int64_t word) {
@@ -397,6 +407,7 @@ std::vector<at::Tensor> OpCall::execute(const runtime::Emit& lower, size_t fresh
   } catch (const std::exception& e) {
     TORCH_CHECK(false, "torch_tpu: compiling ", name_, " failed: ", e.what());
   }
+  if (want_plan_ && targets.empty()) make_plan(program);
   std::vector<std::shared_ptr<pjrt::Buffer>> buffers;
   buffers.reserve(args_.size());
   for (const Arg& arg : args_) buffers.push_back(arg.buffer);
@@ -417,6 +428,33 @@ std::vector<at::Tensor> OpCall::execute(const runtime::Emit& lower, size_t fresh
                                   assignments[i].padding);
   for (const at::Tensor& t : targets) t.unsafeGetTensorImpl()->bump_version();
   return out;
+}
+
+void OpCall::make_plan(std::shared_ptr<const runtime::CompiledProgram> program) {
+  if (!dynamic_sizes_.empty()) return;
+  for (const auto& dims : out_dynamic_)
+    if (!dims.empty()) return;
+  CallPlan plan;
+  std::vector<bool> covered(args_.size(), false);
+  for (const Operand& in : inputs_) {
+    int param = in.param;
+    if (in.kind == Operand::Kind::View) {
+      // A whole storage, read as it is: its buffer is the parameter, with no offset.
+      if (in.layout.kind != ops::StridedLayout::Kind::Dense || in.base < 0 || in.param >= 0 ||
+          in.static_offset >= 0 || in.physical || bases_[in.base].padding)
+        return;
+      param = bases_[in.base].param;
+    } else if (in.kind != Operand::Kind::Scalar || in.imag_param >= 0) {
+      return;
+    }
+    if (param >= 0) covered[param] = true;
+    plan.inputs.push_back({param, in.dtype});
+  }
+  for (bool c : covered)
+    if (!c) return;  // a parameter the inputs do not give (a size, an offset)
+  plan.program = std::move(program);
+  plan.num_params = args_.size();
+  plan_ = std::move(plan);
 }
 
 OpCall::WritePlan OpCall::plan_writes(const std::vector<Operand>& outs,

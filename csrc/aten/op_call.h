@@ -21,9 +21,11 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
+#include "aten/call_memo.h"
 #include "hlo/builder.h"
 #include "ops/bounded.h"
 #include "ops/strided.h"
@@ -50,6 +52,8 @@ class OpCall {
   // whose value is one XLA simplifies with (constant_scalar in op_call.cpp) is a constant
   // instead, and part of the key: pow(x, 2) runs as x * x, an alpha of 1 costs nothing.
   OpCall& scalar(const c10::Scalar& value, c10::ScalarType dtype, bool literal = false);
+  // Whether a literal `value` may be such a constant (for some dtype).
+  static bool constant_candidate(const c10::Scalar& value);
   // A static parameter of the lowering: part of the program key.
   OpCall& key(int64_t word);
   OpCall& key(c10::IntArrayRef words);
@@ -87,6 +91,14 @@ class OpCall {
   runtime::ProgramKey sized_key() const;
   // How many lowering inputs have been added (tensors and scalars).
   size_t num_inputs() const { return inputs_.size(); }
+  // Asks run() to say how a later call with the same inputs could run its program
+  // directly (aten/call_memo.h): plan() then holds that, or nothing where this call is not
+  // of that form (fused mode, written targets, padded, strided or partial-storage inputs).
+  OpCall& want_plan() {
+    want_plan_ = true;
+    return *this;
+  }
+  const std::optional<CallPlan>& plan() const { return plan_; }
 
  private:
   struct Base {
@@ -178,6 +190,10 @@ class OpCall {
   // (-1: left as the lowering gives it).
   std::vector<std::vector<int64_t>> out_real_, out_lengths_;
   std::vector<std::vector<int64_t>> out_dynamic_;  // ... and the dimensions stored padded
+  bool want_plan_ = false;
+  std::optional<CallPlan> plan_;
+  // plan_ for `program`, where this call (op mode, no targets) has the memo's form.
+  void make_plan(std::shared_ptr<const runtime::CompiledProgram> program);
 };
 
 // A contiguous tpu tensor with `tensor`'s values in a plain (unpadded) flat buffer, for

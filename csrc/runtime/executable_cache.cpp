@@ -99,11 +99,12 @@ std::shared_ptr<const CompiledProgram> ExecutableCache::get(const ProgramKey& pr
   auto it = entries_.find(key);
   if (it != entries_.end()) {
     Future future = it->second.future;
-    it->second.hits++;
     recency_.splice(recency_.begin(), recency_, it->second.recency);
     lock.unlock();  // other keys proceed while this one may still be compiling
     metrics().cache_hits++;
-    return future.get();
+    std::shared_ptr<const CompiledProgram> found = future.get();
+    found->hits.fetch_add(1, std::memory_order_relaxed);
+    return found;
   }
   const bool evicted = evicted_.erase(key.hash()) > 0;
   recency_.push_front(key);
@@ -263,16 +264,36 @@ size_t ExecutableCache::default_capacity() {
 // Drops least recently used programs beyond `capacity`. Programs still compiling stay:
 // their waiters hold the future, and dropping them would only compile them twice.
 void ExecutableCache::evict_locked(size_t capacity) {
-  auto it = recency_.end();
-  while (entries_.size() > capacity && it != recency_.begin()) {
-    --it;
-    auto entry = entries_.find(*it);
-    if (entry->second.future.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
-      continue;
-    evicted_.insert(entry->first.hash());
-    entries_.erase(entry);
-    it = recency_.erase(it);
-    metrics().cache_evictions++;
+  // Least recently used first. A program the call memo ran since the last look (which
+  // recency_ does not see) is moved to the front instead, once: the second pass evicts
+  // without that chance, so that the cache always gets down to `capacity`.
+  for (int pass = 0; pass < 2 && entries_.size() > capacity; ++pass) {
+    auto it = recency_.end();
+    while (entries_.size() > capacity && it != recency_.begin()) {
+      --it;
+      auto entry = entries_.find(*it);
+      if (entry->second.future.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
+        continue;
+      if (pass == 0) {
+        std::shared_ptr<const CompiledProgram> program;
+        try {
+          program = entry->second.future.get();
+        } catch (...) {  // a failed compile, about to be dropped by its caller
+          continue;
+        }
+        if (program->memo_used.exchange(false, std::memory_order_relaxed)) {
+          auto next = std::next(it);
+          recency_.splice(recency_.begin(), recency_, it);
+          it = next;
+          continue;
+        }
+      }
+      evicted_.insert(entry->first.hash());
+      entries_.erase(entry);
+      it = recency_.erase(it);
+      generation_.fetch_add(1, std::memory_order_acq_rel);
+      metrics().cache_evictions++;
+    }
   }
 }
 
@@ -293,7 +314,8 @@ std::vector<EntryStats> ExecutableCache::entries() const {
     } catch (...) {
       continue;  // a failed compile, about to be dropped
     }
-    out.push_back({p->label, p->fingerprint, e.hits, p->compile_seconds, p->from_disk});
+    out.push_back({p->label, p->fingerprint, p->hits.load(std::memory_order_relaxed),
+                   p->compile_seconds, p->from_disk});
   }
   return out;
 }
@@ -303,6 +325,7 @@ void ExecutableCache::clear() {
   for (const auto& entry : entries_) evicted_.insert(entry.first.hash());
   entries_.clear();
   recency_.clear();
+  generation_.fetch_add(1, std::memory_order_acq_rel);
 }
 
 }  // namespace torch_tpu::runtime

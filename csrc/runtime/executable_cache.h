@@ -24,14 +24,20 @@ namespace torch_tpu::runtime {
 class ExecutableCache;
 struct CompileOverrides;
 
+// The hash of a key's words so far, with `word` added (FNV-1a-like, one word at a time).
+inline uint64_t mix_key_hash(uint64_t hash, int64_t word) {
+  hash = (hash ^ static_cast<uint64_t>(word)) * 0x100000001B3ULL;
+  return hash ^ (hash >> 32);
+}
+constexpr uint64_t kKeyHashSeed = 14695981039346656037ULL;
+
 // Everything that changes the emitted program, as a flat list of words. Built on the
 // hot path, so it is cheap: no text is produced until a miss.
 class ProgramKey {
  public:
   void add(int64_t word) {
     words_.push_back(word);
-    hash_ = (hash_ ^ static_cast<uint64_t>(word)) * 0x100000001B3ULL;
-    hash_ ^= hash_ >> 32;
+    hash_ = mix_key_hash(hash_, word);
   }
   void add(const std::vector<int64_t>& words) {
     add(static_cast<int64_t>(words.size()));
@@ -47,7 +53,7 @@ class ProgramKey {
 
  private:
   std::vector<int64_t> words_;
-  uint64_t hash_ = 14695981039346656037ULL;
+  uint64_t hash_ = kKeyHashSeed;
 };
 
 struct ProgramKeyHash {
@@ -92,6 +98,11 @@ struct CompiledProgram : std::enable_shared_from_this<CompiledProgram> {
   std::unique_ptr<const FirstTier> first_tier;  // null: optimized already
   mutable std::atomic<int64_t> runs{0};
   mutable std::atomic<bool> tiered_up{false};
+  // Lookups that found it: the cache's own, and op mode's call memo (aten/call_memo.h),
+  // which goes to the program without asking the cache. `memo_used`: the memo ran it
+  // since the cache last looked (its recency is older than its use; see evict_locked).
+  mutable std::atomic<int64_t> hits{0};
+  mutable std::atomic<bool> memo_used{false};
 
  private:
   mutable std::atomic<std::shared_ptr<pjrt::Executable>> executable_;
@@ -159,6 +170,9 @@ class ExecutableCache {
                                              const std::function<Program()>& build);
   size_t size() const;
   void clear();
+  // Changes whenever a program leaves the cache (evicted or cleared): what holds programs
+  // found here (the call memo) drops them then, so that they can be freed.
+  uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
   // The loaded programs, most recently used first (those still compiling are skipped).
   std::vector<EntryStats> entries() const;
 
@@ -174,7 +188,6 @@ class ExecutableCache {
   struct Entry {
     Future future;
     std::list<ProgramKey>::iterator recency;
-    int64_t hits = 0;
   };
   void evict_locked(size_t capacity);
   static std::string disk_key(const std::string& fingerprint, bool first_tier);
@@ -188,6 +201,7 @@ class ExecutableCache {
   // Hashes of keys dropped (evicted or cleared) and not requested since: a compile
   // log reason.
   std::unordered_set<uint64_t> evicted_;
+  std::atomic<uint64_t> generation_{0};
 };
 
 }  // namespace torch_tpu::runtime

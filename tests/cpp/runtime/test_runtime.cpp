@@ -150,14 +150,19 @@ TEST(ExecutableCache, TierUpSwapsTheOptimizedExecutableIn) {
   EXPECT_EQ(first_tier, 1);
 }
 
-TEST(ExecutableCache, EvictsLeastRecentlyUsedBeyondCapacity) {
-  std::atomic<int> compiles{0};
-  ExecutableCache cache(
-      [&](const std::string& mlir) {
+// A cache of `capacity` programs whose compiler counts its compiles in `compiles`.
+ExecutableCache counting_cache(std::atomic<int>& compiles, size_t capacity) {
+  return ExecutableCache(
+      [&compiles](const std::string& mlir) {
         ++compiles;
         return test::client().compile(mlir, test::compile_options());
       },
-      /*capacity=*/2);
+      capacity);
+}
+
+TEST(ExecutableCache, EvictsLeastRecentlyUsedBeyondCapacity) {
+  std::atomic<int> compiles{0};
+  ExecutableCache cache = counting_cache(compiles, 2);
   auto build1 = [] { return scale_program(1.0f); };
   auto build2 = [] { return scale_program(2.0f); };
   auto build3 = [] { return scale_program(3.0f); };
@@ -171,6 +176,34 @@ TEST(ExecutableCache, EvictsLeastRecentlyUsedBeyondCapacity) {
   EXPECT_EQ(compiles, 3);
   cache.get(key_of({2}), build2);  // compiled again
   EXPECT_EQ(compiles, 4);
+}
+
+// Op mode's call memo runs programs without asking the cache; it marks them used, and
+// the cache keeps them over programs nobody ran, and says (generation) when any leaves.
+TEST(ExecutableCache, KeepsProgramsTheMemoRanAndCountsWhatLeaves) {
+  std::atomic<int> compiles{0};
+  ExecutableCache cache = counting_cache(compiles, 2);
+  auto build1 = [] { return scale_program(1.0f); };
+  auto build2 = [] { return scale_program(2.0f); };
+  auto build3 = [] { return scale_program(3.0f); };
+  auto p1 = cache.get(key_of({1}), build1);
+  cache.get(key_of({2}), build2);
+  EXPECT_EQ(p1->hits, 0);
+  const uint64_t before = cache.generation();
+  p1->memo_used = true;  // 1 is the least recently looked up, but the memo ran it
+  p1->hits++;
+  cache.get(key_of({3}), build3);  // evicts 2, not 1
+  EXPECT_GT(cache.generation(), before);
+  EXPECT_FALSE(p1->memo_used);
+  cache.get(key_of({1}), build1);
+  EXPECT_EQ(compiles, 3);
+  EXPECT_EQ(p1->hits, 2);
+  cache.get(key_of({2}), build2);  // compiled again
+  EXPECT_EQ(compiles, 4);
+  EXPECT_EQ(cache.size(), 2u);
+  const uint64_t full = cache.generation();
+  cache.clear();
+  EXPECT_GT(cache.generation(), full);
 }
 
 TEST(ExecutableCache, DropsProgramsAboveTheMappingBudget) {

@@ -1,0 +1,136 @@
+// Op mode's shortcut from an op's arguments straight to its compiled program.
+//
+// The full path of an eager op (aten/lowered_kernel -> OpCall) promotes dtypes, builds
+// the program key from every argument, asks the meta kernel's cache for the result types
+// and the executable cache for the program. For the common call (every tensor a whole,
+// dense, unpadded storage on one device; fresh results only) all of that is a function
+// of a cheaper signature of the arguments: dtypes, sizes, which tensors share a storage,
+// the kind of each scalar (and its value where it is one of the literals programs build
+// in), the static arguments, and the settings the program key reads (matmul precision,
+// compile overrides, default dtype, current device).
+//
+// The lowered kernel computes that signature (MemoKey) first. A hit runs the recorded
+// CallPlan: the program, and where each input goes among its parameters. A miss, or a
+// call not of that form, takes the full path, which records the plan for the next call.
+// The memo holds programs only while the executable cache does: it forgets everything
+// when a program leaves that cache (ExecutableCache::generation), and marks what it runs
+// as used, for the cache's eviction order.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/util/SmallVector.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "hlo/types.h"
+#include "runtime/device_buffer.h"
+#include "runtime/executable_cache.h"
+#include "runtime/runtime.h"
+
+namespace torch_tpu::aten {
+
+// The signature of a call: a flat list of words, as ProgramKey, kept inline (no
+// allocation for the usual call).
+class MemoKey {
+ public:
+  void add(int64_t word) {
+    words_.push_back(word);
+    hash_ = runtime::mix_key_hash(hash_, word);
+  }
+  uint64_t hash() const { return hash_; }
+  bool operator==(const MemoKey& other) const { return words_ == other.words_; }
+
+ private:
+  c10::SmallVector<int64_t, 24> words_;
+  uint64_t hash_ = runtime::kKeyHashSeed;
+};
+
+struct MemoKeyHash {
+  size_t operator()(const MemoKey& key) const { return key.hash(); }
+};
+
+// What a full-path call found, for calls with its signature: the program, and per input
+// of the call (tensors and scalars, in the order they entered the OpCall) the parameter
+// it is (-1: a scalar built into the program) and its dtype.
+struct CallPlan {
+  struct Input {
+    int param;
+    hlo::DType dtype;
+  };
+  std::shared_ptr<const runtime::CompiledProgram> program;
+  std::vector<Input> inputs;
+  size_t num_params = 0;
+};
+
+// One input of a memoized call: a tpu tensor's storage (its buffer is the parameter), or
+// a scalar value (a Python number, a 0-d CPU tensor's value).
+struct MemoInput {
+  runtime::DeviceBuffer* storage = nullptr;
+  c10::Scalar scalar;
+};
+
+// A call's signature and inputs, as the lowered kernel reads them off the stack.
+struct MemoCall {
+  MemoKey key;
+  c10::SmallVector<MemoInput, 4> inputs;
+  int device = -1;
+  uint64_t generation = 0;  // the executable cache's, for CallMemo::add
+};
+
+// Runs `plan` on `inputs` (on `device`) and returns its results as new tensors. `name`:
+// the op, for errors.
+std::vector<at::Tensor> run_plan(const CallPlan& plan, c10::ArrayRef<MemoInput> inputs,
+                                 int device, const char* name);
+
+// Signature -> plan and `Extra` (what the caller needs besides: the op's result
+// metadata), bounded, thread-safe.
+template <class Extra>
+class CallMemo {
+ public:
+  struct Entry {
+    CallPlan plan;
+    std::shared_ptr<const Extra> extra;
+  };
+  static constexpr size_t kMaxEntries = 256;  // per op; more, and it starts over
+
+  std::shared_ptr<const Entry> find(const MemoKey& key) {
+    const uint64_t generation = runtime::Runtime::get().cache().generation();
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (generation != generation_) {
+      entries_.clear();
+      generation_ = generation;
+      return nullptr;
+    }
+    auto it = entries_.find(key);
+    if (it == entries_.end()) return nullptr;
+    const runtime::CompiledProgram& program = *it->second->plan.program;
+    program.hits.fetch_add(1, std::memory_order_relaxed);
+    if (!program.memo_used.load(std::memory_order_relaxed))
+      program.memo_used.store(true, std::memory_order_relaxed);
+    return it->second;
+  }
+
+  // `generation`: the executable cache's before the full path looked the program up.
+  void add(MemoKey key, CallPlan plan, std::shared_ptr<const Extra> extra, uint64_t generation) {
+    auto entry = std::make_shared<const Entry>(Entry{std::move(plan), std::move(extra)});
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (generation < generation_) return;  // a program may have left the cache since
+    if (generation > generation_) {
+      entries_.clear();
+      generation_ = generation;
+    }
+    if (entries_.size() >= kMaxEntries) entries_.clear();
+    entries_.emplace(std::move(key), std::move(entry));
+  }
+
+ private:
+  std::mutex mutex_;
+  uint64_t generation_ = 0;
+  std::unordered_map<MemoKey, std::shared_ptr<const Entry>, MemoKeyHash> entries_;
+};
+
+}  // namespace torch_tpu::aten
