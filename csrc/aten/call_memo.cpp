@@ -29,11 +29,16 @@ std::vector<at::Tensor> run_plan(const CallPlan& plan, c10::ArrayRef<MemoInput> 
     TORCH_CHECK(false, "torch_tpu: running ", name, " failed: ", e.what());
   }
   const std::vector<hlo::TensorType>& types = plan.program->outputs;
+  const size_t fresh = results.size() - plan.writes.size();
   std::vector<at::Tensor> out;
-  out.reserve(results.size());
-  for (size_t i = 0; i < results.size(); ++i)
+  out.reserve(fresh);
+  for (size_t i = 0; i < fresh; ++i)
     out.push_back(wrap_buffer(std::move(results[i]), types[i].dtype, types[i].shape,
                               static_cast<c10::DeviceIndex>(device)));
+  for (size_t i = 0; i < plan.writes.size(); ++i) {
+    const CallPlan::Write& w = plan.writes[i];
+    inputs[w.input].storage->assign(std::move(results[fresh + i]), w.dtype, w.numel);
+  }
   return out;
 }
 

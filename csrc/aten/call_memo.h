@@ -3,14 +3,16 @@
 // The full path of an eager op (aten/lowered_kernel -> OpCall) promotes dtypes, builds
 // the program key from every argument, asks the meta kernel's cache for the result types
 // and the executable cache for the program. For the common call (every tensor a whole,
-// dense, unpadded storage on one device; fresh results only) all of that is a function
-// of a cheaper signature of the arguments: dtypes, sizes, which tensors share a storage,
+// dense, unpadded storage on one device; fresh results, or `self` written in place) all of
+// that is a function
+// a cheaper signature of the arguments: dtypes, sizes, which tensors share a storage,
 // the kind of each scalar (and its value where it is one of the literals programs build
 // in), the static arguments, and the settings the program key reads (matmul precision,
 // compile overrides, default dtype, current device).
 //
 // The lowered kernel computes that signature (MemoKey) first. A hit runs the recorded
-// CallPlan: the program, and where each input goes among its parameters. A miss, or a
+// CallPlan: the program, where each input goes among its parameters and which storages its
+// last results replace. A miss, or a
 // call not of that form, takes the full path, which records the plan for the next call.
 // The memo holds programs only while the executable cache does: it forgets everything
 // when a program leaves that cache (ExecutableCache::generation), and marks what it runs
@@ -55,14 +57,22 @@ struct MemoKeyHash {
 
 // What a full-path call found, for calls with its signature: the program, and per input
 // of the call (tensors and scalars, in the order they entered the OpCall) the parameter
-// it is (-1: a scalar built into the program) and its dtype.
+// it is (-1: a scalar built into the program) and its dtype. The program's last
+// results, one per write, become the contents of an input's storage (an in-place op's
+// `self`); the others are fresh tensors.
 struct CallPlan {
   struct Input {
     int param;
     hlo::DType dtype;
   };
+  struct Write {
+    size_t input;  // whose storage takes the result
+    hlo::DType dtype;
+    int64_t numel;
+  };
   std::shared_ptr<const runtime::CompiledProgram> program;
   std::vector<Input> inputs;
+  std::vector<Write> writes;
   size_t num_params = 0;
 };
 
@@ -78,11 +88,12 @@ struct MemoCall {
   MemoKey key;
   c10::SmallVector<MemoInput, 4> inputs;
   int device = -1;
-  uint64_t generation = 0;  // the executable cache's, for CallMemo::add
+  c10::TensorImpl* target = nullptr;  // an in-place op's self
+  uint64_t generation = 0;            // the executable cache's, for CallMemo::add
 };
 
-// Runs `plan` on `inputs` (on `device`) and returns its results as new tensors. `name`:
-// the op, for errors.
+// Runs `plan` on `inputs` (on `device`), makes the storages it writes take their new
+// contents, and returns its other results as new tensors. `name`: the op, for errors.
 std::vector<at::Tensor> run_plan(const CallPlan& plan, c10::ArrayRef<MemoInput> inputs,
                                  int device, const char* name);
 

@@ -214,9 +214,13 @@ class LoweredKernel final : public c10::OperatorKernel {
     MemoCall* memoized = nullptr;
     if (memo_ok_ && signature(*stack, memo)) {
       if (auto entry = memo_.find(memo.key)) {
+        // What the results return of the arguments (self), kept past their drop.
+        c10::SmallVector<c10::IValue, 1> self;
+        if (memo.target != nullptr) self.push_back(*(stack->end() - infos_.size()));
         std::vector<at::Tensor> fresh =
             run_plan(entry->plan, memo.inputs, memo.device, name_.c_str());
-        push_results({}, *entry->extra, fresh, stack);
+        if (memo.target != nullptr) memo.target->bump_version();
+        push_results(self, *entry->extra, fresh, stack);
         return;
       }
       memo.generation = runtime::Runtime::get().cache().generation();
@@ -349,6 +353,7 @@ class LoweredKernel final : public c10::OperatorKernel {
             key.add(-2);
           } else if (v.isTensor()) {
             if (!memo_tensor(v.toTensor(), m)) return false;
+            if (i == 0 && writes_self_ && !memo_target(v.toTensor(), m)) return false;
           } else if (v.isTensorList()) {
             key.add(static_cast<int64_t>(v.toTensorList().size()));
             for (const at::Tensor& t : v.toTensorList())
@@ -423,6 +428,17 @@ class LoweredKernel final : public c10::OperatorKernel {
       if (m.inputs[k].storage == &db) same = static_cast<int64_t>(k);
     key.add(same);
     m.inputs.push_back({&db, c10::Scalar()});
+    return true;
+  }
+
+  // An in-place op's `self` (an input already): a tpu storage, whose old buffer the
+  // program may take over (donation) where nothing but the storage holds it
+  // (OpCall::plan_writes decides the same way).
+  static bool memo_target(const at::Tensor& t, MemoCall& m) {
+    if (m.inputs.size() != 1 || m.inputs[0].storage == nullptr) return false;
+    const MemoInput& in = m.inputs[0];
+    m.key.add(in.storage->buffer.use_count() == 1);
+    m.target = t.unsafeGetTensorImpl();
     return true;
   }
 
@@ -639,9 +655,13 @@ class LoweredKernel final : public c10::OperatorKernel {
     grows_ = bucket_safe_ && name_ == "cat";
     bool generator = false;
     for (const ArgInfo& info : infos_) generator |= info.kind == ArgKind::Generator;
-    bool alias = false;
-    for (const ReturnInfo& ret : returns_) alias |= ret.alias >= 0;
-    memo_ok_ = !def_->random && !generator && !writes && !alias && !grows_;
+    // Fresh results, or `self` written in place (and returned).
+    writes_self_ = writes && in_place_ && infos_[0].kind == ArgKind::Tensor;
+    bool others = false;  // written or returned arguments other than a written self
+    for (size_t i = 1; i < infos_.size(); ++i) others |= infos_[i].mutated;
+    for (const ReturnInfo& ret : returns_)
+      others |= ret.alias > 0 || (ret.alias == 0 && !writes_self_);
+    memo_ok_ = !def_->random && !generator && !grows_ && !others && (!writes || writes_self_);
   }
 
   // Defined fresh results: the tensors the program makes.
@@ -758,8 +778,10 @@ class LoweredKernel final : public c10::OperatorKernel {
   const CpuCheck cpu_check_;  // CPU's own checks where the meta kernel's differ
   bool bucket_safe_ = false;  // ops/bounded.h lists it, and it writes no argument
   bool grows_ = false;        // cat: results padded when their size keeps changing
-  // Calls may take the memo (aten/call_memo.h): fresh results only, no randomness.
+  // Calls may take the memo (aten/call_memo.h): fresh results or `self` written, no
+  // randomness.
   bool memo_ok_ = false;
+  bool writes_self_ = false;  // an in-place op: `self` is written (and returned)
   CallMemo<MetaResult> memo_;
   std::unordered_map<runtime::ProgramKey, std::vector<std::vector<bool>>, runtime::ProgramKeyHash>
       varying_;

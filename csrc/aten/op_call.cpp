@@ -407,7 +407,7 @@ std::vector<at::Tensor> OpCall::execute(const runtime::Emit& lower, size_t fresh
   } catch (const std::exception& e) {
     TORCH_CHECK(false, "torch_tpu: compiling ", name_, " failed: ", e.what());
   }
-  if (want_plan_ && targets.empty()) make_plan(program);
+  if (want_plan_) make_plan(program, plan);
   std::vector<std::shared_ptr<pjrt::Buffer>> buffers;
   buffers.reserve(args_.size());
   for (const Arg& arg : args_) buffers.push_back(arg.buffer);
@@ -430,7 +430,8 @@ std::vector<at::Tensor> OpCall::execute(const runtime::Emit& lower, size_t fresh
   return out;
 }
 
-void OpCall::make_plan(std::shared_ptr<const runtime::CompiledProgram> program) {
+void OpCall::make_plan(std::shared_ptr<const runtime::CompiledProgram> program,
+                       const WritePlan& writes) {
   if (!dynamic_sizes_.empty()) return;
   for (const auto& dims : out_dynamic_)
     if (!dims.empty()) return;
@@ -452,6 +453,16 @@ void OpCall::make_plan(std::shared_ptr<const runtime::CompiledProgram> program) 
   }
   for (bool c : covered)
     if (!c) return;  // a parameter the inputs do not give (a size, an offset)
+  // Each write replaces the whole storage of an input (an in-place op's self).
+  for (const Assignment& a : writes.assignments) {
+    if (a.padding) return;
+    size_t input = 0;
+    while (input < inputs_.size() && (inputs_[input].kind != Operand::Kind::View ||
+                                      bases_[inputs_[input].base].buffer != a.buffer))
+      ++input;
+    if (input == inputs_.size()) return;
+    plan.writes.push_back({input, a.dtype, a.numel});
+  }
   plan.program = std::move(program);
   plan.num_params = args_.size();
   plan_ = std::move(plan);

@@ -93,7 +93,8 @@ class OpCall {
   size_t num_inputs() const { return inputs_.size(); }
   // Asks run() to say how a later call with the same inputs could run its program
   // directly (aten/call_memo.h): plan() then holds that, or nothing where this call is not
-  // of that form (fused mode, written targets, padded, strided or partial-storage inputs).
+  // of that form (fused mode, padded, strided or partial-storage inputs, targets that are
+  // not inputs).
   OpCall& want_plan() {
     want_plan_ = true;
     return *this;
@@ -192,8 +193,8 @@ class OpCall {
   std::vector<std::vector<int64_t>> out_dynamic_;  // ... and the dimensions stored padded
   bool want_plan_ = false;
   std::optional<CallPlan> plan_;
-  // plan_ for `program`, where this call (op mode, no targets) has the memo's form.
-  void make_plan(std::shared_ptr<const runtime::CompiledProgram> program);
+  // plan_ for `program` and `writes`, where this call (op mode) has the memo's form.
+  void make_plan(std::shared_ptr<const runtime::CompiledProgram> program, const WritePlan& writes);
 };
 
 // A contiguous tpu tensor with `tensor`'s values in a plain (unpadded) flat buffer, for

@@ -40,9 +40,9 @@ Executable::~Executable() {
   }
 }
 
-std::vector<std::unique_ptr<Buffer>> Executable::execute(PJRT_Buffer* const* args, size_t num_args,
+std::vector<std::shared_ptr<Buffer>> Executable::execute(PJRT_Buffer* const* args, size_t num_args,
                                                          PJRT_Device* device,
-                                                         std::unique_ptr<Event>* done,
+                                                         std::shared_ptr<Event>* done,
                                                          const std::vector<int64_t>& keep) const {
   auto options = TORCH_TPU_PJRT_ARGS(PJRT_ExecuteOptions);
   options.non_donatable_input_indices = keep.data();
@@ -64,10 +64,10 @@ std::vector<std::unique_ptr<Buffer>> Executable::execute(PJRT_Buffer* const* arg
   plugin_->check(plugin_->api()->PJRT_LoadedExecutable_Execute(&exec),
                  "PJRT_LoadedExecutable_Execute");
 
-  if (done != nullptr) *done = std::make_unique<Event>(plugin_, complete);
-  std::vector<std::unique_ptr<Buffer>> result;
+  if (done != nullptr) *done = std::make_shared<Event>(plugin_, complete);
+  std::vector<std::shared_ptr<Buffer>> result;
   result.reserve(num_outputs_);
-  for (PJRT_Buffer* b : outputs) result.push_back(std::make_unique<Buffer>(plugin_, b));
+  for (PJRT_Buffer* b : outputs) result.push_back(std::make_shared<Buffer>(plugin_, b));
   return result;
 }
 

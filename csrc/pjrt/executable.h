@@ -21,10 +21,11 @@ class Executable {
   // Enqueues one run on `device` and returns its outputs at once; the plugin orders
   // the work after the producers of `args`. Results are flat: one buffer per output.
   // If `done` is given it receives an event that fires when the run completes.
-  // Arguments the program donates are consumed, except those listed in `keep`.
-  std::vector<std::unique_ptr<Buffer>> execute(PJRT_Buffer* const* args, size_t num_args,
+  // Arguments the program donates are consumed, except those listed in `keep`. Shared
+  // from the start (one allocation each): the runtime shares every result.
+  std::vector<std::shared_ptr<Buffer>> execute(PJRT_Buffer* const* args, size_t num_args,
                                                PJRT_Device* device,
-                                               std::unique_ptr<Event>* done = nullptr,
+                                               std::shared_ptr<Event>* done = nullptr,
                                                const std::vector<int64_t>& keep = {}) const;
 
   // Enqueues one run of a program compiled for N replicas (Client::compile with

@@ -321,12 +321,15 @@ std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::execute(
     int device, const std::vector<int64_t>& keep) {
   ExitGate::Pass pass;
   metrics().executions++;
-  std::vector<PJRT_Buffer*> raw;
-  raw.reserve(args.size());
-  for (const auto& arg : args) raw.push_back(arg->raw());
+  // The PJRT argument list: on the stack for the usual few arguments.
+  PJRT_Buffer* few[8];
+  std::vector<PJRT_Buffer*> many(args.size() > 8 ? args.size() : 0);
+  PJRT_Buffer** raw = args.size() > 8 ? many.data() : few;
+  for (size_t i = 0; i < args.size(); ++i) raw[i] = args[i]->raw();
   // Donated arguments still being computed are fine: the run waits for them on the
   // device. Their handles are retired, not destroyed here (see Pending::retired).
-  std::vector<int64_t> kept = keep;
+  std::vector<int64_t> kept;
+  if (!program.donations.empty()) kept = keep;
   std::vector<std::shared_ptr<pjrt::Buffer>> donated;
   for (const auto& [arg, bytes] : program.donations) {
     if (std::find(kept.begin(), kept.end(), arg) != kept.end()) continue;
@@ -338,12 +341,10 @@ std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::execute(
     donated.push_back(args[arg]);
   }
   const int64_t launch_ns = trace::enabled() ? trace::now_ns() : 0;
-  std::unique_ptr<pjrt::Event> complete;
+  std::shared_ptr<pjrt::Event> done;
   std::shared_ptr<pjrt::Executable> executable = program.executable();
-  auto results = executable->execute(raw.data(), raw.size(), this->device(device), &complete, kept);
-  std::vector<std::shared_ptr<pjrt::Buffer>> outputs(std::make_move_iterator(results.begin()),
-                                                     std::make_move_iterator(results.end()));
-  std::shared_ptr<pjrt::Event> done = std::move(complete);
+  std::vector<std::shared_ptr<pjrt::Buffer>> outputs = executable->execute(
+      raw, args.size(), this->device(device), &done, program.donations.empty() ? keep : kept);
   if (launch_ns != 0) {
     auto run = trace::device_run(program.label, program.fingerprint, device, launch_ns);
     done->on_ready([run] { run->end_ns = trace::now_ns(); });

@@ -93,7 +93,7 @@ inline std::vector<PJRT_Buffer*> raw(const std::vector<const pjrt::Buffer*>& arg
 }
 
 // Compiles `b`'s module returning `outputs` and runs it once on device 0 of client().
-inline std::vector<std::unique_ptr<pjrt::Buffer>> run(
+inline std::vector<std::shared_ptr<pjrt::Buffer>> run(
     const hlo::Builder& b, const std::vector<hlo::Value>& outputs,
     const std::vector<const pjrt::Buffer*>& args) {
   const pjrt::Client& c = client();

@@ -217,3 +217,56 @@ print("ok")
         {"TORCH_TPU_CACHE_ENTRIES": "4"},
     )
     assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-3000:]
+
+
+def test_in_place_ops():
+    a, b = _pair()
+    ta, tb = a.to("tpu"), b.to("tpu")
+    view = ta[1]  # another tensor of the written storage sees every write
+    for k in [0.3, 2, 0.3, -1.7]:
+        ta.add_(tb, alpha=k)
+        a.add_(b, alpha=k)
+        ta.mul_(k)
+        a.mul_(k)
+        torch.testing.assert_close(ta.cpu(), a)
+        torch.testing.assert_close(view.cpu(), a[1])
+    ta.add_(ta)  # self as the other operand too
+    a.add_(a)
+    torch.testing.assert_close(ta.cpu(), a)
+    torch.testing.assert_close(tb.cpu(), b)  # the read operand is untouched
+    ints = torch.arange(6, dtype=torch.int32).to("tpu")
+    for _ in range(2):
+        ints.add_(3)
+        with pytest.raises(RuntimeError, match="can't be cast"):
+            ints.add_(0.5)
+    torch.testing.assert_close(ints.cpu(), torch.arange(6, dtype=torch.int32) + 6)
+
+
+def test_in_place_write_bumps_the_version():
+    x = torch.randn(5, device="tpu", requires_grad=True)
+    for _ in range(2):  # the second time from the memo
+        y = x * 1
+        z = y.sin()  # saves y for the backward
+        version = y._version
+        y.add_(1)
+        assert y._version > version
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            z.sum().backward()
+
+
+def test_in_place_without_donation():
+    r = run_python(
+        """
+import torch, torch_tpu
+torch_tpu.set_eager_mode("op")
+a = torch.randn(4, 4)
+t = a.to("tpu")
+for _ in range(3):
+    t.mul_(1.5)
+    a.mul_(1.5)
+torch.testing.assert_close(t.cpu(), a)
+print("ok")
+""",
+        {"TORCH_TPU_DONATE": "0"},
+    )
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-3000:]

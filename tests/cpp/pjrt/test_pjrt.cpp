@@ -236,7 +236,7 @@ TEST(Executable, CompletionEventFires) {
   auto exe = client().compile(add_one_module(), test::compile_options());
   auto x = upload<float>({0, 1, 2}, {3});
   PJRT_Buffer* args[] = {x->raw()};
-  std::unique_ptr<pjrt::Event> done;
+  std::shared_ptr<pjrt::Event> done;
   auto out = exe->execute(args, 1, client().devices()[0], &done);
   ASSERT_NE(done, nullptr);
   done->await();
