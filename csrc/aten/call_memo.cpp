@@ -12,7 +12,14 @@ std::vector<at::Tensor> run_plan(const CallPlan& plan, c10::ArrayRef<MemoInput> 
                                  int device, const char* name) {
   runtime::Runtime& rt = runtime::Runtime::get();
   runtime::metrics().cache_hits++;
-  std::vector<std::shared_ptr<pjrt::Buffer>> buffers(plan.num_params);
+  // The argument list, kept per thread between calls (its capacity, not its buffers).
+  thread_local std::vector<std::shared_ptr<pjrt::Buffer>> scratch;
+  struct Release {
+    std::vector<std::shared_ptr<pjrt::Buffer>>& v;
+    ~Release() { v.clear(); }
+  } release{scratch};
+  std::vector<std::shared_ptr<pjrt::Buffer>>& buffers = scratch;
+  buffers.resize(plan.num_params);
   for (size_t k = 0; k < plan.inputs.size(); ++k) {
     const CallPlan::Input& in = plan.inputs[k];
     if (in.param < 0) continue;

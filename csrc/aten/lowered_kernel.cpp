@@ -381,12 +381,41 @@ class LoweredKernel final : public c10::OperatorKernel {
         case ArgKind::Generator: return false;
         case ArgKind::Static:
           key.add(kMemoStatic);
-          attr_words(to_attr(v), [&](int64_t w) { key.add(w); });
+          if (!memo_static(v, key)) return false;
           break;
       }
     }
     if (m.device < 0) m.device = current_device();
     key.add(m.device);
+    return true;
+  }
+
+  // A static argument's value as words, kind first, without copying it out of the
+  // IValue (to_attr would allocate for lists and strings). Kinds to_attr ignores (device,
+  // generator) add their tag only; others take the full path, which reports them.
+  static bool memo_static(const c10::IValue& v, MemoKey& key) {
+    if (v.isNone() || v.isDevice() || v.isGenerator()) {
+      key.add(0);
+    } else if (v.isBool() || v.isInt()) {
+      key.add(1);
+      key.add(v.isBool() ? static_cast<int64_t>(v.toBool()) : v.toInt());
+    } else if (v.isDouble()) {
+      key.add(2);
+      key.add(bits_of(v.toDouble()));
+    } else if (v.isString()) {
+      key.add(3);
+      key.add(static_cast<int64_t>(std::hash<std::string_view>{}(v.toStringView())));
+    } else if (v.isIntList() || v.isBoolList() || v.isDoubleList()) {
+      const bool doubles = v.isDoubleList();
+      c10::ArrayRef<c10::IValue> list = v.toListRef();
+      key.add(doubles ? 5 : 4);
+      key.add(static_cast<int64_t>(list.size()));
+      for (const c10::IValue& e : list)
+        key.add(doubles ? bits_of(e.toDouble())
+                        : e.isBool() ? static_cast<int64_t>(e.toBool()) : e.toInt());
+    } else {
+      return false;
+    }
     return true;
   }
 

@@ -47,8 +47,10 @@ std::vector<std::shared_ptr<Buffer>> Executable::execute(PJRT_Buffer* const* arg
   auto options = TORCH_TPU_PJRT_ARGS(PJRT_ExecuteOptions);
   options.non_donatable_input_indices = keep.data();
   options.num_non_donatable_input_indices = keep.size();
-  std::vector<PJRT_Buffer*> outputs(num_outputs_, nullptr);
-  PJRT_Buffer** output_list = outputs.data();
+  // The plugin's output list: on the stack for the usual few outputs.
+  PJRT_Buffer* few[8] = {};
+  std::vector<PJRT_Buffer*> many(num_outputs_ > 8 ? num_outputs_ : 0, nullptr);
+  PJRT_Buffer** output_list = num_outputs_ > 8 ? many.data() : few;
   PJRT_Buffer* const* arg_list = args;
 
   auto exec = TORCH_TPU_PJRT_ARGS(PJRT_LoadedExecutable_Execute_Args);
@@ -67,7 +69,8 @@ std::vector<std::shared_ptr<Buffer>> Executable::execute(PJRT_Buffer* const* arg
   if (done != nullptr) *done = std::make_shared<Event>(plugin_, complete);
   std::vector<std::shared_ptr<Buffer>> result;
   result.reserve(num_outputs_);
-  for (PJRT_Buffer* b : outputs) result.push_back(std::make_shared<Buffer>(plugin_, b));
+  for (size_t i = 0; i < num_outputs_; ++i)
+    result.push_back(std::make_shared<Buffer>(plugin_, output_list[i]));
   return result;
 }
 

@@ -137,6 +137,36 @@ def test_shapes_and_dtypes():
     torch.testing.assert_close(mixed.cpu(), a + b.to(torch.bfloat16))
 
 
+def test_static_arguments_of_every_kind():
+    # Each pair differs only in a static argument (int, int list, bool, string, float):
+    # each call after the first of its kind runs the memo, and must not run another's.
+    a, _ = _pair((4, 6))
+    x = torch.randn(3, 6, generator=torch.Generator().manual_seed(5))
+    ta, tx = a.to("tpu"), x.to("tpu")
+    calls = [
+        lambda t, u: t.sum(0),
+        lambda t, u: t.sum(1),
+        lambda t, u: t.sum([0, 1]),
+        lambda t, u: t.sum(1, keepdim=True),
+        lambda t, u: t.cumsum(1),
+        lambda t, u: torch.div(t, 0.7, rounding_mode="floor"),
+        lambda t, u: torch.div(t, 0.7, rounding_mode="trunc"),
+        lambda t, u: torch.nn.functional.gelu(t, approximate="tanh"),
+        lambda t, u: torch.nn.functional.gelu(t),
+        lambda t, u: torch.nn.functional.layer_norm(u, (6,), eps=1e-5),
+        lambda t, u: torch.nn.functional.layer_norm(u, (6,), eps=0.5),
+        lambda t, u: torch.cat([t, u], 0),
+        lambda t, u: torch.cat([u, t], 0),
+    ]
+    for fn in calls:
+        fn(ta, tx)
+    misses = _misses()
+    for _ in range(2):
+        for fn in calls:
+            torch.testing.assert_close(fn(ta, tx).cpu(), fn(a, x), rtol=1e-5, atol=1e-5)
+    assert _misses() == misses
+
+
 def test_matmul_precision_is_part_of_the_signature():
     a, b = _pair((8, 8))
     ta, tb = a.to("tpu"), b.to("tpu")
