@@ -269,6 +269,7 @@ std::vector<std::shared_ptr<pjrt::Buffer>> Graph::arguments(const std::vector<at
                                                             const std::vector<int64_t>& sizes,
                                                             c10::DeviceIndex device) const {
   std::vector<std::shared_ptr<pjrt::Buffer>> args;
+  args.reserve(inputs.size() + sizes.size() + (random_ ? 2 : 0));
   for (size_t i = 0; i < inputs.size(); ++i) {
     const at::Tensor& t = inputs[i];
     const hlo::TensorType& want = inputs_[i];
@@ -319,6 +320,7 @@ std::vector<int64_t> Graph::vetoed_donations(
     const std::vector<at::Tensor>& inputs,
     const std::vector<std::shared_ptr<pjrt::Buffer>>& args) const {
   std::vector<int64_t> keep;
+  if (mutations_.empty()) return keep;
   std::vector<int64_t> arg_of(inputs_.size(), -1);
   int64_t next = 0;
   for (size_t i = 0; i < inputs_.size(); ++i)
