@@ -1,5 +1,5 @@
 """Median per-op latency of small ops through the lowering table's kernel (`add`, `mul`,
-in-place `add_`, `mul` by a Python number, `max`, `exp`, `sum`) and a 512x512 `mm`, tpu
+in-place `add_`, `mul` by a Python number, `max`, `mm`, `exp`, `sum`) and a 512x512 `mm`, tpu
 vs CPU eager, one run.
 
 tpu results stay on the device inside the timed loop; the loop ends with one
@@ -72,6 +72,11 @@ def main():
         "max 4x4": (
             lambda d: (torch.randn(4, 4).to(d), torch.randn(4, 4).to(d)),
             torch.maximum,
+            2000,
+        ),
+        "mm 4x4": (
+            lambda d: (torch.randn(4, 4).to(d), torch.randn(4, 4).to(d)),
+            torch.mm,
             2000,
         ),
         "exp 4x4": (lambda d: (torch.randn(4, 4).to(d),), torch.exp, 2000),

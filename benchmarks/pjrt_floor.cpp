@@ -5,7 +5,7 @@
 //
 //     torch_tpu_pjrt_floor [PLUGIN.so] [--iters 2000] [--repeats 7]
 //
-// For add, mul, exp and sum(0) over f32[4, 4] it prints the median over `repeats` loops
+// For add, mul, mm, exp and sum(0) over f32[4, 4] it prints the median over `repeats` loops
 // of the amortised µs per execute, as op_latency.py times a loop: `iters` executes back
 // to back, each result released before the next call (as `y = a + b` in a Python loop
 // releases the previous one), then one wait for the last run. Two variants: asking
@@ -49,6 +49,11 @@ std::vector<Case> cases() {
     Builder b;
     Value x = b.parameter(t), y = b.parameter(t);
     out.push_back({name, 2, b.module({b.binary(op, x, y)})});
+  }
+  {
+    Builder b;
+    Value x = b.parameter(t), y = b.parameter(t);
+    out.push_back({"mm 4x4", 2, b.module({b.dot_general(x, y, {}, {}, {1}, {0}, DType::F32)})});
   }
   {
     Builder b;

@@ -28,6 +28,9 @@ std::vector<at::Tensor> run_plan(const CallPlan& plan, c10::ArrayRef<MemoInput> 
         value.storage != nullptr
             ? value.storage->buffer
             : rt.scalar(device, in.dtype, scalar_bits(value.scalar, to_torch(in.dtype)));
+    if (in.offset_param >= 0)
+      buffers[in.offset_param] =
+          rt.scalar(device, hlo::DType::S64, static_cast<uint64_t>(value.offset));
   }
   std::vector<std::shared_ptr<pjrt::Buffer>> results;
   try {

@@ -2,21 +2,21 @@
 //
 // The full path of an eager op (aten/lowered_kernel -> OpCall) promotes dtypes, builds
 // the program key from every argument, asks the meta kernel's cache for the result types
-// and the executable cache for the program. For the common call (every tensor a whole,
-// dense, unpadded storage on one device; fresh results, or `self` written in place) all of
-// that is a function
-// a cheaper signature of the arguments: dtypes, sizes, which tensors share a storage,
-// the kind of each scalar (and its value where it is one of the literals programs build
-// in), the static arguments, and the settings the program key reads (matmul precision,
-// compile overrides, default dtype, current device).
+// and the executable cache for the program. For the common call (every tensor an
+// unpadded storage on one device, whole or viewed with a runtime offset; fresh results,
+// or a whole `self` written in place) all of that is a function of a cheaper signature
+// of the arguments: dtypes, sizes (and a view's strides and layout), which tensors share
+// a storage, the kind of each scalar (and its value where it is one of the literals
+// programs build in), the static arguments, and the settings the program key reads
+// (matmul precision, compile overrides, default dtype, current device).
 //
 // The lowered kernel computes that signature (MemoKey) first. A hit runs the recorded
-// CallPlan: the program, where each input goes among its parameters and which storages its
-// last results replace. A miss, or a
-// call not of that form, takes the full path, which records the plan for the next call.
-// The memo holds programs only while the executable cache does: it forgets everything
-// when a program leaves that cache (ExecutableCache::generation), and marks what it runs
-// as used, for the cache's eviction order.
+// CallPlan: the program, where each input (and a view's offset) goes among its parameters
+// and which storages its last results replace. A miss, or a call not of that form, takes
+// the full path, which records the plan for the next call. The memo holds programs only
+// while the executable cache does: it forgets everything when a program leaves that cache
+// (ExecutableCache::generation), and marks what it runs as used, for the cache's
+// eviction order.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -57,13 +57,15 @@ struct MemoKeyHash {
 
 // What a full-path call found, for calls with its signature: the program, and per input
 // of the call (tensors and scalars, in the order they entered the OpCall) the parameter
-// it is (-1: a scalar built into the program) and its dtype. The program's last
+// it is (-1: a scalar built into the program) and its dtype; a view of part of a storage
+// also has the parameter its offset goes to. The program's last
 // results, one per write, become the contents of an input's storage (an in-place op's
 // `self`); the others are fresh tensors.
 struct CallPlan {
   struct Input {
     int param;
     hlo::DType dtype;
+    int offset_param = -1;  // a view's storage offset (s64), or -1
   };
   struct Write {
     size_t input;  // whose storage takes the result
@@ -76,11 +78,14 @@ struct CallPlan {
   size_t num_params = 0;
 };
 
-// One input of a memoized call: a tpu tensor's storage (its buffer is the parameter), or
-// a scalar value (a Python number, a 0-d CPU tensor's value).
+// One input of a memoized call: a tpu tensor's storage (its buffer is the parameter; for
+// a view of part of it, also its offset), or a scalar value (a Python number, a 0-d CPU
+// tensor's value).
 struct MemoInput {
   runtime::DeviceBuffer* storage = nullptr;
   c10::Scalar scalar;
+  bool view = false;
+  int64_t offset = 0;
 };
 
 // A call's signature and inputs, as the lowered kernel reads them off the stack.

@@ -35,6 +35,7 @@
 #include "aten/schema_args.h"
 #include "ops/bounded.h"
 #include "ops/registry.h"
+#include "ops/strided.h"
 #include "runtime/compile_overrides.h"
 #include "runtime/fused_group.h"
 #include "runtime/runtime.h"
@@ -331,7 +332,14 @@ class LoweredKernel final : public c10::OperatorKernel {
     push_results(args, meta, fresh, stack);
   }
 
-  enum MemoTag : int64_t { kMemoTensor = 1, kMemoCpuScalar, kMemoScalar, kMemoStatic, kMemoPlain };
+  enum MemoTag : int64_t {
+    kMemoTensor = 1,
+    kMemoView,
+    kMemoCpuScalar,
+    kMemoScalar,
+    kMemoStatic,
+    kMemoPlain
+  };
 
   // The call's memo signature and inputs (aten/call_memo.h), read off the stack; false
   // where the call is not of the memo's form.
@@ -419,8 +427,10 @@ class LoweredKernel final : public c10::OperatorKernel {
     return true;
   }
 
-  // A tensor input: a whole, dense, unpadded, computed storage of its own dtype on the
-  // call's device, or a 0-d CPU tensor (a scalar, as OpCall::input takes it).
+  // A tensor input: an unpadded, computed storage of its own dtype on the call's device,
+  // whole or viewed in part (as OpCall::view_operand reads it: its layout in the
+  // signature, its offset a parameter), or a 0-d CPU tensor (a scalar, as OpCall::input
+  // takes it).
   static bool memo_tensor(const at::Tensor& t, MemoCall& m) {
     MemoKey& key = m.key;
     if (!t.defined()) {
@@ -437,26 +447,42 @@ class LoweredKernel final : public c10::OperatorKernel {
       return memo_scalar(t.item(), wrapped, m);
     }
     if (!t.device().is_privateuseone() || t.layout() != c10::kStrided || t.is_conj() ||
-        t.is_neg() || !is_supported(dtype) || t.storage_offset() != 0 || !t.is_contiguous())
+        t.is_neg() || !is_supported(dtype))
       return false;
     const int64_t numel = t.numel();
     if (numel == 0) return false;
     runtime::DeviceBuffer& db = device_buffer(t);
-    if (!db.buffer || db.pending >= 0 || db.padding || db.dtype != to_hlo(dtype) ||
-        db.numel != numel || db.nbytes != t.nbytes())
-      return false;
+    if (!db.buffer || db.pending >= 0 || db.padding || db.dtype != to_hlo(dtype)) return false;
     const int device = t.device().index();
     if (m.device < 0) m.device = device;
     if (device != m.device) return false;  // the full path says which devices
-    key.add(kMemoTensor);
+    const bool whole = t.storage_offset() == 0 && t.is_contiguous() && db.numel == numel &&
+                       db.nbytes == t.nbytes();
+    key.add(whole ? kMemoTensor : kMemoView);
     key.add(static_cast<int64_t>(dtype));
     key.add(static_cast<int64_t>(t.dim()));
     for (int64_t n : t.sizes()) key.add(n);
+    if (!whole) {
+      // The program reads the view as view_operand lays it out; only the offset may vary.
+      const int64_t storage_numel =
+          static_cast<int64_t>(db.nbytes) / hlo::byte_width(to_hlo(dtype));
+      ops::StridedLayout layout = ops::classify({t.sizes().begin(), t.sizes().end()},
+                                                {t.strides().begin(), t.strides().end()},
+                                                t.storage_offset(), storage_numel);
+      if (layout.kind == ops::StridedLayout::Kind::Dense ||
+          layout.kind == ops::StridedLayout::Kind::Empty)
+        return false;
+      for (int64_t s : t.strides()) key.add(s);
+      key.add(static_cast<int64_t>(layout.kind));
+      key.add(layout.pad);
+      key.add(storage_numel);
+      key.add(db.numel);
+    }
     int64_t same = -1;  // an earlier input of the same storage: one parameter for both
     for (size_t k = 0; k < m.inputs.size() && same < 0; ++k)
       if (m.inputs[k].storage == &db) same = static_cast<int64_t>(k);
     key.add(same);
-    m.inputs.push_back({&db, c10::Scalar()});
+    m.inputs.push_back({&db, c10::Scalar(), !whole, whole ? 0 : t.storage_offset()});
     return true;
   }
 
@@ -464,7 +490,7 @@ class LoweredKernel final : public c10::OperatorKernel {
   // program may take over (donation) where nothing but the storage holds it
   // (OpCall::plan_writes decides the same way).
   static bool memo_target(const at::Tensor& t, MemoCall& m) {
-    if (m.inputs.size() != 1 || m.inputs[0].storage == nullptr) return false;
+    if (m.inputs.size() != 1 || m.inputs[0].storage == nullptr || m.inputs[0].view) return false;
     const MemoInput& in = m.inputs[0];
     m.key.add(in.storage->buffer.use_count() == 1);
     m.target = t.unsafeGetTensorImpl();

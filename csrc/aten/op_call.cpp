@@ -438,18 +438,25 @@ void OpCall::make_plan(std::shared_ptr<const runtime::CompiledProgram> program,
   CallPlan plan;
   std::vector<bool> covered(args_.size(), false);
   for (const Operand& in : inputs_) {
-    int param = in.param;
+    int param = in.param, offset_param = -1;
     if (in.kind == Operand::Kind::View) {
-      // A whole storage, read as it is: its buffer is the parameter, with no offset.
-      if (in.layout.kind != ops::StridedLayout::Kind::Dense || in.base < 0 || in.param >= 0 ||
-          in.static_offset >= 0 || in.physical || bases_[in.base].padding)
+      // A storage read as it is, whole (its buffer is the parameter), or in part at a
+      // runtime offset (also a parameter).
+      if (in.base < 0 || in.static_offset >= 0 || in.physical || bases_[in.base].padding)
         return;
+      if (in.layout.kind == ops::StridedLayout::Kind::Dense) {
+        if (in.param >= 0) return;
+      } else if (in.param < 0) {
+        return;
+      }
+      offset_param = in.param;
       param = bases_[in.base].param;
     } else if (in.kind != Operand::Kind::Scalar || in.imag_param >= 0) {
       return;
     }
     if (param >= 0) covered[param] = true;
-    plan.inputs.push_back({param, in.dtype});
+    if (offset_param >= 0) covered[offset_param] = true;
+    plan.inputs.push_back({param, in.dtype, offset_param});
   }
   for (bool c : covered)
     if (!c) return;  // a parameter the inputs do not give (a size, an offset)

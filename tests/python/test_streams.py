@@ -101,7 +101,7 @@ def test_non_blocking_copy_to_pinned_host_memory_returns_at_once():
     # copy is enqueued after the work that computes its source and returns before the
     # values are there; an event recorded after it, or synchronize(), waits for them.
     torch.tpu.synchronize()
-    busy = _busy(10, size=1200)
+    busy = _busy(20, size=1200)  # ~0.7 s: enough under a loaded machine's scheduling
     src = busy.sum(0)
     host = src.to("cpu", non_blocking=True)
     e = torch.tpu.Event()
@@ -110,7 +110,7 @@ def test_non_blocking_copy_to_pinned_host_memory_returns_at_once():
     assert host.is_pinned() and host.shape == src.shape and host.dtype == src.dtype
     e.synchronize()
     assert torch.equal(host, src.cpu())
-    assert pending, "the copy waited for ~0.3 s of queued work"
+    assert pending, "the copy waited for ~0.7 s of queued work"
 
     # Into a preallocated pinned tensor, from a view (a program makes it dense first);
     # torch.tpu.synchronize() waits for the copy too.
