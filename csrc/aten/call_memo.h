@@ -58,9 +58,9 @@ struct MemoKeyHash {
 // What a full-path call found, for calls with its signature: the program, and per input
 // of the call (tensors and scalars, in the order they entered the OpCall) the parameter
 // it is (-1: a scalar built into the program) and its dtype; a view of part of a storage
-// also has the parameter its offset goes to. The program's last
-// results, one per write, become the contents of an input's storage (an in-place op's
-// `self`); the others are fresh tensors.
+// also has the parameter its offset goes to. The program's last results, one per write,
+// become the contents of an input's storage (an in-place op's `self`); the others are
+// fresh tensors.
 struct CallPlan {
   struct Input {
     int param;

@@ -62,32 +62,26 @@ int64_t bits_of(double d) {
   return bits;
 }
 
-// A static argument as key words, each passed to `add`.
-template <class Add>
-void attr_words(const ops::Attr& attr, Add&& add) {
-  add(static_cast<int64_t>(attr.index()));
+void add_attr_key(OpCall& call, const ops::Attr& attr) {
+  call.key(static_cast<int64_t>(attr.index()));
   std::visit(
       [&](const auto& x) {
         using T = std::decay_t<decltype(x)>;
         if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, int64_t>) {
-          add(static_cast<int64_t>(x));
+          call.key(static_cast<int64_t>(x));
         } else if constexpr (std::is_same_v<T, double>) {
-          add(bits_of(x));
+          call.key(bits_of(x));
         } else if constexpr (std::is_same_v<T, std::string>) {
-          add(static_cast<int64_t>(std::hash<std::string>{}(x)));
+          call.key(static_cast<int64_t>(std::hash<std::string>{}(x)));
         } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
-          add(static_cast<int64_t>(x.size()));
-          for (int64_t w : x) add(w);
+          call.key(static_cast<int64_t>(x.size()));
+          for (int64_t w : x) call.key(w);
         } else if constexpr (std::is_same_v<T, std::vector<double>>) {
-          add(static_cast<int64_t>(x.size()));
-          for (double d : x) add(bits_of(d));
+          call.key(static_cast<int64_t>(x.size()));
+          for (double d : x) call.key(bits_of(d));
         }
       },
       attr);
-}
-
-void add_attr_key(OpCall& call, const ops::Attr& attr) {
-  attr_words(attr, [&](int64_t w) { call.key(w); });
 }
 
 bool is_tpu(const at::Tensor& t) { return t.defined() && t.device().is_privateuseone(); }

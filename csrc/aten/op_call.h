@@ -93,8 +93,8 @@ class OpCall {
   size_t num_inputs() const { return inputs_.size(); }
   // Asks run() to say how a later call with the same inputs could run its program
   // directly (aten/call_memo.h): plan() then holds that, or nothing where this call is not
-  // of that form (fused mode, padded, strided or partial-storage inputs, targets that are
-  // not inputs).
+  // of that form (fused mode, padded inputs, views with offsets built into the program,
+  // targets that are not inputs).
   OpCall& want_plan() {
     want_plan_ = true;
     return *this;
