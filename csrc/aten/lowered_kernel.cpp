@@ -9,6 +9,7 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/native/BinaryOps.h>
 #include <ATen/native/Resize.h>
@@ -204,7 +205,13 @@ class LoweredKernel final : public c10::OperatorKernel {
         cpu_check_(cpu_check(name_)) {}
 
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
-    std::call_once(schema_once_, [&] { read_schema(op.schema()); });
+    std::call_once(schema_once_, [&] {
+      read_schema(op.schema());
+      bool writes = false;
+      for (const ArgInfo& info : infos_) writes |= info.mutated;
+      checks_overlap_ =
+          writes && (op.hasTag(at::Tag::pointwise) || name_.rfind("_foreach_", 0) == 0);
+    });
     MemoCall memo;
     MemoCall* memoized = nullptr;
     if (memo_ok_ && signature(*stack, memo)) {
@@ -222,6 +229,7 @@ class LoweredKernel final : public c10::OperatorKernel {
       memoized = &memo;
     }
     std::vector<c10::IValue> args(stack->end() - infos_.size(), stack->end());
+    if (checks_overlap_) check_overlap(args);
     if (bucket_safe_ && ops::bucket_rule() != 0) {
       try {
         return run(op, args, stack, /*buckets=*/true, memoized);
@@ -235,6 +243,32 @@ class LoweredKernel final : public c10::OperatorKernel {
 
  private:
   struct NoBound {};
+
+  // TensorIterator's refusal of a written tensor that shares some, not all, of its
+  // elements with an input (`a.add_(a.t())`), in CPU's words; a foreach op's lists pair
+  // up by position. The memo needs no check: whether an input overlaps the whole-storage
+  // `self` it takes only partially follows from the sizes and strides in its signature,
+  // and a call this refuses records no plan.
+  void check_overlap(const std::vector<c10::IValue>& args) const {
+    auto check = [](const at::Tensor& written, const at::Tensor& read) {
+      if (written.defined() && read.defined()) at::assert_no_partial_overlap(written, read);
+    };
+    for (size_t w = 0; w < infos_.size(); ++w) {
+      if (!infos_[w].mutated) continue;
+      const std::vector<at::Tensor> written = tensors_of(args[w]);
+      for (size_t i = 0; i < infos_.size(); ++i) {
+        if (infos_[i].mutated) continue;
+        const std::vector<at::Tensor> read = tensors_of(args[i]);
+        if (args[w].isTensorList() && args[i].isTensorList()) {
+          for (size_t k = 0; k < written.size() && k < read.size(); ++k)
+            check(written[k], read[k]);
+        } else {
+          for (const at::Tensor& a : written)
+            for (const at::Tensor& b : read) check(a, b);
+        }
+      }
+    }
+  }
 
   // The full path. `memo`: the call's signature, to record what it finds under (or null).
   void run(const c10::OperatorHandle& op, const std::vector<c10::IValue>& args,
@@ -831,6 +865,9 @@ class LoweredKernel final : public c10::OperatorKernel {
   // randomness.
   bool memo_ok_ = false;
   bool writes_self_ = false;  // an in-place op: `self` is written (and returned)
+  // A pointwise (TensorIterator) or foreach op: written tensors may not partly overlap
+  // an input (check_overlap).
+  bool checks_overlap_ = false;
   CallMemo<MetaResult> memo_;
   std::unordered_map<runtime::ProgramKey, std::vector<std::vector<bool>>, runtime::ProgramKeyHash>
       varying_;

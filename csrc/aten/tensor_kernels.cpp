@@ -1,5 +1,6 @@
 // The kernels every tpu tensor needs: creation, views, resize/set, copies, fill.
 #include <ATen/EmptyTensor.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
@@ -172,7 +173,11 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   const bool src_tpu = self.device().is_privateuseone();
   const bool dst_tpu = dst.device().is_privateuseone();
   if (src_tpu && dst_tpu) {
-    if (self.device() == dst.device()) return identity_copy(self, dst);
+    if (self.device() == dst.device()) {
+      // CPU's copy_ refuses it too (its TensorIterator): `a.copy_(a.t())`.
+      at::assert_no_partial_overlap(dst, self);
+      return identity_copy(self, dst);
+    }
     // Across devices: through the host.
     return identity_copy(
         from_host(host_values(self).resolve_conj().resolve_neg(), dst.device().index()), dst);

@@ -15,6 +15,14 @@ def fresh_dynamo():
     torch._dynamo.reset()
 
 
+@pytest.fixture
+def set_eager_mode():
+    """torch_tpu.set_eager_mode for one test: the mode before it is restored after it."""
+    before = torch_tpu.get_eager_mode()
+    yield torch_tpu.set_eager_mode
+    torch_tpu.set_eager_mode(before)
+
+
 @pytest.fixture(autouse=True)
 def _no_fallback():
     torch_tpu.set_cpu_fallback(False)

@@ -133,8 +133,8 @@ def test_views_and_in_place_across_flushes(fused):
     assert_same(v, rv)  # flush
     v.sub_(1)
     rv.sub_(1)
-    a.add_(a[0])  # reads and writes one storage
-    ref.add_(ref[0].clone())
+    a[1:3].add_(a[0])  # reads and writes one storage (apart: CPU refuses an overlap)
+    ref[1:3].add_(ref[0])
     assert_same(a, ref)
 
 
