@@ -205,13 +205,7 @@ class LoweredKernel final : public c10::OperatorKernel {
         cpu_check_(cpu_check(name_)) {}
 
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
-    std::call_once(schema_once_, [&] {
-      read_schema(op.schema());
-      bool writes = false;
-      for (const ArgInfo& info : infos_) writes |= info.mutated;
-      checks_overlap_ =
-          writes && (op.hasTag(at::Tag::pointwise) || name_.rfind("_foreach_", 0) == 0);
-    });
+    std::call_once(schema_once_, [&] { read_schema(op); });
     MemoCall memo;
     MemoCall* memoized = nullptr;
     if (memo_ok_ && signature(*stack, memo)) {
@@ -706,7 +700,8 @@ class LoweredKernel final : public c10::OperatorKernel {
     return node;
   }
 
-  void read_schema(const c10::FunctionSchema& schema) {
+  void read_schema(const c10::OperatorHandle& op) {
+    const c10::FunctionSchema& schema = op.schema();
     for (const c10::Argument& a : schema.arguments()) {
       ArgInfo info;
       info.kind = classify(a.type());
@@ -735,6 +730,8 @@ class LoweredKernel final : public c10::OperatorKernel {
     bool writes = false;
     for (const ArgInfo& info : infos_) writes |= info.mutated;
     bucket_safe_ = ops::bucket_safe(name_) && !def_->random && !writes;
+    checks_overlap_ =
+        writes && (op.hasTag(at::Tag::pointwise) || name_.rfind("_foreach_", 0) == 0);
     grows_ = bucket_safe_ && name_ == "cat";
     bool generator = false;
     for (const ArgInfo& info : infos_) generator |= info.kind == ArgKind::Generator;
