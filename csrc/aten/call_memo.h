@@ -16,7 +16,8 @@
 // the full path, which records the plan for the next call. The memo holds programs only
 // while the executable cache does: it forgets everything when a program leaves that cache
 // (ExecutableCache::generation), and marks what it runs as used, for the cache's
-// eviction order.
+// eviction order. Fused mode's counterpart (ReplayCall) goes with the ops a fused group
+// records: a step that repeats a trace records the trace's op from the same signature.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -95,6 +96,19 @@ struct MemoCall {
   int device = -1;
   c10::TensorImpl* target = nullptr;  // an in-place op's self
   uint64_t generation = 0;            // the executable cache's, for CallMemo::add
+};
+
+// Fused mode's counterpart, kept with the op a call recorded (runtime::RecordedOp::call).
+// A step that repeats a trace calls the same kernel with the same signature (there with
+// each input's pending-ness, and a pending view's offset, which the recorded program
+// builds in): the trace's op is then what the call would record, and the plan (no
+// program: the group's) says which storage or scalar each of its parameters reads, so the
+// call records it without promotion, meta kernel or program key.
+struct ReplayCall {
+  const void* kernel = nullptr;       // the lowered kernel that recorded it
+  MemoKey key;
+  CallPlan plan;                      // program: null
+  std::shared_ptr<const void> extra;  // the kernel's result metadata
 };
 
 // Runs `plan` on `inputs` (on `device`), makes the storages it writes take their new

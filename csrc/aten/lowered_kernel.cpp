@@ -39,6 +39,7 @@
 #include "ops/strided.h"
 #include "runtime/compile_overrides.h"
 #include "runtime/fused_group.h"
+#include "runtime/metrics.h"
 #include "runtime/runtime.h"
 
 namespace torch_tpu::aten {
@@ -208,7 +209,18 @@ class LoweredKernel final : public c10::OperatorKernel {
     std::call_once(schema_once_, [&] { read_schema(op); });
     MemoCall memo;
     MemoCall* memoized = nullptr;
-    if (memo_ok_ && signature(*stack, memo)) {
+    std::shared_ptr<ReplayCall> replay;
+    runtime::FusedGroup& group = runtime::FusedGroup::get();
+    if (group.recording()) {
+      // A full group flushes before the call reads which of its inputs are pending.
+      group.flush_if_full();
+      if (memo_ok_ && group.reuse() && signature(*stack, memo, /*fused=*/true)) {
+        if (replayed(group, memo, stack)) return;
+        replay = std::make_shared<ReplayCall>();
+        replay->kernel = this;
+        replay->key = std::move(memo.key);
+      }
+    } else if (memo_ok_ && signature(*stack, memo, /*fused=*/false)) {
       if (auto entry = memo_.find(memo.key)) {
         // What the results return of the arguments (self), kept past their drop.
         c10::SmallVector<c10::IValue, 1> self;
@@ -226,13 +238,13 @@ class LoweredKernel final : public c10::OperatorKernel {
     if (checks_overlap_) check_overlap(args);
     if (bucket_safe_ && ops::bucket_rule() != 0) {
       try {
-        return run(op, args, stack, /*buckets=*/true, memoized);
+        return run(op, args, stack, /*buckets=*/true, memoized, replay);
       } catch (const NoBound&) {
         // Inputs whose bounds do not fit together (a padded size against the same size
         // unpadded): the op runs at the real sizes.
       }
     }
-    run(op, args, stack, /*buckets=*/false, memoized);
+    run(op, args, stack, /*buckets=*/false, memoized, replay);
   }
 
  private:
@@ -264,9 +276,84 @@ class LoweredKernel final : public c10::OperatorKernel {
     }
   }
 
-  // The full path. `memo`: the call's signature, to record what it finds under (or null).
+  // Fused mode's shortcut: when the group is repeating a trace whose next op this kernel
+  // recorded from a call with `m`'s signature, and the storages it reads hold the same
+  // values of the group (or real buffers) as then, that op is recorded again as it is.
+  bool replayed(runtime::FusedGroup& group, const MemoCall& m, torch::jit::Stack* stack) {
+    // Per parameter of the op: a pending value id or -1 (an external), and which input
+    // gives it (kOffset added: that input's view offset).
+    constexpr size_t kOffset = size_t{1} << 32;
+    c10::SmallVector<int64_t, 8> ids;
+    c10::SmallVector<size_t, 8> source;
+    const ReplayCall* found = nullptr;
+    runtime::OpRecord op = group.repeat_if(m.device, [&](const runtime::RecordedOp& r) {
+      const auto* call = static_cast<const ReplayCall*>(r.call.get());
+      if (call == nullptr || call->kernel != this || !(call->key == m.key)) return false;
+      const CallPlan& plan = call->plan;
+      ids.assign(plan.num_params, -1);
+      source.assign(plan.num_params, 0);
+      for (size_t k = 0; k < plan.inputs.size(); ++k) {
+        const CallPlan::Input& in = plan.inputs[k];
+        if (in.param < 0) continue;
+        const runtime::DeviceBuffer* storage = m.inputs[k].storage;
+        ids[in.param] = storage != nullptr ? storage->pending : -1;
+        source[in.param] = k;
+        if (in.offset_param >= 0) source[in.offset_param] = k | kOffset;
+      }
+      if (!std::equal(ids.begin(), ids.end(), r.inputs.begin(), r.inputs.end())) return false;
+      found = call;
+      return true;
+    });
+    if (!op) return false;
+    const CallPlan& plan = found->plan;
+    runtime::Runtime& rt = runtime::Runtime::get();
+    std::vector<std::shared_ptr<pjrt::Buffer>> externals;
+    for (size_t p = 0; p < ids.size(); ++p) {
+      if (ids[p] >= 0) continue;
+      const MemoInput& in = m.inputs[source[p] & ~kOffset];
+      if (source[p] & kOffset)
+        externals.push_back(
+            rt.scalar(m.device, hlo::DType::S64, static_cast<uint64_t>(in.offset)));
+      else if (in.storage != nullptr)
+        externals.push_back(in.storage->buffer);
+      else
+        externals.push_back(rt.scalar(m.device, plan.inputs[source[p]].dtype,
+                                      scalar_bits(in.scalar,
+                                                  to_torch(plan.inputs[source[p]].dtype))));
+    }
+    const int64_t first = group.record(m.device, op, std::move(externals));
+    runtime::metrics().fused_replays++;
+    const std::vector<hlo::TensorType>& types = op->outputs;
+    const size_t n_fresh = types.size() - plan.writes.size();
+    std::vector<at::Tensor> fresh;
+    fresh.reserve(n_fresh);
+    for (size_t i = 0; i < n_fresh; ++i) {
+      const hlo::TensorType& type = types[i];
+      fresh.push_back(
+          wrap_buffer(nullptr, type.dtype, type.shape, static_cast<c10::DeviceIndex>(m.device)));
+      if (type.numel() > 0)
+        group.bind(device_buffer(fresh.back()), first + static_cast<int64_t>(i), type.dtype,
+                   type.numel());
+    }
+    for (size_t i = 0; i < plan.writes.size(); ++i) {
+      const CallPlan::Write& w = plan.writes[i];
+      group.bind(*m.inputs[w.input].storage, first + static_cast<int64_t>(n_fresh + i), w.dtype,
+                 w.numel);
+    }
+    c10::SmallVector<c10::IValue, 1> self;
+    if (m.target != nullptr) {
+      self.push_back(*(stack->end() - infos_.size()));
+      m.target->bump_version();
+    }
+    push_results(self, *static_cast<const MetaResult*>(found->extra.get()), fresh, stack);
+    return true;
+  }
+
+  // The full path. `memo`: the call's signature, to record what it finds under (or null);
+  // `replay`: fused mode's (the op it records keeps it).
   void run(const c10::OperatorHandle& op, const std::vector<c10::IValue>& args,
-           torch::jit::Stack* stack, bool buckets, MemoCall* memo) {
+           torch::jit::Stack* stack, bool buckets, MemoCall* memo,
+           const std::shared_ptr<ReplayCall>& replay) {
     Promotion promotion = promote(args);
     c10::ScalarType compute = compute_type(*def_, promotion, args.size() > 2 && args[2].isString());
 
@@ -308,6 +395,10 @@ class LoweredKernel final : public c10::OperatorKernel {
       }
     }
     const MetaResult& meta = *meta_ptr;
+    if (replay) {
+      replay->extra = meta_ptr;
+      call.replay_as(replay);
+    }
     // A lowering written for real types only: complex values go where an op without a
     // lowering goes (node_builder's lower_node refuses them too).
     if (!complex_ok_) {
@@ -365,8 +456,8 @@ class LoweredKernel final : public c10::OperatorKernel {
 
   // The call's memo signature and inputs (aten/call_memo.h), read off the stack; false
   // where the call is not of the memo's form.
-  bool signature(const torch::jit::Stack& stack, MemoCall& m) const {
-    if (runtime::FusedGroup::get().recording()) return false;
+  // `fused`: fused mode's form (ReplayCall), where inputs may be pending values.
+  bool signature(const torch::jit::Stack& stack, MemoCall& m, bool fused) const {
     const c10::IValue* args = stack.data() + (stack.size() - infos_.size());
     MemoKey& key = m.key;
     // The settings the program key reads.
@@ -382,16 +473,16 @@ class LoweredKernel final : public c10::OperatorKernel {
           if (v.isNone()) {
             key.add(-2);
           } else if (v.isTensor()) {
-            if (!memo_tensor(v.toTensor(), m)) return false;
-            if (i == 0 && writes_self_ && !memo_target(v.toTensor(), m)) return false;
+            if (!memo_tensor(v.toTensor(), m, fused)) return false;
+            if (i == 0 && writes_self_ && !memo_target(v.toTensor(), m, fused)) return false;
           } else if (v.isTensorList()) {
             key.add(static_cast<int64_t>(v.toTensorList().size()));
             for (const at::Tensor& t : v.toTensorList())
-              if (!memo_tensor(t, m)) return false;
+              if (!memo_tensor(t, m, fused)) return false;
           } else if (v.isOptionalTensorList()) {
             key.add(static_cast<int64_t>(v.toOptionalTensorList().size()));
             for (const std::optional<at::Tensor>& t : v.toOptionalTensorList())
-              if (!memo_tensor(t ? *t : at::Tensor(), m)) return false;
+              if (!memo_tensor(t ? *t : at::Tensor(), m, fused)) return false;
           } else {
             return false;
           }
@@ -452,8 +543,9 @@ class LoweredKernel final : public c10::OperatorKernel {
   // A tensor input: an unpadded, computed storage of its own dtype on the call's device,
   // whole or viewed in part (as OpCall::view_operand reads it: its layout in the
   // signature, its offset a parameter), or a 0-d CPU tensor (a scalar, as OpCall::input
-  // takes it).
-  static bool memo_tensor(const at::Tensor& t, MemoCall& m) {
+  // takes it). `fused`: the storage may be a pending value instead (whether it is, and a
+  // pending view's offset, which the program builds in, are then in the signature).
+  static bool memo_tensor(const at::Tensor& t, MemoCall& m, bool fused) {
     MemoKey& key = m.key;
     if (!t.defined()) {
       key.add(-1);
@@ -474,7 +566,8 @@ class LoweredKernel final : public c10::OperatorKernel {
     const int64_t numel = t.numel();
     if (numel == 0) return false;
     runtime::DeviceBuffer& db = device_buffer(t);
-    if (!db.buffer || db.pending >= 0 || db.padding || db.dtype != to_hlo(dtype)) return false;
+    const bool pending = db.pending >= 0;
+    if ((pending ? !fused : !db.buffer) || db.padding || db.dtype != to_hlo(dtype)) return false;
     const int device = t.device().index();
     if (m.device < 0) m.device = device;
     if (device != m.device) return false;  // the full path says which devices
@@ -499,7 +592,9 @@ class LoweredKernel final : public c10::OperatorKernel {
       key.add(layout.pad);
       key.add(storage_numel);
       key.add(db.numel);
+      if (pending) key.add(t.storage_offset());
     }
+    if (fused) key.add(pending);
     int64_t same = -1;  // an earlier input of the same storage: one parameter for both
     for (size_t k = 0; k < m.inputs.size() && same < 0; ++k)
       if (m.inputs[k].storage == &db) same = static_cast<int64_t>(k);
@@ -510,11 +605,11 @@ class LoweredKernel final : public c10::OperatorKernel {
 
   // An in-place op's `self` (an input already): a tpu storage, whose old buffer the
   // program may take over (donation) where nothing but the storage holds it
-  // (OpCall::plan_writes decides the same way).
-  static bool memo_target(const at::Tensor& t, MemoCall& m) {
+  // (OpCall::plan_writes decides the same way; a fused group decides when it runs).
+  static bool memo_target(const at::Tensor& t, MemoCall& m, bool fused) {
     if (m.inputs.size() != 1 || m.inputs[0].storage == nullptr || m.inputs[0].view) return false;
     const MemoInput& in = m.inputs[0];
-    m.key.add(in.storage->buffer.use_count() == 1);
+    if (!fused) m.key.add(in.storage->buffer.use_count() == 1);
     m.target = t.unsafeGetTensorImpl();
     return true;
   }

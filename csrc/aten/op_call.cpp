@@ -432,47 +432,53 @@ std::vector<at::Tensor> OpCall::execute(const runtime::Emit& lower, size_t fresh
 
 void OpCall::make_plan(std::shared_ptr<const runtime::CompiledProgram> program,
                        const WritePlan& writes) {
-  if (!dynamic_sizes_.empty()) return;
+  std::optional<CallPlan> plan = input_plan(writes);
+  if (!plan) return;
+  plan->program = std::move(program);
+  plan_ = std::move(plan);
+}
+
+std::optional<CallPlan> OpCall::input_plan(const WritePlan& writes) const {
+  if (!dynamic_sizes_.empty()) return std::nullopt;
   for (const auto& dims : out_dynamic_)
-    if (!dims.empty()) return;
+    if (!dims.empty()) return std::nullopt;
   CallPlan plan;
   std::vector<bool> covered(args_.size(), false);
   for (const Operand& in : inputs_) {
     int param = in.param, offset_param = -1;
     if (in.kind == Operand::Kind::View) {
       // A storage read as it is, whole (its buffer is the parameter), or in part at a
-      // runtime offset (also a parameter).
-      if (in.base < 0 || in.static_offset >= 0 || in.physical || bases_[in.base].padding)
-        return;
+      // runtime offset (also a parameter) or, in fused mode, at a static one (a view of a
+      // pending value: the signature has its offset).
+      if (in.base < 0 || in.physical || bases_[in.base].padding) return std::nullopt;
       if (in.layout.kind == ops::StridedLayout::Kind::Dense) {
-        if (in.param >= 0) return;
-      } else if (in.param < 0) {
-        return;
+        if (in.param >= 0 || in.static_offset >= 0) return std::nullopt;
+      } else if ((in.param < 0) == (in.static_offset < 0)) {
+        return std::nullopt;
       }
       offset_param = in.param;
       param = bases_[in.base].param;
     } else if (in.kind != Operand::Kind::Scalar || in.imag_param >= 0) {
-      return;
+      return std::nullopt;
     }
     if (param >= 0) covered[param] = true;
     if (offset_param >= 0) covered[offset_param] = true;
     plan.inputs.push_back({param, in.dtype, offset_param});
   }
   for (bool c : covered)
-    if (!c) return;  // a parameter the inputs do not give (a size, an offset)
+    if (!c) return std::nullopt;  // a parameter the inputs do not give (a size, an offset)
   // Each write replaces the whole storage of an input (an in-place op's self).
   for (const Assignment& a : writes.assignments) {
-    if (a.padding) return;
+    if (a.padding) return std::nullopt;
     size_t input = 0;
     while (input < inputs_.size() && (inputs_[input].kind != Operand::Kind::View ||
                                       bases_[inputs_[input].base].buffer != a.buffer))
       ++input;
-    if (input == inputs_.size()) return;
+    if (input == inputs_.size()) return std::nullopt;
     plan.writes.push_back({input, a.dtype, a.numel});
   }
-  plan.program = std::move(program);
   plan.num_params = args_.size();
-  plan_ = std::move(plan);
+  return plan;
 }
 
 OpCall::WritePlan OpCall::plan_writes(const std::vector<Operand>& outs,
@@ -610,6 +616,13 @@ std::vector<at::Tensor> OpCall::record(const runtime::Emit& lower, size_t fresh,
     arg.pending = base.buffer->pending;
     arg.buffer = arg.pending >= 0 ? nullptr : base.buffer->buffer;
   }
+  std::shared_ptr<ReplayCall> replay = std::move(replay_);
+  if (replay) {
+    if (std::optional<CallPlan> p = input_plan(plan))
+      replay->plan = std::move(*p);
+    else
+      replay.reset();
+  }
   std::vector<int64_t> inputs;
   std::vector<std::shared_ptr<pjrt::Buffer>> externals;
   inputs.reserve(args_.size());
@@ -629,6 +642,7 @@ std::vector<at::Tensor> OpCall::record(const runtime::Emit& lower, size_t fresh,
     made->inputs = std::move(inputs);
     made->params = std::move(params_);
     made->outputs = *types;
+    made->call = std::move(replay);
     // The recorded body keeps what emit() reads; no tensor, so temporaries can die.
     auto self = std::make_shared<const OpCall>(std::move(*this));
     call = self.get();

@@ -100,6 +100,13 @@ class OpCall {
     return *this;
   }
   const std::optional<CallPlan>& plan() const { return plan_; }
+  // Fused mode's form of the same: `call` (its kernel, signature and result metadata
+  // filled in) goes, with the plan, to the op this call records, where the call has the
+  // memo's form (a trace's op then serves the next step's equal call directly).
+  OpCall& replay_as(std::shared_ptr<ReplayCall> call) {
+    replay_ = std::move(call);
+    return *this;
+  }
 
  private:
   struct Base {
@@ -193,6 +200,10 @@ class OpCall {
   std::vector<std::vector<int64_t>> out_dynamic_;  // ... and the dimensions stored padded
   bool want_plan_ = false;
   std::optional<CallPlan> plan_;
+  std::shared_ptr<ReplayCall> replay_;
+  // Where each input goes among the parameters and which inputs `writes` replace, where
+  // this call has the memo's form (a program aside); nullopt otherwise.
+  std::optional<CallPlan> input_plan(const WritePlan& writes) const;
   // plan_ for `program` and `writes`, where this call (op mode) has the memo's form.
   void make_plan(std::shared_ptr<const runtime::CompiledProgram> program, const WritePlan& writes);
 };

@@ -47,23 +47,8 @@ void FusedGroup::drop_traces() {
 }
 
 OpRecord FusedGroup::repeat(int device, const ProgramKey& key, const std::vector<int64_t>& inputs) {
-  std::lock_guard<std::recursive_mutex> lock(mutex_);
-  const size_t k = ops_.size();
-  if (!reuse_ || repeated_ != k || (k > 0 && device_ != device)) return nullptr;
-  auto same = [&](const Trace& t) {
-    if (t.device != device || t.ops.size() <= k) return false;
-    const RecordedOp& op = *t.ops[k];
-    return op.inputs == inputs && op.key == key;
-  };
-  if (replaying_ && same(*replaying_)) return replaying_->ops[k];
-  // Another trace that shares this group's ops so far (a step whose groups begin alike).
-  for (const auto& t : traces_) {
-    if (t == replaying_ || !same(*t) || !std::equal(ops_.begin(), ops_.end(), t->ops.begin()))
-      continue;
-    replaying_ = t;
-    return t->ops[k];
-  }
-  return nullptr;
+  return repeat_if(device,
+                   [&](const RecordedOp& op) { return op.inputs == inputs && op.key == key; });
 }
 
 int64_t FusedGroup::record(int device, OpRecord op,

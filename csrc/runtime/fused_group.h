@@ -14,12 +14,15 @@
 // repeats: equal keys and inputs mean an equal op, so the trace's record (body, types)
 // serves again, and a group that repeats a whole trace runs its program as it is. The
 // first op that differs, and every op after it, is recorded in full, so a changed step
-// runs exactly what it records.
+// runs exactly what it records. An op may also carry its recording call's description
+// (RecordedOp::call): the lowered kernels then recognise the trace's next op from the
+// call's arguments alone (aten/call_memo.h's ReplayCall), before building a key.
 //
 // Buffers the group alone still holds (an in-place op's old contents, an optimizer's old
 // parameters) are donated to the program: XLA reuses them for outputs of the same type.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -45,6 +48,9 @@ struct RecordedOp {
   std::vector<hlo::TensorType> params;   // the parameters' types
   std::vector<hlo::TensorType> outputs;  // the results' types
   Emit emit;
+  // The recording call's own description (aten/call_memo.h's ReplayCall), or null: lets
+  // the next step's call recognise this op from its arguments before building a key.
+  std::shared_ptr<const void> call;
 };
 using OpRecord = std::shared_ptr<const RecordedOp>;
 
@@ -66,6 +72,10 @@ class FusedGroup {
   // trace (same values live, same donations) runs the trace's program without building
   // its key.
   OpRecord repeat(int device, const ProgramKey& key, const std::vector<int64_t>& inputs);
+  // The same, for a caller that tells an equal op by other means: `same(op)` says whether
+  // a trace's op is the one this call would record (called with the group locked).
+  template <class Same>
+  OpRecord repeat_if(int device, const Same& same);
   // Records `op` on `device` (flushing first if the group is on another device), reading
   // `externals` for its -1 inputs, in order. Returns the id of its first output; the
   // others follow.
@@ -125,5 +135,24 @@ class FusedGroup {
   std::shared_ptr<const Trace> replaying_;            // the trace ops_ repeats, or null
   size_t repeated_ = 0;                               // leading ops of ops_ that are replaying_'s
 };
+
+template <class Same>
+OpRecord FusedGroup::repeat_if(int device, const Same& same_op) {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  const size_t k = ops_.size();
+  if (!reuse_ || repeated_ != k || (k > 0 && device_ != device)) return nullptr;
+  auto same = [&](const Trace& t) {
+    return t.device == device && t.ops.size() > k && same_op(*t.ops[k]);
+  };
+  if (replaying_ && same(*replaying_)) return replaying_->ops[k];
+  // Another trace that shares this group's ops so far (a step whose groups begin alike).
+  for (const auto& t : traces_) {
+    if (t == replaying_ || !same(*t) || !std::equal(ops_.begin(), ops_.end(), t->ops.begin()))
+      continue;
+    replaying_ = t;
+    return t->ops[k];
+  }
+  return nullptr;
+}
 
 }  // namespace torch_tpu::runtime

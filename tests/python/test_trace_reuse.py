@@ -1,7 +1,9 @@
 """Trace reuse in fused eager mode (runtime/fused_group.h): a group that repeats an earlier
-one shares its op records and runs its program. Every test compares with CPU PyTorch on
-the same inputs, or bit for bit with the full record path (reuse off) or op mode, and
-reads the `fused_reuses` counter to know which path ran."""
+one shares its op records and runs its program, and a call that repeats a trace's next op
+records it from its signature alone (aten/call_memo.h's ReplayCall). Every test compares
+with CPU PyTorch on the same inputs, or bit for bit with the full record path (reuse off)
+or op mode, and reads the `fused_reuses` and `fused_replays` counters to know which path
+ran."""
 
 import pytest
 import torch
@@ -18,6 +20,10 @@ def pending() -> int:
 
 def reuses() -> int:
     return torch_tpu.metrics.snapshot()["fused_reuses"]
+
+
+def replays() -> int:
+    return torch_tpu.metrics.snapshot()["fused_replays"]
 
 
 @pytest.fixture
@@ -89,9 +95,13 @@ def run(n, variant_at=None, variant=None):
 
 
 def test_repeated_steps_reuse_and_match_the_full_record_path(fused):
-    before = reuses()
+    before, replayed = reuses(), replays()
     reused = run(4)
     assert reuses() - before == 3  # every step after the first
+    # Their lowered ops came from the signature alone (the first step's too: its
+    # inputs are uploaded in every step, so from the 2nd op on it repeats step 0's group
+    # only in part, and is recorded in full).
+    assert replays() - replayed >= 3 * 480
     C._set_trace_reuse(False)
     before = reuses()
     full = run(4)
@@ -227,3 +237,44 @@ def test_a_step_under_other_compile_options_is_not_reused(fused):
         assert run() == [0, 1]  # a program of its own (from XLA, or the disk tier)
         assert run() == [1, 0]
     assert run() == [1, 0]
+
+
+def test_replayed_ops_read_new_scalars_offsets_and_values(fused):
+    # Calls recorded from their signature alone (a trace's op) must read this step's
+    # operands: a Python scalar that changes every step, a slice of a real buffer at an
+    # offset that moves, a slice of a pending value, an in-place write (its version
+    # bumped), and in step 2 an input made real by a host read: that op no longer
+    # repeats the trace (an external where the trace read a value) and is recorded in full.
+    data = rand((12, 4), torch.float32, seed=3)  # x below: never offset 0 (another layout)
+    w = rand((4, 4), torch.float32, seed=4)
+
+    def loop(device):
+        d, wt = data.to(device), w.to(device)
+        acc = torch.zeros(4, 4, device=device)
+        acc.cpu()  # its group runs now, not as part of step 0's
+        out = []
+        for i in range(5):
+            x = d[i + 1 : i + 5]  # a view of a real buffer, at a new offset each step
+            y = (x.mm(wt) * (0.3 + 0.07 * i)).tanh()  # a new scalar value each step
+            if i == 2:
+                y.cpu()  # y is real now, not a pending value
+            z = y[1:3] + y[:2]  # views of a pending value (static offsets)
+            version = acc._version
+            acc.add_(y, alpha=0.5)
+            assert acc._version > version
+            out.append((z.cpu(), acc.cpu().clone()))  # on the CPU, cpu() is acc itself
+        return out
+
+    before, replayed = reuses(), replays()
+    got = loop("tpu")
+    # Steps 1, 3 and 4 repeat step 0 (5 ops each); step 2 its first three ops, up to the
+    # host read, and the group after it reads y as an external (recorded in full).
+    assert replays() - replayed == 3 * 5 + 3
+    assert reuses() - before == 3
+    C._set_trace_reuse(False)
+    full = loop("tpu")
+    for (z, acc), (z_full, acc_full), (z_ref, acc_ref) in zip(got, full, loop("cpu")):
+        torch.testing.assert_close(z, z_full, rtol=0, atol=0)
+        torch.testing.assert_close(acc, acc_full, rtol=0, atol=0)
+        torch.testing.assert_close(z, z_ref, rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(acc, acc_ref, rtol=1e-4, atol=1e-5)
