@@ -78,11 +78,11 @@ workers=(-n "${TORCH_TPU_TEST_WORKERS:-2}" --dist loadfile)
 # -P: the repository root must not shadow the installed torch_tpu.
 stage op-mode "$python" -P -m pytest -q "${workers[@]}" tests/python "$@"
 # Again in fused eager mode (ops recorded, run as one program per group): both eager
-# modes must give the same results. Tests marked single_mode, distributed or slow ran
-# once, above (pyproject.toml says what each marker means).
-echo "test.sh: the Python suite in fused eager mode (without tests marked single_mode, distributed or slow)"
+# modes must give the same results. Tests marked single_mode, distributed, slow or
+# op_by_op ran once, above (pyproject.toml says what each marker means).
+echo "test.sh: the Python suite in fused eager mode (without tests marked single_mode, distributed, slow or op_by_op)"
 stage fused-mode env TORCH_TPU_EAGER_MODE=fused "$python" -P -m pytest -q "${workers[@]}" \
-  tests/python -m "not single_mode and not distributed and not slow" "$@"
+  tests/python -m "not single_mode and not distributed and not slow and not op_by_op" "$@"
 
 # Serving: tests marked vllm or sglang run in that engine's venv (scripts/serving_venvs.sh),
 # which sees this torch_tpu through the system site-packages; the rest (paged-attention

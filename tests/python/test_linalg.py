@@ -10,6 +10,8 @@ import torch
 from helpers import assert_same, rand, tol
 from cpu_compare import check
 
+pytestmark = pytest.mark.op_by_op  # op mode only (pyproject.toml)
+
 FLOATS = [torch.float32, torch.float64, torch.bfloat16]
 
 

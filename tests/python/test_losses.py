@@ -6,6 +6,8 @@ import torch.nn.functional as F
 
 from helpers import assert_same, tol
 
+pytestmark = pytest.mark.op_by_op  # op mode only (pyproject.toml)
+
 REDUCTIONS = ["none", "mean", "sum"]
 
 

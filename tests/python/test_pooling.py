@@ -7,6 +7,8 @@ import torch.nn.functional as F
 
 from cpu_compare import check, tolerance
 
+pytestmark = pytest.mark.op_by_op  # op mode only (pyproject.toml)
+
 
 def r(*shape, dtype=torch.float32, grad=True):
     return torch.randn(*shape, dtype=dtype).requires_grad_(grad)

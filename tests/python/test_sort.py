@@ -7,6 +7,8 @@ import torch
 
 from helpers import assert_same
 
+pytestmark = pytest.mark.op_by_op  # op mode only (pyproject.toml)
+
 DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.float64, torch.int64, torch.int32]
 
 

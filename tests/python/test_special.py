@@ -11,6 +11,8 @@ import torch
 
 from helpers import assert_same
 
+pytestmark = pytest.mark.op_by_op  # op mode only (pyproject.toml)
+
 POLYNOMIALS = [
     "chebyshev_polynomial_t",
     "chebyshev_polynomial_u",

@@ -8,6 +8,8 @@ import torch.nn.functional as F
 from helpers import eps_tol
 from cpu_compare import check, tolerance
 
+pytestmark = pytest.mark.op_by_op  # op mode only (pyproject.toml)
+
 
 def r(*shape, dtype=torch.float32):
     return torch.randn(*shape, dtype=dtype).requires_grad_()
