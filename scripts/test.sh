@@ -75,14 +75,18 @@ fi
 # order hold; the program cache directory is shared (the disk tier is safe across
 # processes). Op mode took 12 min this way against 22 in one process (2 cores).
 workers=(-n "${TORCH_TPU_TEST_WORKERS:-2}" --dist loadfile)
+# Each pytest stage lists its slowest tests (CI time: 50 minutes on a fresh machine).
+slowest=(--durations=12)
 # -P: the repository root must not shadow the installed torch_tpu.
-stage op-mode "$python" -P -m pytest -q "${workers[@]}" tests/python "$@"
+stage op-mode "$python" -P -m pytest -q "${workers[@]}" "${slowest[@]}" tests/python "$@"
 # Again in fused eager mode (ops recorded, run as one program per group): both eager
 # modes must give the same results. Tests marked single_mode, distributed, slow or
 # op_by_op ran once, above (pyproject.toml says what each marker means).
-echo "test.sh: the Python suite in fused eager mode (without tests marked single_mode, distributed, slow or op_by_op)"
+echo "test.sh: the Python suite in fused eager mode" \
+  "(without tests marked single_mode, distributed, slow or op_by_op)"
 stage fused-mode env TORCH_TPU_EAGER_MODE=fused "$python" -P -m pytest -q "${workers[@]}" \
-  tests/python -m "not single_mode and not distributed and not slow and not op_by_op" "$@"
+  "${slowest[@]}" tests/python \
+  -m "not single_mode and not distributed and not slow and not op_by_op" "$@"
 
 # Serving: tests marked vllm or sglang run in that engine's venv (scripts/serving_venvs.sh),
 # which sees this torch_tpu through the system site-packages; the rest (paged-attention
@@ -91,13 +95,15 @@ stage serving "$python" -P -m pytest -q tests/serving -m "not vllm and not sglan
 venvs=${TORCH_TPU_SERVING_VENVS:-/work/venvs}
 venv=$venvs/vllm
 if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import vllm" 2> /dev/null; then
-  stage vllm "$venv/bin/python" -P -m pytest -q -p no:cacheprovider tests/serving -m vllm
+  stage vllm "$venv/bin/python" -P -m pytest -q -p no:cacheprovider "${slowest[@]}" \
+    tests/serving -m vllm
 else
   skip_stage vllm "no vLLM venv at $venv (bash scripts/serving_venvs.sh builds it)"
 fi
 venv=$venvs/sglang
 if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import importlib.util as u, sys; sys.exit(u.find_spec('sglang') is None)" 2> /dev/null; then
-  stage sglang "$venv/bin/python" -P -m pytest -q -p no:cacheprovider tests/serving -m sglang
+  stage sglang "$venv/bin/python" -P -m pytest -q -p no:cacheprovider "${slowest[@]}" \
+    tests/serving -m sglang
 else
   skip_stage sglang "no SGLang venv at $venv (bash scripts/serving_venvs.sh builds it)"
 fi
