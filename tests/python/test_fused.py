@@ -20,6 +20,7 @@ def pending() -> int:
 def fused():
     before = torch_tpu.get_eager_mode()
     torch_tpu.set_eager_mode("fused")
+    torch.tpu.synchronize()  # ops an earlier test left pending are not this test's group
     yield
     torch_tpu.set_eager_mode(before)
 
