@@ -301,9 +301,10 @@ OpCall::Operand OpCall::view_operand(const at::Tensor& tensor, bool needs_base) 
     // A view read from a value computed earlier in the same fused group (a slice of an
     // intermediate: rotate_half, chunk, split) has its offset in the key and the program,
     // so that XLA slices statically and fuses the read into its consumers. Views of real
-    // buffers (a batch of a dataset, a cache) and written views keep a runtime offset:
+    // buffers (a batch of a dataset, a cache), of values stored padded (a growing cache:
+    // a decode step reads it where it ends) and written views keep a runtime offset:
     // theirs move from step to step, and must not recompile.
-    if (needs_base && db.pending >= 0 && group.recording()) {
+    if (needs_base && db.pending >= 0 && group.recording() && !db.padding) {
       op.static_offset = offset;
       key_.add(kStaticOffset);
       key_.add(offset);

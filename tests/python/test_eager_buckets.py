@@ -163,6 +163,38 @@ def test_fused_decode_loop_compiles_once_per_bucket():
     assert within <= 1, f"{within} fused programs for 5 steps inside one bucket"
 
 
+def test_fused_steps_that_read_where_the_cache_ends_compile_once_per_bucket():
+    # A step that reads its padded cache where it now ends (the last two rows, as a decode
+    # step reads the position it just wrote), in the same fused group as the cat: that
+    # view's offset moves every step, so it is a runtime operand of the step's program, not
+    # built into it (HF generate compiled one program per token so).
+    def step(cache, new):
+        cache = torch.cat([cache, new], dim=2)
+        return cache, (cache[:, :, -1:] * 2 + cache[:, :, -2:-1]).sum(-1)
+
+    rows = torch.randn(1, 2, 16, 8, generator=torch.Generator().manual_seed(6))
+    before_mode = torch_tpu.get_eager_mode()
+    torch_tpu.set_eager_mode("fused")
+    try:
+        cache, outs = rows[:, :, :8].to("tpu"), []
+        # Lengths 9..12: the cache becomes padded (11) and is first read so (12); 13..16
+        # are steps of one bucket whose programs are all known.
+        for n in range(8, 16):
+            if n == 12:
+                before = compiles()
+            cache, out = step(cache, rows[:, :, n : n + 1].to("tpu"))
+            outs.append(out.cpu())
+        within = compiles() - before
+    finally:
+        torch_tpu.set_eager_mode(before_mode)
+    assert _C._padded_shape(cache) == [1, 2, 16, 8]
+    cpu_cache = rows[:, :, :8]
+    for n in range(8, 16):
+        cpu_cache, cpu_out = step(cpu_cache, rows[:, :, n : n + 1])
+        assert torch.equal(outs[n - 8], cpu_out)
+    assert within == 0, f"{within} fused programs for 4 steps inside one bucket"
+
+
 def test_gradients_through_a_padded_cache():
     rows = torch.randn(1, 2, 19, 8, generator=torch.Generator().manual_seed(5))
     grads = []
