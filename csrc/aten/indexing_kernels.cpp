@@ -5,6 +5,7 @@
 
 #include <ATen/ExpandUtils.h>
 #include <ATen/native/IndexingUtils.h>
+#include <ATen/native/RangeUtils.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/arange.h>
 #include <ATen/ops/empty.h>
@@ -297,13 +298,33 @@ at::Tensor bincount_kernel(const at::Tensor& self, const std::optional<at::Tenso
   })[0];
 }
 
+// arange's length, with CPU's checks (ATen's RangeUtils.h), for the dtypes CPU's arange
+// takes; others ask the meta kernel (a Python reference: about 0.2 ms a call).
+int64_t arange_length(const c10::Scalar& start, const c10::Scalar& end, const c10::Scalar& step,
+                      const at::Tensor& out) {
+  switch (out.scalar_type()) {
+    case at::kLong: return at::native::compute_arange_size<int64_t>(start, end, step);
+    case at::kByte:
+    case at::kChar:
+    case at::kShort:
+    case at::kInt:
+    case at::kHalf:
+    case at::kBFloat16:
+    case at::kFloat:
+    case at::kDouble: return at::native::compute_arange_size<double>(start, end, step);
+    default: {
+      at::Tensor meta = at::empty({0}, out.options().device(c10::kMeta));
+      at::arange_out(meta, start, end, step);
+      return meta.numel();
+    }
+  }
+}
+
 // Ranges: the scalars enter in ops::arange_math of the output dtype.
 at::Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c10::Scalar& step,
                        at::Tensor& out) {
-  at::Tensor meta = at::empty({0}, out.options().device(c10::kMeta));
-  at::arange_out(meta, start, end, step);  // PyTorch's checks and length
-  at::native::resize_output(out, meta.sizes());
-  const int64_t n = meta.numel();
+  const int64_t n = arange_length(start, end, step, out);
+  at::native::resize_output(out, {n});
   if (n == 0) return out;
   hlo::DType dtype = to_hlo(out.scalar_type());
   c10::ScalarType math = to_torch(ops::arange_math(dtype));

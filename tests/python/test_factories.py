@@ -54,6 +54,19 @@ def test_arange_out_and_errors():
         torch.arange(0, 1, 0, device="tpu")
     with pytest.raises(RuntimeError, match="upper bound and lower bound inconsistent"):
         torch.arange(0, 1, -1, device="tpu")
+    with pytest.raises(RuntimeError, match="unsupported range"):
+        torch.arange(0, float("inf"), device="tpu")
+    # The length is computed as CPU's is (ATen's RangeUtils.h), not by the meta kernel.
+    for args, dtype in [
+        ((0, 1, 0.1), torch.float32),
+        ((-5, 7, 3), torch.int64),
+        ((2**40, 2**40 + 10, 3), torch.int64),
+        ((0, 2, 0.3), torch.bfloat16),
+        ((5, -5, -0.7), torch.float64),
+    ]:
+        assert_same(
+            torch.arange(*args, dtype=dtype, device="tpu"), torch.arange(*args, dtype=dtype)
+        )
 
 
 def test_arange_values_do_not_recompile():
