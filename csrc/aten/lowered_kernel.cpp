@@ -373,12 +373,20 @@ class LoweredKernel final : public c10::OperatorKernel {
     if (call.bucketed()) {
       meta_ptr = infer(op, args, call.sized_key());
       std::shared_ptr<const MetaResult> probe_ptr;
+      // The meta kernel's answer at the bound depends on the key alone, a refusal too: a
+      // key refused once is not asked again (a Python meta kernel's error costs tens of µs).
+      {
+        std::lock_guard<std::mutex> lock(meta_mutex_);
+        if (no_bound_.count(call.program_key())) throw NoBound{};
+      }
       try {
         bound_ptr = infer(op, args, call.program_key(), &call);
         runtime::ProgramKey probe_key = call.program_key();
         probe_key.add("probe");
         probe_ptr = infer(op, args, probe_key, &call, /*probe=*/true);
       } catch (const std::exception&) {  // c10::Error, or a Python meta kernel's error
+        std::lock_guard<std::mutex> lock(meta_mutex_);
+        no_bound_.insert(call.program_key());
         throw NoBound{};
       }
       std::vector<std::vector<int64_t>> bound = fresh_sizes(*bound_ptr);
@@ -635,24 +643,28 @@ class LoweredKernel final : public c10::OperatorKernel {
   }
 
   // A concatenation whose result size keeps changing between calls (a growing cache):
-  // from the second size in one bucket on, the dimensions that changed come back padded at
-  // bucket sizes, so the ops that read the result next compile once per bucket. Decided
-  // once per program key.
+  // from the second size in one bucket on, the dimension it joins along comes back padded
+  // at bucket sizes, so the ops that read the result next compile once per bucket. Decided
+  // once per program key. Calls belong together (a family) where their inputs differ only
+  // within one bucket along that dimension: the other dimensions must be equal, or two
+  // unrelated calls of one step (rotate_half's cat of the query's 4 heads, then of the
+  // key's 2) would look like a size that keeps changing.
   std::vector<std::vector<bool>> varying_dims(const std::vector<c10::IValue>& args,
                                               const MetaResult& meta,
                                               const runtime::ProgramKey& key) {
     std::lock_guard<std::mutex> lock(meta_mutex_);
     auto known = varying_.find(key);
     if (known != varying_.end()) return known->second;
+    const int64_t along = args.size() > 1 && args[1].isInt() ? args[1].toInt() : 0;
     runtime::ProgramKey family;
-    for (const c10::IValue& v : args) {
-      for (const at::Tensor& t : tensors_of(v)) {
-        family.add(t.defined() ? static_cast<int64_t>(t.scalar_type()) : -1);
-        if (!t.defined()) continue;
-        family.add(static_cast<int64_t>(t.dim()));
-        for (int64_t n : t.sizes()) family.add(ops::bucket(n));
-      }
-      if (v.isInt()) family.add(v.toInt());
+    family.add(along);
+    for (const at::Tensor& t : tensors_of(args.at(0))) {
+      family.add(t.defined() ? static_cast<int64_t>(t.scalar_type()) : -1);
+      if (!t.defined()) continue;
+      const int64_t rank = t.dim();
+      family.add(rank);
+      for (int64_t d = 0; d < rank; ++d)
+        family.add(d == (along < 0 ? along + rank : along) ? ops::bucket(t.size(d)) : t.size(d));
     }
     std::vector<std::vector<int64_t>> now = fresh_sizes(meta);
     std::vector<std::vector<std::vector<int64_t>>>& seen = seen_sizes_[family];
@@ -874,6 +886,7 @@ class LoweredKernel final : public c10::OperatorKernel {
     meta_stack = meta_args;
     {
       at::AutoDispatchBelowADInplaceOrView guard;
+      runtime::metrics().meta_calls++;
       op.callBoxed(meta_stack);
     }
     auto shared = std::make_shared<MetaResult>();
@@ -966,6 +979,8 @@ class LoweredKernel final : public c10::OperatorKernel {
   std::unordered_map<runtime::ProgramKey, std::vector<std::vector<std::vector<int64_t>>>,
                      runtime::ProgramKeyHash>
       seen_sizes_;
+  // Bucketed program keys whose meta kernel refused the inputs at their bound (NoBound).
+  std::unordered_set<runtime::ProgramKey, runtime::ProgramKeyHash> no_bound_;
 };
 
 }  // namespace

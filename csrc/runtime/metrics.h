@@ -36,6 +36,7 @@ namespace torch_tpu::runtime {
   X(fused_groups, "groups of recorded ops run as one program")                             \
   X(fused_reuses, "fused groups that repeated a trace and ran its program as it was")      \
   X(fused_replays, "fused ops recorded from the call's signature alone (a trace's op)")    \
+  X(meta_calls, "meta kernel calls for output shapes (the lowered ops' cache missed)")     \
   X(donated_bytes, "argument bytes programs consumed in place (donated)")                  \
   X(host_staged_collectives, "collectives run by tpu_dist's host-staged transport")        \
   X(host_staged_bytes, "bytes that transport copied from the devices")                     \

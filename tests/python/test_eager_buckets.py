@@ -243,6 +243,39 @@ def test_padded_size_against_the_same_size_unpadded():
     )
 
 
+def test_a_bound_the_meta_kernel_refused_is_not_asked_again():
+    # At the bound the cache is [1, 2, 16, 8] against [1, 2, 12, 8]: add's meta kernel
+    # refuses the pair, and the op runs at the real sizes. The refusal is kept with the
+    # program key: the next equal call asks no meta kernel at all.
+    cache, rows = grown(12)
+    plain = rows.to("tpu")
+    torch.tpu.synchronize()  # fused mode: both calls read the cache computed
+    assert torch.equal((cache + plain).cpu(), rows * 2)
+    before = torch_tpu.metrics.snapshot()["meta_calls"]
+    assert torch.equal((cache + plain).cpu(), rows * 2)
+    assert torch_tpu.metrics.snapshot()["meta_calls"] == before
+
+
+def test_concatenations_of_unrelated_sizes_are_not_a_growing_cache():
+    # rotate_half of a GQA layer's queries (4 heads) then keys (2 heads), step after step:
+    # the sizes differ within one bucket, but not along the joined dimension, so neither
+    # result is stored padded (the keys' was padded to 8 heads, and every op reading it
+    # asked the meta kernel again).
+    def rotate_half(x):
+        return torch.cat((-x[..., 4:], x[..., :4]), dim=-1)
+
+    g = torch.Generator().manual_seed(0)
+    q, k = torch.randn(2, 4, 6, 8, generator=g), torch.randn(2, 2, 6, 8, generator=g)
+    for _ in range(3):
+        for x in (q, k):
+            out = rotate_half(x.to("tpu"))
+            assert _C._padded_shape(out) is None
+            assert torch.equal(out.cpu(), rotate_half(x))
+    # Along the joined dimension a changing size is still a growing cache.
+    grown_cache, _ = grown(12)
+    assert _C._padded_shape(grown_cache) == [1, 2, 16, 8]
+
+
 @pytest.mark.parametrize("setting, padded", [("off", "None"), ("10", "[1, 20]")])
 def test_the_setting_turns_buckets_off_or_sets_a_multiple(setting, padded):
     r = run_python(
