@@ -191,7 +191,7 @@ def test_fused_steps_that_read_where_the_cache_ends_compile_once_per_bucket():
     cpu_cache = rows[:, :, :8]
     for n in range(8, 16):
         cpu_cache, cpu_out = step(cpu_cache, rows[:, :, n : n + 1])
-        assert torch.equal(outs[n - 8], cpu_out)
+        torch.testing.assert_close(outs[n - 8], cpu_out)  # a sum: f32's tolerance
     assert within == 0, f"{within} fused programs for 4 steps inside one bucket"
 
 
