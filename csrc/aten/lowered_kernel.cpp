@@ -661,10 +661,10 @@ class LoweredKernel final : public c10::OperatorKernel {
     for (const at::Tensor& t : tensors_of(args.at(0))) {
       family.add(t.defined() ? static_cast<int64_t>(t.scalar_type()) : -1);
       if (!t.defined()) continue;
-      const int64_t rank = t.dim();
+      const int64_t rank = t.dim(), joined = along < 0 ? along + rank : along;
       family.add(rank);
       for (int64_t d = 0; d < rank; ++d)
-        family.add(d == (along < 0 ? along + rank : along) ? ops::bucket(t.size(d)) : t.size(d));
+        family.add(d == joined ? ops::bucket(t.size(d)) : t.size(d));
     }
     std::vector<std::vector<int64_t>> now = fresh_sizes(meta);
     std::vector<std::vector<std::vector<int64_t>>>& seen = seen_sizes_[family];
