@@ -46,8 +46,8 @@ def main():
     for model in args.models:
         runs = []
         with tempfile.TemporaryDirectory() as cache:
+            env = {"TORCH_TPU_CACHE_DIR": cache}
             for _ in range(args.repeats):
-                env = {"TORCH_TPU_CACHE_DIR": cache}
                 runs.append({mode: run_child(mode, model, args, env) for mode in MODES})
         r = runs[-1]
         print(
