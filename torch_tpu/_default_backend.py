@@ -1,22 +1,33 @@
-"""`torch.compile(fn)` with no backend compiles tpu tensors with backend "tpu".
+"""Compiles that name Inductor, or no backend, compile tpu tensors with backend "tpu".
 
 PyTorch's default backend is Inductor, which cannot generate code for tpu tensors. Its
-wrapper (`torch._TorchCompileInductorWrapper`, what `torch.compile` makes of
-backend="inductor") is replaced by a subclass that looks at the graph's inputs when
-Dynamo calls it: tpu tensors go to backend "tpu" when no backend was named, and raise a
-clear error when "inductor" was named explicitly; everything else is Inductor's, exactly
-as before (the subclass passes every isinstance check PyTorch makes on the wrapper).
+wrapper (`torch._TorchCompileInductorWrapper`, what `torch.compile` makes of no backend
+and of backend="inductor") is replaced by a subclass that looks at the graph's inputs
+when Dynamo calls it: tpu tensors go to backend "tpu"; everything else is Inductor's,
+exactly as before (the subclass passes every isinstance check PyTorch makes on the
+wrapper). So code written for CUDA that names Inductor, its `mode=` or its `options=`
+(torchtitan, for one) runs unchanged on tpu. Inductor's options mean nothing to backend
+"tpu": the first graph that carries them warns once per process, naming them.
 
 Whether "inductor" was named is only visible in the `torch.compile` call itself, so
-`torch.compile` is wrapped too, to note it while the wrapper is made.
+`torch.compile` is wrapped too, to note it while the wrapper is made: Dynamo must not
+reuse code compiled for the default backend as code for a named "inductor".
 """
 
 import functools
 import threading
+import warnings
 
 import torch
 
 _state = threading.local()  # .explicit: the torch.compile call being made names "inductor"
+_warned = set()  # what was warned of, once per process: "inductor", "options"
+
+
+def _warn_once(what: str, message: str) -> None:
+    if what not in _warned:
+        _warned.add(what)
+        warnings.warn(message, stacklevel=3)
 
 
 def _on_tpu(inputs) -> bool:
@@ -40,16 +51,17 @@ class _InductorUnlessTpu(torch._TorchCompileInductorWrapper):
         if not _on_tpu(inputs_):
             return super().__call__(model_, inputs_)
         if self.explicit:
-            raise RuntimeError(
-                "torch.compile(backend='inductor') cannot compile tpu tensors: Inductor "
-                "generates CPU and GPU code. Use backend='tpu', or no backend (which picks "
-                "'tpu' for tpu tensors)."
+            _warn_once(
+                "inductor",
+                "torch.compile(backend='inductor'): Inductor generates CPU and GPU code; "
+                "graphs of tpu tensors are compiled by backend 'tpu' instead",
             )
         if self.inductor_options:
-            raise ValueError(
-                f"torch.compile: options {sorted(self.inductor_options)} are Inductor's, and "
-                "these tensors are compiled by backend 'tpu'; pass backend='tpu' and its "
-                "options instead."
+            _warn_once(
+                "options",
+                f"torch.compile: Inductor's options {sorted(self.inductor_options)} do not "
+                "apply to tpu tensors, which backend 'tpu' compiles: they are ignored "
+                "(backend='tpu' takes options of its own: docs/compiles.md)",
             )
         from torch_tpu._dynamo import tpu_backend
 

@@ -1,5 +1,7 @@
 """Backend "tpu"'s options, and torch.compile's default backend for tpu tensors."""
 
+import warnings
+
 import pytest
 import torch
 
@@ -119,14 +121,65 @@ def test_no_backend_leaves_cpu_tensors_to_inductor(fresh_dynamo, monkeypatch):
     assert torch_tpu.metrics.snapshot()["graphs"] == 0
 
 
-def test_explicit_inductor_on_tpu_tensors_raises(fresh_dynamo):
+@pytest.fixture
+def fresh_warnings(monkeypatch):
+    from torch_tpu import _default_backend
+
+    monkeypatch.setattr(_default_backend, "_warned", set())
+
+
+def test_explicit_inductor_on_tpu_tensors_compiles_with_tpu(fresh_dynamo, fresh_warnings):
     x, w = inputs()
     torch.compile(f)(x.to("tpu"), w.to("tpu"))  # the default's code is not reused
-    with pytest.raises(RuntimeError, match="backend='inductor'\\) cannot compile tpu tensors"):
-        torch.compile(f, backend="inductor")(x.to("tpu"), w.to("tpu"))
+    assert torch_tpu.metrics.snapshot()["graphs"] == 1
+    compiled = torch.compile(f, backend="inductor")
+    with pytest.warns(UserWarning, match=r"backend='inductor'.*compiled by backend 'tpu'") as seen:
+        out = compiled(x.to("tpu"), w.to("tpu"))
+    assert len(seen) == 1
+    torch.testing.assert_close(out.cpu(), f(x, w), rtol=1e-5, atol=1e-5)
+    assert torch_tpu.metrics.snapshot()["graphs"] == 2
+    # Once per process: a second function compiled the same way says nothing.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = torch.compile(lambda x, w: f(x, w) + 1, backend="inductor")(x.to("tpu"), w.to("tpu"))
+    torch.testing.assert_close(out.cpu(), f(x, w) + 1, rtol=1e-5, atol=1e-5)
 
 
-def test_inductor_options_without_a_backend_raise_on_tpu_tensors(fresh_dynamo):
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"options": {"max_autotune": True}},
+        {"backend": "inductor", "mode": "max-autotune", "options": None},
+        {"options": {"max_autotune": True, "coordinate_descent_tuning": True}},
+    ],
+)
+def test_inductor_options_on_tpu_tensors_are_ignored_with_one_warning(
+    fresh_dynamo, fresh_warnings, kwargs
+):
     x, w = inputs()
-    with pytest.raises(Exception, match=r"options \['max_autotune'\] are Inductor's"):
-        torch.compile(f, options={"max_autotune": True})(x.to("tpu"), w.to("tpu"))
+    options = sorted(kwargs.get("options") or {})
+    if options:
+        kwargs = {k: v for k, v in kwargs.items() if k != "mode"}
+    compiled = torch.compile(f, **kwargs)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        out = compiled(x.to("tpu"), w.to("tpu"))
+        again = torch.compile(lambda x, w: f(x, w) * 3, **kwargs)(x.to("tpu"), w.to("tpu"))
+    ours = [str(m.message) for m in seen if "torch.compile" in str(m.message)]
+    if options:
+        assert [m for m in ours if "options" in m] == [
+            m for m in ours if f"options {options}" in m
+        ]
+        assert len([m for m in ours if "options" in m]) == 1
+    assert len(ours) == (1 if options else 0) + (1 if kwargs.get("backend") == "inductor" else 0)
+    torch.testing.assert_close(out.cpu(), f(x, w), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(again.cpu(), f(x, w) * 3, rtol=1e-5, atol=1e-5)
+    assert torch_tpu.metrics.snapshot()["graphs"] == 2
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_eager_backends_keep_pytorchs_meaning(fresh_dynamo, backend):
+    x, w = inputs()
+    out = torch.compile(f, backend=backend)(x.to("tpu"), w.to("tpu"))
+    torch.testing.assert_close(out.cpu(), f(x, w), rtol=1e-5, atol=1e-5)
+    assert torch_tpu.metrics.snapshot()["graphs"] == 0
