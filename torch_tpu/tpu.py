@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 import sys
 import types
+import warnings
 from typing import Any, Optional
 
 import torch
 
-from torch_tpu import _C, _eager, _precision, compiler, ops, pallas, profiler  # noqa: F401
+from torch_tpu import (  # noqa: F401
+    _C,
+    _eager,
+    _precision,
+    compiler,
+    distributed,
+    ops,
+    pallas,
+    profiler,
+)
 from torch_tpu._eager import EagerMode  # noqa: F401
 from torch_tpu._eager import set_tpu_eager_mode as set_eager_mode  # noqa: F401
 from torch_tpu._precision import Precision, precision  # noqa: F401
@@ -267,38 +276,22 @@ def _default_generators() -> tuple:
     return _generators
 
 
-def topology_aware_mesh(
-    mesh_shape: tuple,
-    *,
-    dcn_mesh_shape: Optional[tuple] = None,
-    allow_split_physical_axes: bool = False,
-    contiguous_submeshes: bool = False,
-) -> torch.Tensor:
-    """The global ranks laid out as `mesh_shape` (an int64 tensor, e.g. for
-    `DeviceMesh("tpu", mesh)`). TorchTPU orders ranks by the TPU's physical links; the
-    devices of this engine have no topology, so it is the plain row-major mesh. The
-    other arguments are accepted for compatibility: there are no slices to split."""
-    shape = tuple(int(d) for d in mesh_shape)
-    if not shape or any(d <= 0 for d in shape):
-        raise ValueError(
-            f"topology_aware_mesh: mesh_shape must be positive sizes, got {mesh_shape}"
-        )
-    import torch.distributed as dist
+_mesh_warned = False
 
-    world = (
-        dist.get_world_size() if dist.is_available() and dist.is_initialized() else device_count()
-    )
-    if math.prod(shape) != world:
-        raise ValueError(
-            f"topology_aware_mesh: mesh_shape {shape} holds {math.prod(shape)} "
-            f"ranks, the world has {world}"
+
+def topology_aware_mesh(mesh_shape: tuple, **options) -> torch.Tensor:
+    """Deprecated alias of `torch.tpu.distributed.topology_aware_mesh` (as in TorchTPU
+    0.2.0), with its keyword arguments; warns once per process."""
+    global _mesh_warned
+    if not _mesh_warned:
+        _mesh_warned = True
+        warnings.warn(
+            "torch.tpu.topology_aware_mesh is deprecated as of TorchTPU 0.2.0: use "
+            "torch.tpu.distributed.topology_aware_mesh instead",
+            FutureWarning,
+            stacklevel=2,
         )
-    if dcn_mesh_shape is not None and math.prod(dcn_mesh_shape) != 1:
-        raise ValueError(
-            f"topology_aware_mesh: dcn_mesh_shape {dcn_mesh_shape}: this engine "
-            f"has a single slice"
-        )
-    return torch.arange(world, dtype=torch.int64).reshape(shape)
+    return distributed.topology_aware_mesh(mesh_shape, **options)
 
 
 class _TpuModule(types.ModuleType):
@@ -327,6 +320,7 @@ class _TpuModule(types.ModuleType):
 
 sys.modules[__name__].__class__ = _TpuModule
 sys.modules.setdefault("torch.tpu.compiler", compiler)
+sys.modules.setdefault("torch.tpu.distributed", distributed)
 sys.modules.setdefault("torch.tpu.profiler", profiler)
 sys.modules.setdefault("torch.tpu.ops", ops)
 sys.modules.setdefault("torch.tpu.pallas", pallas)
