@@ -294,6 +294,15 @@ def topology_aware_mesh(mesh_shape: tuple, **options) -> torch.Tensor:
     return distributed.topology_aware_mesh(mesh_shape, **options)
 
 
+class device_of(device):
+    """Context manager that makes the device of `obj` (a tensor or storage) current; a
+    no-op for an object that is not on a tpu device."""
+
+    def __init__(self, obj: Any):
+        on_tpu = getattr(getattr(obj, "device", None), "type", None) == "tpu"
+        super().__init__(obj.get_device() if on_tpu else None)
+
+
 class _TpuModule(types.ModuleType):
     """`torch.tpu`'s settable properties (TorchTPU's `torch.tpu.eager_mode = ...`)."""
 

@@ -184,3 +184,26 @@ def test_profiler_config(tmp_path):
     prof.export_chrome_trace(str(out))
     json.loads(out.read_text())
     assert os.path.getsize(out) > 0
+
+
+def test_device_of():
+    x = rand((2, 3), torch.float32)
+    with torch.tpu.device_of(x):  # a CPU tensor: no-op
+        assert torch.tpu.current_device() == 0
+    code = """
+import torch
+x = torch.ones(3, device="tpu:1")
+seen = []
+with torch.tpu.device_of(x):
+    seen.append(torch.tpu.current_device())
+    y = torch.zeros(2, device="tpu")  # the current device: tpu:1
+seen.append(torch.tpu.current_device())
+with torch.tpu.device_of(x.untyped_storage()):
+    seen.append(torch.tpu.current_device())
+with torch.tpu.device_of(torch.ones(1)):
+    seen.append(torch.tpu.current_device())
+print(seen, y.device)
+"""
+    proc = run_python(code, env={"TORCH_TPU_NUM_DEVICES": "2"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-1] == "[1, 0, 1, 0] tpu:1"
