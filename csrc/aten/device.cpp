@@ -3,6 +3,7 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
+#include "aten/device_asserts.h"
 #include "aten/event.h"
 #include "runtime/fused_group.h"
 #include "runtime/runtime.h"
@@ -39,6 +40,7 @@ void synchronize(c10::DeviceIndex index) {
   if (!runtime::Runtime::initialized()) return;
   runtime::FusedGroup::get().flush();
   runtime::Runtime::get().synchronize(index < 0 ? current : index);
+  check_device_asserts();
 }
 
 namespace {

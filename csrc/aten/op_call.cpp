@@ -13,6 +13,7 @@
 
 #include "aten/allocator.h"
 #include "aten/device.h"
+#include "aten/device_asserts.h"
 #include "aten/dtype.h"
 #include "aten/precision.h"
 #include "ops/common.h"
@@ -800,6 +801,7 @@ bool to_host_async_into(const at::Tensor& tensor, const at::Tensor& host) {
 }
 
 void to_host_into(const at::Tensor& tensor, const at::Tensor& host) {
+  check_device_asserts();  // a synchronizing read: a failed device assert raises first
   check_host_destination(tensor, host);
   if (tensor.numel() == 0) return;
   std::shared_ptr<const runtime::Padding> padding;
