@@ -11,7 +11,9 @@ run on `tpu_dist` eagerly and split compiled graphs around them. `ragged_all_to_
 the custom op `tpu::ragged_all_to_all` (its backward another), an uneven all-to-all over
 torch.distributed: eager, and in a compiled graph a node the graph is split around.
 `send` and `recv` are eager point-to-point exchanges returning a Work (a compiled
-function breaks its graph around them)."""
+function breaks its graph around them). `max_pool*` and their backwards
+(torch_tpu/_max_pool.py), the jagged helpers (_jagged.py) and `splash_sdpa` (_splash.py)
+are written with tpu ops too."""
 
 from __future__ import annotations
 
@@ -20,6 +22,16 @@ from typing import Optional
 import torch
 
 from torch_tpu import _C
+from torch_tpu._jagged import align_jagged_to_multiple, strip_jagged_padding  # noqa: F401
+from torch_tpu._max_pool import (  # noqa: F401
+    max_pool1d,
+    max_pool1d_backward,
+    max_pool2d,
+    max_pool2d_backward,
+    max_pool3d,
+    max_pool3d_backward,
+)
+from torch_tpu._splash import splash_sdpa  # noqa: F401
 
 
 @torch.library.custom_op("tpu::optimization_barrier", mutates_args=())
