@@ -32,7 +32,7 @@ from torch._functorch.aot_autograd import SerializableAOTDispatchCompiler
 from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
 from torch.fx.passes.split_module import split_module
 
-from torch_tpu import _C, _buckets, _flex_attention, _output_code, pallas
+from torch_tpu import _C, _buckets, _fastpath, _flex_attention, _output_code, pallas
 from torch_tpu import tpu as _tpu
 from torch_tpu._no_compile import forbidden_by_env
 
@@ -156,8 +156,9 @@ def _schema_name(op) -> str:
 @functools.cache
 def decompositions() -> dict:
     """Core-ATen decompositions, except for ops with a lowering of their own (one
-    lowering is fewer, better-fused StableHLO ops than its decomposition), and tpu's
-    fused attention as the ops eager mode runs it with."""
+    lowering is fewer, better-fused StableHLO ops than its decomposition), tpu's fused
+    attention as the ops eager mode runs it with, and the transformer fast path's ops
+    (_fastpath.py)."""
     table = {
         op: fn
         for op, fn in core_aten_decompositions().items()
@@ -168,6 +169,7 @@ def decompositions() -> dict:
     table[aten._scaled_dot_product_fused_attention_overrideable_backward.default] = (
         _fused_attention_backward
     )
+    table.update(_fastpath.table())
     return table
 
 

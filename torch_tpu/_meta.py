@@ -15,7 +15,9 @@ as CPU's for the driver, residuals for full-rank matrices (CPU leaves them empty
 gelsd / gelss find A rank-deficient, which only the values tell). `histogram`, the
 `_histogramdd_*` ops and `fractional_max_pool3d_backward` have none either (their output
 sizes are the bin counts, and the input's); `multilabel_margin_loss_forward`'s sizes a 1-d
-input's unreduced loss [1] where CPU's is 0-d.
+input's unreduced loss [1] where CPU's is 0-d. The inference fast path of
+nn.MultiheadAttention calls `_transform_bias_rescale_qkv` and `_masked_softmax` (and its
+backward), which have none: theirs make CPU's checks, with CPU's messages.
 """
 
 import torch
@@ -29,8 +31,9 @@ def _check_cell(name, input_gates, hidden_gates, hx, gates):
     for what, t in (("input_gates", input_gates), ("hidden_gates", hidden_gates)):
         torch._check(
             t.dim() == 2 and tuple(t.shape) == (hx.shape[0], gates * hidden),
-            lambda: f"{name}: {what} must be [{hx.shape[0]}, {gates * hidden}], "
-            f"got {tuple(t.shape)}",
+            lambda: (
+                f"{name}: {what} must be [{hx.shape[0]}, {gates * hidden}], got {tuple(t.shape)}"
+            ),
         )
 
 
@@ -63,8 +66,9 @@ def gru_cell_backward(grad_hy, workspace, has_bias):
 def grouped_mm(mat_a, mat_b, offs=None, bias=None, out_dtype=None):
     torch._check(
         mat_a.dtype == mat_b.dtype and mat_a.dtype.is_floating_point,
-        lambda: f"_grouped_mm: expected float inputs of one dtype, got {mat_a.dtype} "
-        f"and {mat_b.dtype}",
+        lambda: (
+            f"_grouped_mm: expected float inputs of one dtype, got {mat_a.dtype} and {mat_b.dtype}"
+        ),
     )
     torch._check(
         mat_a.dim() in (2, 3) and mat_b.dim() in (2, 3),
@@ -76,8 +80,9 @@ def grouped_mm(mat_a, mat_b, offs=None, bias=None, out_dtype=None):
     )
     torch._check(
         mat_a.shape[-1] == mat_b.shape[-2] or mat_a.dim() == mat_b.dim() == 2,
-        lambda: f"_grouped_mm: contraction sizes differ: {tuple(mat_a.shape)} and "
-        f"{tuple(mat_b.shape)}",
+        lambda: (
+            f"_grouped_mm: contraction sizes differ: {tuple(mat_a.shape)} and {tuple(mat_b.shape)}"
+        ),
     )
     if mat_a.dim() == 2 and mat_b.dim() == 2:
         shape = (offs.shape[0], mat_a.shape[0], mat_b.shape[1])
@@ -117,8 +122,7 @@ def geqrf(self):
     )
     torch._check(
         self.dtype in (torch.float32, torch.float64, torch.complex64, torch.complex128),
-        lambda: f"geqrf: Expected a floating point or complex tensor as input. "
-        f"Got {self.dtype}",
+        lambda: f"geqrf: Expected a floating point or complex tensor as input. Got {self.dtype}",
     )
     k = min(self.shape[-2], self.shape[-1])
     return _empty(self.shape, self), _empty((*self.shape[:-2], k), self)
@@ -136,19 +140,25 @@ def lstsq_out(self, b, rcond=None, *, driver=None, solution, residuals, rank, si
     m, n = self.shape[-2], self.shape[-1]
     torch._check(
         other.shape[-2] == m,
-        lambda: f"torch.linalg.lstsq: input.size(-2) should match "
-        f"other.size(-2), got {m} and {other.shape[-2]}",
+        lambda: (
+            f"torch.linalg.lstsq: input.size(-2) should match "
+            f"other.size(-2), got {m} and {other.shape[-2]}"
+        ),
     )
     torch._check(
         self.dtype == b.dtype,
-        lambda: f"torch.linalg.lstsq: Expected input and other to "
-        f"have the same dtype, got {self.dtype} and {b.dtype}",
+        lambda: (
+            f"torch.linalg.lstsq: Expected input and other to "
+            f"have the same dtype, got {self.dtype} and {b.dtype}"
+        ),
     )
     drv = driver or "gelsy"
     torch._check(
         drv in ("gels", "gelsy", "gelsd", "gelss"),
-        lambda: f"torch.linalg.lstsq: parameter `driver` should be one of (gels, gelsy, "
-        f"gelsd, gelss), got {drv}",
+        lambda: (
+            f"torch.linalg.lstsq: parameter `driver` should be one of (gels, gelsy, "
+            f"gelsd, gelss), got {drv}"
+        ),
     )
     batch = tuple(torch.broadcast_shapes(self.shape[:-2], other.shape[:-2]))
     k = other.shape[-1]
@@ -180,8 +190,7 @@ def histogram_bins_tensor(self, bins, *, weight=None, density=False):
     _check_histogram(self, weight)
     torch._check(
         bins.dim() == 1 and bins.numel() > 0,
-        lambda: "torch.histogram(): bins tensor should have one dimension and at "
-        "least 1 element",
+        lambda: "torch.histogram(): bins tensor should have one dimension and at least 1 element",
     )
     return _empty((bins.numel() - 1,), self), _empty((bins.numel(),), self)
 
@@ -193,8 +202,9 @@ def _check_histogramdd(self, bins, weight):
     )
     torch._check(
         self.dim() >= 2 and self.shape[-1] == len(bins),
-        lambda: "torch.histogramdd: expected input of shape [..., D] with one bin "
-        "specification per dim",
+        lambda: (
+            "torch.histogramdd: expected input of shape [..., D] with one bin specification per dim"
+        ),
     )
     torch._check(
         weight is None or weight.shape == self.shape[:-1],
@@ -228,14 +238,62 @@ def fractional_max_pool3d_backward(grad_output, self, kernel_size, output_size, 
 def multilabel_margin_loss_forward(self, target, reduction):
     torch._check(
         self.dim() <= 2 and target.shape == self.shape,
-        lambda: f"multilabel_margin_loss: inconsistent target size {tuple(target.shape)} "
-        f"for input of size {tuple(self.shape)}",
+        lambda: (
+            f"multilabel_margin_loss: inconsistent target size {tuple(target.shape)} "
+            f"for input of size {tuple(self.shape)}"
+        ),
     )
     # CPU's loss is 0-d for a 0-d or 1-d input even without reduction (PyTorch's meta
     # kernel gives [1] there).
     rows = self.shape[0] if self.dim() == 2 else 1
     shape = (rows,) if reduction == 0 and self.dim() == 2 else ()
     return _empty(shape, self), torch.empty(target.shape, dtype=self.dtype, device=self.device)
+
+
+def transform_bias_rescale_qkv(qkv, qkv_bias, num_heads):
+    torch._check(qkv.dim() == 3, lambda: f"expected 3-D `qkv`, got {qkv.dim()}-D tensor")
+    batch, t, three_d = qkv.shape
+    torch._check(three_d % 3 == 0, lambda: "_transform_bias_rescale_qkv: 3 * D expected")
+    d = three_d // 3
+    torch._check(d % num_heads == 0, lambda: "_transform_bias_rescale_qkv: D % num_head == 0")
+    torch._check(
+        qkv_bias.shape == (three_d,),
+        lambda: f"expected `qkv_bias` of shape ({three_d},), got {tuple(qkv_bias.shape)}",
+    )
+    return tuple(_empty((batch, num_heads, t, d // num_heads), qkv) for _ in range(3))
+
+
+def masked_softmax(self, mask, dim=None, mask_type=None):
+    torch._check(mask.dtype == torch.bool, lambda: "Mask should be a boolean tensor")
+    if mask.dim() != 2 or self.dim() != 4:
+        mask_type = 2  # CPU's rule: types 0 and 1 are for 2-d masks of 4-d inputs
+    torch._check(mask_type is not None, lambda: "Mask Type should be defined")
+    if mask_type == 2:
+        torch._check(
+            mask.shape == self.shape,
+            lambda: "For mask_type == 2 mask shape should match input shape",
+        )
+    elif mask_type == 1:
+        torch._check(
+            self.shape[0] == mask.shape[0] and self.shape[2] == mask.shape[1],
+            lambda: "For mask_type == 1 mask shape should be (B, L)",
+        )
+    else:
+        torch._check(
+            mask_type == 0 and self.shape[2] == mask.shape[0] == mask.shape[1],
+            lambda: "For mask_type == 0 mask shape should be (L, L)",
+        )
+    torch._check(self.dtype.is_floating_point, lambda: "masked_softmax: float input expected")
+    return _empty(self.shape, self)
+
+
+def masked_softmax_backward(grad_output, output, mask, dim=None):
+    torch._check(
+        grad_output.shape == output.shape, lambda: "grad_output and output must have one shape"
+    )
+    torch._check(mask.shape == grad_output.shape, lambda: "Mask shape should match grad shape")
+    torch._check(mask.dtype == torch.bool, lambda: "Mask should be a boolean tensor")
+    return _empty(grad_output.shape, grad_output)
 
 
 def register() -> None:
@@ -267,6 +325,9 @@ def register() -> None:
         ("_histogramdd_from_bin_tensors", histogramdd_from_bin_tensors),
         ("fractional_max_pool3d_backward", fractional_max_pool3d_backward),
         ("multilabel_margin_loss_forward", multilabel_margin_loss_forward),
+        ("_transform_bias_rescale_qkv", transform_bias_rescale_qkv),
+        ("_masked_softmax", masked_softmax),
+        ("_masked_softmax_backward", masked_softmax_backward),
     ):
         # PyTorch keeps a Python meta kernel in three places: the dispatcher's Meta key
         # (eager meta tensors, our lowering table), the table FakeTensor reads, and the

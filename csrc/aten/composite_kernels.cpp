@@ -1,5 +1,10 @@
 // Ops that PyTorch implements per backend but which are plain compositions of lowered
-// ops on `tpu`: the host-side answer of torch.equal.
+// ops on `tpu`: the host-side answer of torch.equal; nn.MultiheadAttention's and
+// nn.TransformerEncoderLayer's inference fast paths, whose ATen kernels (CPU's and CUDA's
+// are one device-generic function each) call ops that are lowered here
+// (_transform_bias_rescale_qkv, _masked_softmax, linear, layer_norm, ...).
+#include <ATen/ops/_native_multi_head_attention_native.h>
+#include <ATen/ops/_transformer_encoder_layer_fwd_native.h>
 #include <ATen/ops/all.h>
 #include <ATen/ops/eq.h>
 #include <torch/library.h>
@@ -21,6 +26,10 @@ bool equal(const at::Tensor& self, const at::Tensor& other) {
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) { m.impl("equal", equal); }
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("equal", equal);
+  m.impl("_native_multi_head_attention", at::native::native_multi_head_attention_cpu);
+  m.impl("_transformer_encoder_layer_fwd", at::native::transformer_encoder_layer_forward);
+}
 
 }  // namespace torch_tpu::aten

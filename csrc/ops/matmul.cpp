@@ -134,6 +134,21 @@ TORCH_TPU_LOWERING(bmm, {"bmm", "bmm.out"}, [](Node& n) {
 TORCH_TPU_LOWERING(addmm, {"addmm", "addmm_", "addmm.out"}, [](Node& n) {
   return std::vector<hlo::Value>{lower_addmm(n.b, n.in(0), n.in(1), n.in(2), n.in(3), n.in(4))};
 });
+// _addmm_activation(self, mat1, mat2, beta, alpha, use_gelu): addmm, rounded to its dtype,
+// then relu or (exact, erf) gelu, as CPU's kernel applies them in place on its result.
+// nn.TransformerEncoderLayer's fast path calls it for its feed-forward layer.
+TORCH_TPU_LOWERING(addmm_activation, {"_addmm_activation", "_addmm_activation.out"}, [](Node& n) {
+  hlo::Builder& b = n.b;
+  hlo::DType dtype = n.out().dtype;
+  hlo::Value y = b.convert(lower_addmm(b, n.in(0), n.in(1), n.in(2), n.in(3), n.in(4)), dtype);
+  Math m{b};
+  hlo::Value x = b.convert(y, math_dtype(dtype));
+  hlo::Value act =
+      n.flag(5) ? m.mul(m.mul(m.k(0.5, x), x),
+                        m.add(m.k(1, x), m.erf(m.mul(x, m.k(0.70710678118654752440, x)))))
+                : m.max(x, m.k(0, x));
+  return std::vector<hlo::Value>{b.convert(act, dtype)};
+});
 TORCH_TPU_LOWERING(baddbmm, {"baddbmm", "baddbmm_", "baddbmm.out"}, lower_baddbmm);
 TORCH_TPU_LOWERING(addbmm, {"addbmm", "addbmm_", "addbmm.out"}, lower_addbmm);
 TORCH_TPU_LOWERING(addmv, {"addmv", "addmv_", "addmv.out"}, lower_addmv);

@@ -167,9 +167,7 @@ def test_inductor_options_on_tpu_tensors_are_ignored_with_one_warning(
         again = torch.compile(lambda x, w: f(x, w) * 3, **kwargs)(x.to("tpu"), w.to("tpu"))
     ours = [str(m.message) for m in seen if "torch.compile" in str(m.message)]
     if options:
-        assert [m for m in ours if "options" in m] == [
-            m for m in ours if f"options {options}" in m
-        ]
+        assert [m for m in ours if "options" in m] == [m for m in ours if f"options {options}" in m]
         assert len([m for m in ours if "options" in m]) == 1
     assert len(ours) == (1 if options else 0) + (1 if kwargs.get("backend") == "inductor" else 0)
     torch.testing.assert_close(out.cpu(), f(x, w), rtol=1e-5, atol=1e-5)
