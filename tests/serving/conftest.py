@@ -68,6 +68,11 @@ def hf_greedy(path: str, prompts: list[str], max_new_tokens: int) -> list[list[i
 
     tok = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    return greedy_tokens(model, tok, prompts, max_new_tokens)
+
+
+def greedy_tokens(model, tok, prompts: list[str], max_new_tokens: int) -> list[list[int]]:
+    """`hf_greedy` for a model already loaded (and possibly changed: merged adapters)."""
     out = []
     for prompt in prompts:
         ids = tok(prompt, return_tensors="pt").input_ids

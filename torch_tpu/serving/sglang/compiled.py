@@ -305,6 +305,15 @@ def install(model_runner, backend) -> CompiledSteps | None:
     if common.eager_requested("sglang"):
         _write_eager_stats()
         return None
+    from sglang.srt.runtime_context import get_lora
+
+    if get_lora().enable_lora:
+        # SGLang's LoRA layers read a per-step host description of the batch (segments
+        # of adapters, their ranks), which a compiled step would guard on: a graph per
+        # batch composition. LoRA steps run eagerly.
+        logger.warning("tpu: LoRA is on; the model runs eagerly (op by op)")
+        _write_eager_stats()
+        return None
     existing = getattr(model_runner, "_tpu_compiled_steps", None)
     if existing is not None:
         return existing

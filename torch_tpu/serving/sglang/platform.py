@@ -4,6 +4,7 @@ runs XLA programs (no CUDA graphs, no Triton kernels)."""
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 
 import torch
@@ -22,6 +23,77 @@ ATTENTION_BACKEND = "torch_native"
 
 def _register_attention_backend() -> None:
     from torch_tpu.serving.sglang.attention import register_backend
+
+    register_backend()
+
+
+# What each backend option can be on tpu: its value if unset, and the values that work
+# here (the others run CUDA, Triton or NPU kernels).
+ATTENTION_OPTIONS = ("attention_backend", "prefill_attention_backend", "decode_attention_backend")
+SAMPLING_BACKENDS = ("pytorch",)
+GRAMMAR_BACKENDS = ("xgrammar", "llguidance", "outlines", "none")
+LORA_BACKEND = "torch_native"
+# SGLang's default LoRA backend (a Triton kernel): on tpu it means LORA_BACKEND.
+LORA_DEFAULT = "csgmv"
+
+
+def _refuse(option: str, value, works) -> None:
+    raise ValueError(
+        f"{option}={value!r} is not supported on tpu; use "
+        + " or ".join(repr(w) for w in works)
+    )
+
+
+def _fit_backends(server_args) -> None:
+    """Sets the backend options a user left unset to what runs on tpu, and refuses, at
+    start-up, a backend named that cannot (its kernels are CUDA's, Triton's or an NPU's):
+    a server that starts serves every request it accepts."""
+    for option in ATTENTION_OPTIONS:
+        value = getattr(server_args, option)
+        if value not in (None, ATTENTION_BACKEND):
+            _refuse(option, value, [ATTENTION_BACKEND])
+    if server_args.sampling_backend is None:
+        server_args.sampling_backend = "pytorch"
+    elif server_args.sampling_backend not in SAMPLING_BACKENDS:
+        _refuse("sampling_backend", server_args.sampling_backend, SAMPLING_BACKENDS)
+    grammar = server_args.grammar_backend
+    if grammar is None:
+        server_args.grammar_backend = grammar = "none"
+    if grammar not in GRAMMAR_BACKENDS:
+        _refuse("grammar_backend", grammar, GRAMMAR_BACKENDS)
+    if grammar == "outlines" and importlib.util.find_spec("outlines") is None:
+        raise ValueError(
+            "grammar_backend='outlines' needs the outlines package, which is not "
+            "installed; use 'xgrammar' or 'llguidance'"
+        )
+    if grammar == "xgrammar" and server_args.reasoning_parser:
+        # SGLang wraps a custom grammar backend (grammar.py) without its reasoning
+        # parser, so the grammar would constrain the thinking tokens too.
+        raise ValueError(
+            "grammar_backend='xgrammar' with reasoning_parser is not supported on tpu; "
+            "use grammar_backend='llguidance'"
+        )
+    if server_args.speculative_algorithm:
+        # SGLang's draft and verify steps run CUDA graphs and Triton kernels.
+        raise ValueError(
+            f"speculative_algorithm={server_args.speculative_algorithm!r} is not "
+            "supported on tpu yet; leave it unset"
+        )
+    # The LoRA backend is chosen whether or not LoRA is on (adapters can be loaded
+    # later); SGLang's default is a Triton kernel.
+    lora = server_args.lora_backend
+    if lora == LORA_DEFAULT:
+        if server_args.enable_lora or server_args.lora_paths:
+            logger.info(
+                "lora_backend %r runs Triton kernels; using %r on tpu", lora, LORA_BACKEND
+            )
+        server_args.lora_backend = LORA_BACKEND
+    elif lora != LORA_BACKEND:
+        _refuse("lora_backend", lora, [LORA_BACKEND])
+
+
+def _register_grammar_backend() -> None:
+    from torch_tpu.serving.sglang.grammar import register_backend
 
     register_backend()
 
@@ -52,10 +124,7 @@ class TpuSRTPlatform(SRTPlatform):
         # Device graphs are CUDA's; the step runs as tpu programs instead.
         server_args.disable_cuda_graph = True
         server_args.disable_piecewise_cuda_graph = True
-        if server_args.sampling_backend is None:
-            server_args.sampling_backend = "pytorch"
-        if server_args.grammar_backend is None:
-            server_args.grammar_backend = "none"
+        _fit_backends(server_args)
         common.refuse_pipeline_parallel(server_args.pp_size)
         if server_args.tp_size > 1:
             # Scheduler of rank r on device base_gpu_id + r * gpu_id_step.
@@ -92,6 +161,7 @@ class TpuSRTPlatform(SRTPlatform):
         common.start_up()
         _register_attention_backend()
         register_collective_kernels()
+        _register_grammar_backend()
 
     # --- device ---------------------------------------------------------------
 
