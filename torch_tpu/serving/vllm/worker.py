@@ -81,16 +81,22 @@ class TpuWorker(Worker):
     def compile_or_warm_up_model(self) -> CompilationTimes:
         """tpu's warm-up instead of the GPU worker's (CUDA kernel tuning, graph
         capture): every token bucket once, unless the model runs eagerly, then the
-        sampler at its largest batch; the random state is reset after."""
+        sampler (a pooling model: the pooler) at its largest batch; the random state is
+        reset after."""
         if not self.model_config.enforce_eager:
             self.model_runner.capture_model()
         max_reqs = min(
             self.scheduler_config.max_num_seqs, self.scheduler_config.max_num_batched_tokens
         )
-        _, last_hidden = self.model_runner._dummy_run(
+        hidden, last_hidden = self.model_runner._dummy_run(
             num_tokens=max_reqs, skip_eplb=True, cudagraph_runtime_mode=CUDAGraphMode.NONE
         )
-        self.model_runner._dummy_sampler_run(hidden_states=last_hidden)
+        # A pooling model (runner="pooling": embeddings, classification, scores) has a
+        # pooler and no sampler, as in vLLM's GPU worker.
+        if self.model_runner.is_pooling_model:
+            self.model_runner._dummy_pooler_run(hidden)
+        else:
+            self.model_runner._dummy_sampler_run(hidden_states=last_hidden)
         self.model_runner.save_compiled_steps()
         self.model_runner.steady.warmed_up(compiled=self.model_runner.saved_steps is not None)
         set_random_seed(self.model_config.seed)
