@@ -17,6 +17,7 @@ from torch_tpu import (  # noqa: F401
     compiler,
     distributed,
     ops,
+    optimizers,
     pallas,
     profiler,
 )
@@ -332,4 +333,5 @@ sys.modules.setdefault("torch.tpu.compiler", compiler)
 sys.modules.setdefault("torch.tpu.distributed", distributed)
 sys.modules.setdefault("torch.tpu.profiler", profiler)
 sys.modules.setdefault("torch.tpu.ops", ops)
+sys.modules.setdefault("torch.tpu.optimizers", optimizers)
 sys.modules.setdefault("torch.tpu.pallas", pallas)
