@@ -63,14 +63,17 @@ class Event(metaclass=_TpuKind):
 
 
 def current_stream(device: Any = None) -> torch.Stream:
+    """The current stream of a device (default: the current device)."""
     return torch.accelerator.current_stream(_device(device))
 
 
 def default_stream(device: Any = None) -> torch.Stream:
+    """The default stream of a device (default: the current device)."""
     return torch.Stream(stream_id=0, device_index=_device(device).index, device_type=_DEVICE_TYPE)
 
 
 def set_stream(stream: Optional[torch.Stream]) -> None:
+    """Makes `stream` current on its device (None: no change)."""
     if stream is not None:
         torch.accelerator.set_stream(stream)
 
@@ -105,4 +108,5 @@ class StreamContext:
 
 
 def stream(stream: Optional[torch.Stream]) -> StreamContext:
+    """A context manager that makes `stream` current inside its block (None: no change)."""
     return StreamContext(stream)

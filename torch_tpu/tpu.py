@@ -5,13 +5,13 @@ from __future__ import annotations
 import dataclasses
 import sys
 import types
-import warnings
 from typing import Any, Optional
 
 import torch
 
 from torch_tpu import (  # noqa: F401
     _C,
+    _api,
     _eager,
     _precision,
     compiler,
@@ -42,6 +42,7 @@ def is_available() -> bool:
 
 
 def is_initialized() -> bool:
+    """True once the PJRT plugin is loaded and its devices exist."""
     return _C._is_initialized()
 
 
@@ -51,14 +52,17 @@ def init() -> None:
 
 
 def device_count() -> int:
+    """The number of tpu devices (TORCH_TPU_NUM_DEVICES virtual ones on XLA:CPU)."""
     return _C._device_count()
 
 
 def current_device() -> int:
+    """The index of the current tpu device."""
     return _C._current_device()
 
 
 def set_device(device: _DeviceLike) -> None:
+    """Makes `device` (an index, a tpu device or its name) the current tpu device."""
     _C._set_device(_index(device))
 
 
@@ -92,6 +96,7 @@ def _is_in_bad_fork() -> bool:
 
 
 def manual_seed(seed: int) -> None:
+    """Seeds the current device's generator."""
     seed = int(seed) & 0xFFFF_FFFF_FFFF_FFFF
     if not is_initialized():
         manual_seed_all(seed)  # generators are created seeded
@@ -100,35 +105,43 @@ def manual_seed(seed: int) -> None:
 
 
 def manual_seed_all(seed: int) -> None:
+    """Seeds every device's generator."""
     _C._manual_seed_all(int(seed) & 0xFFFF_FFFF_FFFF_FFFF)
 
 
 def seed() -> None:
+    """Seeds the current device's generator with a random number."""
     _C._seed(current_device())
 
 
 def seed_all() -> None:
+    """Seeds every device's generator with a random number."""
     for i in range(device_count()):
         _C._seed(i)
 
 
 def initial_seed() -> int:
+    """The seed of the current device's generator."""
     return _C._initial_seed(current_device())
 
 
 def get_rng_state(device: _DeviceLike = "tpu") -> torch.Tensor:
+    """A device generator's state, a uint8 CPU tensor for `set_rng_state`."""
     return _C._get_rng_state(_index(device))
 
 
 def get_rng_state_all() -> list:
+    """Every device generator's state, by device."""
     return [get_rng_state(i) for i in range(device_count())]
 
 
 def set_rng_state(new_state: torch.Tensor, device: _DeviceLike = "tpu") -> None:
+    """Restores a device generator's state from `get_rng_state`."""
     _C._set_rng_state(_index(device), new_state.contiguous())
 
 
 def set_rng_state_all(new_states) -> None:
+    """Restores every device generator's state from `get_rng_state_all`."""
     for i, state in enumerate(new_states):
         set_rng_state(state, i)
 
@@ -137,28 +150,35 @@ def set_rng_state_all(new_states) -> None:
 
 
 def memory_stats(device: _DeviceLike = None) -> dict:
+    """A device's memory counters, `torch.cuda.memory_stats`'s names (empty before the
+    plugin loads)."""
     if not is_initialized():
         return {}
     return dict(sorted(_C._memory_stats(_index(device)).items()))
 
 
 def memory_allocated(device: _DeviceLike = None) -> int:
+    """Bytes held by live tensors on the device now."""
     return memory_stats(device).get("allocated_bytes.all.current", 0)
 
 
 def max_memory_allocated(device: _DeviceLike = None) -> int:
+    """The peak of `memory_allocated` since the start or the last reset."""
     return memory_stats(device).get("allocated_bytes.all.peak", 0)
 
 
 def memory_reserved(device: _DeviceLike = None) -> int:
+    """Bytes the device holds for tensors now (no cache: as allocated)."""
     return memory_stats(device).get("reserved_bytes.all.current", 0)
 
 
 def max_memory_reserved(device: _DeviceLike = None) -> int:
+    """The peak of `memory_reserved` since the start or the last reset."""
     return memory_stats(device).get("reserved_bytes.all.peak", 0)
 
 
 def reset_peak_memory_stats(device: _DeviceLike = None) -> None:
+    """Starts the peak counters of a device's memory afresh."""
     if is_initialized():
         _C._reset_peak_memory_stats(_index(device))
 
@@ -176,10 +196,12 @@ def host_memory_stats() -> dict:
 
 
 def reset_peak_host_memory_stats() -> None:
+    """Starts the peak counters of pinned host memory afresh."""
     _C._reset_host_memory_stats(False)
 
 
 def reset_accumulated_host_memory_stats() -> None:
+    """Zeroes the accumulated (allocated, freed) counters of pinned host memory."""
     _C._reset_host_memory_stats(True)
 
 
@@ -224,6 +246,7 @@ class _TpuDeviceProperties:
 
 
 def get_device_properties(device: _DeviceLike = None) -> _TpuDeviceProperties:
+    """The device's name, platform, plugin, PJRT API version and total memory."""
     idx = _index(device)
     init()
     platform, version, plugin, major, minor = _C._platform()
@@ -238,6 +261,7 @@ def get_device_properties(device: _DeviceLike = None) -> _TpuDeviceProperties:
 
 
 def get_device_name(device: _DeviceLike = None) -> str:
+    """The device's kind and the PJRT platform that runs it."""
     idx = _index(device)
     init()
     platform = _C._platform()[0]
@@ -245,6 +269,7 @@ def get_device_name(device: _DeviceLike = None) -> str:
 
 
 def get_device_capability(device: _DeviceLike = None) -> tuple:
+    """(0, 0): PJRT devices have no CUDA compute capability."""
     return (0, 0)
 
 
@@ -252,10 +277,12 @@ def get_device_capability(device: _DeviceLike = None) -> tuple:
 
 
 def get_amp_supported_dtype() -> list:
+    """The dtypes autocast may use on tpu: bfloat16 and float16."""
     return [torch.bfloat16, torch.float16]
 
 
 def is_bf16_supported() -> bool:
+    """True: every PJRT device computes in bfloat16."""
     return True
 
 
@@ -277,22 +304,8 @@ def _default_generators() -> tuple:
     return _generators
 
 
-_mesh_warned = False
-
-
-def topology_aware_mesh(mesh_shape: tuple, **options) -> torch.Tensor:
-    """Deprecated alias of `torch.tpu.distributed.topology_aware_mesh` (as in TorchTPU
-    0.2.0), with its keyword arguments; warns once per process."""
-    global _mesh_warned
-    if not _mesh_warned:
-        _mesh_warned = True
-        warnings.warn(
-            "torch.tpu.topology_aware_mesh is deprecated as of TorchTPU 0.2.0: use "
-            "torch.tpu.distributed.topology_aware_mesh instead",
-            FutureWarning,
-            stacklevel=2,
-        )
-    return distributed.topology_aware_mesh(mesh_shape, **options)
+# Deprecated in TorchTPU 0.2.0: torch_tpu/_api.py's table wraps it to warn once.
+topology_aware_mesh = distributed.topology_aware_mesh
 
 
 class device_of(device):
@@ -309,6 +322,7 @@ class _TpuModule(types.ModuleType):
 
     @property
     def eager_mode(self) -> EagerMode:
+        """The eager mode (a torch.tpu.EagerMode); assigning one switches to it."""
         return _eager.eager_mode()
 
     @eager_mode.setter
@@ -317,6 +331,8 @@ class _TpuModule(types.ModuleType):
 
     @property
     def allow_excess_precision(self) -> bool:
+        """Whether XLA may keep values in more precision than their type (e.g. bf16
+        chains in f32); assignable."""
         return _precision.allow_excess_precision()
 
     @allow_excess_precision.setter
@@ -325,6 +341,7 @@ class _TpuModule(types.ModuleType):
 
     @property
     def default_generators(self) -> tuple:
+        """One torch.Generator per device, the same objects every time."""
         return _default_generators()
 
 
@@ -335,3 +352,4 @@ sys.modules.setdefault("torch.tpu.profiler", profiler)
 sys.modules.setdefault("torch.tpu.ops", ops)
 sys.modules.setdefault("torch.tpu.optimizers", optimizers)
 sys.modules.setdefault("torch.tpu.pallas", pallas)
+_api.install()

@@ -149,7 +149,7 @@ def test_topology_aware_mesh_and_deprecated_alias(monkeypatch):
         topology_aware_mesh((n + 1,))
     with pytest.raises(ValueError, match="single slice"):
         topology_aware_mesh((n,), dcn_mesh_shape=(2,))
-    monkeypatch.setattr(torch_tpu.tpu, "_mesh_warned", False)
+    monkeypatch.setattr(torch.tpu.topology_aware_mesh, "warned", False)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         first = torch.tpu.topology_aware_mesh((n,))
