@@ -506,10 +506,12 @@ class SingleTraceTrainer:
             group, buffers, inputs, *rest = _pytree.tree_unflatten(list(leaves), spec)
             params = getattr(group, "params", group)
 
-            def loss_of(p):
-                return self._loss(p, buffers, inputs, rest[0] if rest else None)
+            # The buffers are an argument, not captured: a model may update them in place
+            # (batch norm's running statistics), which a transform allows only for inputs.
+            def loss_of(p, b):
+                return self._loss(p, b, inputs, rest[0] if rest else None)
 
-            grads, loss = torch.func.grad_and_value(loss_of)(params)
+            grads, loss = torch.func.grad_and_value(loss_of)(params, buffers)
             if optimizer is None:
                 return (loss, *[grads[n] for n in params])
             optimizer(group, grads)

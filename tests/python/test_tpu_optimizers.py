@@ -240,3 +240,24 @@ def test_single_trace_trainer_gradients_only():
     for (name, p), q in zip(model.named_parameters(), cpu_model.parameters()):
         assert_same(p.grad, q.grad, rtol=1e-5, atol=1e-6)
     _same_model(model, before, rtol=0, atol=0)  # no optimizer: nothing updated
+
+
+def test_single_trace_trainer_updates_buffers():
+    """Batch norm's running statistics, updated in place inside the traced step, reach
+    the model as in the eager CPU loop."""
+
+    def bn_model():
+        torch.manual_seed(0)
+        nn = torch.nn
+        return nn.Sequential(nn.Linear(6, 16), nn.BatchNorm1d(16), nn.Tanh(), nn.Linear(16, 3))
+
+    want, cpu_model = _cpu_loop(lambda m: torch.optim.SGD(m.parameters(), lr=0.1), bn_model())
+    model = bn_model().to("tpu")
+    step = SingleTraceTrainer(model, Sgd(lr=0.1)).make_compiled_train_step(
+        X.to("tpu"), Y.to("tpu")
+    )
+    got = [step(X.to("tpu"), Y.to("tpu")).item() for _ in range(STEPS)]
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=0)
+    _same_model(model, cpu_model)
+    for (name, b), want_b in zip(model.named_buffers(), cpu_model.buffers()):
+        assert_same(b, want_b, rtol=1e-5, atol=1e-6)
