@@ -329,6 +329,7 @@ class StagedRecvWork : public Work {
       at::ThreadLocalStateGuard caller(tls_);
       c10::DeviceGuard guard(dst_.device());
       at::NoGradGuard no_grad;
+      SameVersions same(std::vector<at::Tensor>{dst_});
       dst_.copy_(payload.view(dst_.sizes()));
       done_ = true;
     }
@@ -356,6 +357,7 @@ at::Tensor host_empty(int64_t numel, const at::Tensor& like) {
 
 // Writes consecutive pieces of the flat host buffer `src` (from `offset`) into `dsts`.
 void copy_back(const at::Tensor& src, const Tensors& dsts, int64_t offset = 0) {
+  SameVersions same(dsts);
   for (const auto& d : dsts) {
     d.copy_(src.narrow(0, offset, d.numel()).view(d.sizes()));
     offset += d.numel();
@@ -578,6 +580,7 @@ class HostStagedBackend final : public Backend {
     Tensors dsts{output};
     return staged(host_->alltoall_base(host_out, host_in, out_splits, in_splits, opts),
                   OpType::ALLTOALL_BASE, dsts, [=] {
+                    SameVersions same(dsts);
                     dsts[0].copy_(host_out);
                     return dsts;
                   });

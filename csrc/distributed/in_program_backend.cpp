@@ -77,6 +77,7 @@ BufferPtr dense_buffer(const at::Tensor& t) {
 
 // Makes `buffer` (1-d, dst's dtype and element count) the contents of `dst`.
 void deliver(const at::Tensor& dst, BufferPtr buffer) {
+  SameVersions same(std::vector<at::Tensor>{dst});
   if (dst.numel() == 0 || aten::adopt_buffer(dst, buffer)) return;  // adopted: no program
   dst.copy_(aten::wrap_buffer(std::move(buffer), aten::to_hlo(dst.scalar_type()), dst.sizes(),
                               dst.device().index()));

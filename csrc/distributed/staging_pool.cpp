@@ -7,6 +7,7 @@
 #include "aten/allocator.h"
 #include "aten/dtype.h"
 #include "aten/op_call.h"
+#include "distributed/work.h"
 #include "runtime/fused_group.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
@@ -22,22 +23,25 @@ at::Tensor StagingPool::take(int64_t numel, c10::ScalarType dtype) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = free_.find(nbytes);
     if (it != free_.end()) {
-      at::Tensor bytes = std::move(it->second);
+      c10::Storage storage = std::move(it->second);
       free_.erase(it);
       held_ -= nbytes;
-      return bytes.view(dtype);
+      return at::empty({0}, at::TensorOptions().dtype(dtype)).set_(storage, 0, {numel}, {1});
     }
   }
   return at::empty({nbytes}, at::kByte).view(dtype);
 }
 
+// Runs where the last reader of a staged buffer lets go of it (a PJRT buffer's release
+// callback, on whatever thread, maybe under a Python dispatch mode such as activation
+// checkpointing's): it keeps the storage and runs no op.
 void StagingPool::give(const at::Tensor& t) {
-  at::Tensor bytes = t.view(at::kByte);
-  const int64_t nbytes = bytes.numel();
+  c10::Storage storage = t.storage();
+  const int64_t nbytes = static_cast<int64_t>(storage.nbytes());
   std::lock_guard<std::mutex> lock(mu_);
   if (nbytes == 0 || held_ + nbytes > kMaxBytes) return;
   held_ += nbytes;
-  free_.emplace(nbytes, std::move(bytes));
+  free_.emplace(nbytes, std::move(storage));
 }
 
 // aten's to_host, not Tensor::to: it reads the device buffer straight into the host
@@ -89,6 +93,7 @@ struct Held {
 // the old buffer an argument XLA may reuse. `src` returns to the pool once every buffer
 // or program that reads it is done.
 void deliver_staged(const at::Tensor& src, const Tensors& dsts, const Pool& pool) {
+  SameVersions same(dsts);
   std::shared_ptr<Held> held(new Held{src, pool});
   runtime::Runtime& rt = runtime::Runtime::get();
   int64_t offset = 0;

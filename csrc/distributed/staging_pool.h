@@ -28,7 +28,7 @@ class StagingPool {
 
  private:
   std::mutex mu_;
-  std::unordered_multimap<int64_t, at::Tensor> free_;
+  std::unordered_multimap<int64_t, c10::Storage> free_;  // by size in bytes
   int64_t held_ = 0;
 };
 using Pool = std::shared_ptr<StagingPool>;

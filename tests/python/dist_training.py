@@ -574,3 +574,61 @@ def staged_results(rank, world_size, init_method):
             dist.all_reduce(want, op=op)
         exact(t, want)
     return True
+
+
+def checkpointed_collectives(rank, world_size, init_method):
+    """Selective activation checkpointing that saves collectives' outputs (torchtitan's
+    policy for tensor parallelism): a collective's result is written into its output at
+    completion without moving the output's version (as on CPU and CUDA), or the
+    checkpoint refuses its cached copy as mutated; and the host staging buffers go back
+    to their pool while the recompute's dispatch mode is active. Checked against gloo."""
+    from functools import partial
+
+    import torch.distributed._functional_collectives as funcol
+    from torch.utils.checkpoint import (
+        CheckpointPolicy,
+        checkpoint,
+        create_selective_checkpoint_contexts,
+    )
+
+    init(rank, world_size, init_method)
+    group = dist.group.WORLD
+
+    def policy(ctx, op, *args, **kwargs):
+        if op in (
+            torch.ops._c10d_functional.all_reduce.default,
+            torch.ops._c10d_functional.reduce_scatter_tensor.default,
+        ):
+            return CheckpointPolicy.MUST_SAVE
+        return CheckpointPolicy.PREFER_RECOMPUTE
+
+    def block(x, w):
+        y = funcol.all_reduce(x @ w, "sum", group)
+        z = funcol.reduce_scatter_tensor(y.tanh(), "sum", 0, group)  # torchtitan's
+        return (z * z).sum()
+
+    results = {}
+    for device in ("cpu", TPU):
+        g = torch.Generator().manual_seed(rank)
+        x = torch.randn(4 * world_size, 8, generator=g).to(device)
+        w = torch.randn(8, 8, generator=g).to(device).requires_grad_()
+        out = funcol.all_reduce(x, "sum", group)
+        version = out._version
+        funcol.wait_tensor(out)
+        results[device, "version"] = out._version - version
+        for _ in range(2):  # the second step reuses the staging buffers of the first
+            w.grad = None
+            loss = checkpoint(
+                block,
+                x,
+                w,
+                use_reentrant=False,
+                context_fn=partial(create_selective_checkpoint_contexts, policy),
+            )
+            loss.backward()
+        results[device, "loss"] = loss.detach().cpu()
+        results[device, "grad"] = w.grad.cpu()
+    assert results["cpu", "version"] == results[TPU, "version"] == 0, results
+    torch.testing.assert_close(results[TPU, "loss"], results["cpu", "loss"], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(results[TPU, "grad"], results["cpu", "grad"], rtol=1e-5, atol=1e-5)
+    dist.destroy_process_group()

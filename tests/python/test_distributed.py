@@ -22,6 +22,10 @@ def test_staged_results_stay():
     launch(w.staged_results, 2, timeout=120)
 
 
+def test_checkpointed_collectives():
+    launch(w.checkpointed_collectives, 2, timeout=150)
+
+
 def test_ddp_and_tensor_parallel():
     launch(w.ddp_and_tensor_parallel, 2, timeout=150)
 
