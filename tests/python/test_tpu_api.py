@@ -207,3 +207,34 @@ print(seen, y.device)
     proc = run_python(code, env={"TORCH_TPU_NUM_DEVICES": "2"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip().splitlines()[-1] == "[1, 0, 1, 0] tpu:1"
+
+
+def test_profiler_config_run_dir(tmp_path):
+    import gzip
+    import socket
+
+    from torch.profiler import ProfilerActivity, profile
+    from torch.tpu.profiler import TpuProfilerConfig
+
+    x = rand((16, 16), torch.float32).to("tpu")
+    (x @ x).relu().sum().item()
+    acts = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]
+    config = TpuProfilerConfig(run_dir=tmp_path / "run", worker_rank="w0")
+    sessions = []
+    for _ in range(2):  # each stopped session writes its own trace
+        with profile(activities=acts, experimental_config=config) as prof:
+            (x @ x).relu().sum().item()
+        sessions.append(prof)
+    with profile(activities=acts, experimental_config=TpuProfilerConfig()):
+        (x + 1).sum().item()  # no run_dir: nothing written
+    files = sorted((tmp_path / "run" / "plugins" / "profile").glob("*/*"))
+    assert [f.name for f in files] == [f"{socket.gethostname()}_w0.pt.trace.json.gz"] * 2
+    assert files[0].parent != files[1].parent
+    for f, prof in zip(files, sessions):
+        with gzip.open(f) as g:
+            trace = json.load(g)  # Chrome trace JSON: what Perfetto and TensorBoard read
+        kernels = sorted(e["name"] for e in trace["traceEvents"] if e.get("cat") == "kernel")
+        device = sorted(
+            e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.PrivateUse1
+        )
+        assert kernels and kernels == device
