@@ -261,3 +261,34 @@ def test_single_trace_trainer_updates_buffers():
     _same_model(model, cpu_model)
     for (name, b), want_b in zip(model.named_buffers(), cpu_model.buffers()):
         assert_same(b, want_b, rtol=1e-5, atol=1e-6)
+
+
+class _DictLoss(torch.nn.Module):
+    """A model whose output carries its loss (as Hugging Face models' do)."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = _model()
+
+    def forward(self, x):
+        out = self.net(x)
+        return {"logits": out, "loss": out.pow(2).mean()}
+
+
+@pytest.mark.parametrize("kind", ["output loss", "output mean"])
+def test_single_trace_trainer_loss_from_output(kind):
+    """Without targets the loss is the output's `loss`, else the mean of its tensor."""
+
+    def make():
+        return _DictLoss() if kind == "output loss" else _model()
+
+    def cpu_loss(m):
+        out = m(X)
+        return out["loss"] if kind == "output loss" else out.mean()
+
+    want, cpu_model = _cpu_loop(lambda m: torch.optim.SGD(m.parameters(), lr=0.1), make(), cpu_loss)
+    model = make().to("tpu")
+    step = SingleTraceTrainer(model, Sgd(lr=0.1)).make_compiled_train_step(X.to("tpu"))
+    got = [step(X.to("tpu")).item() for _ in range(STEPS)]
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-7)
+    _same_model(model, cpu_model)
