@@ -112,7 +112,8 @@ workers=(-n "${TORCH_TPU_TEST_WORKERS:-2}" --dist loadfile)
 # Each pytest stage lists its slowest tests (CI time: 50 minutes on a fresh machine).
 slowest=(--durations=12)
 # -P: the repository root must not shadow the installed torch_tpu.
-stage op-mode "$python" -P -m pytest -q "${workers[@]}" "${slowest[@]}" tests/python "$@"
+stage op-mode "$python" -P -m pytest -q "${workers[@]}" "${slowest[@]}" tests/python \
+  -m "not torchtitan" "$@"
 # Again in fused eager mode (ops recorded, run as one program per group): both eager
 # modes must give the same results. Tests marked single_mode, distributed, slow or
 # op_by_op ran once, above (pyproject.toml says what each marker means).
@@ -121,6 +122,16 @@ echo "test.sh: the Python suite in fused eager mode" \
 stage fused-mode env TORCH_TPU_EAGER_MODE=fused "$python" -P -m pytest -q "${workers[@]}" \
   "${slowest[@]}" tests/python \
   -m "not single_mode and not distributed and not slow and not op_by_op" "$@"
+
+# torchtitan (examples/torchtitan): its one-process and FSDP2 runs against CPU, once, in
+# the venv examples/torchtitan/setup.sh builds (torchtitan and what it imports).
+venv=${TORCH_TPU_TITAN_VENV:-/work/venvs/torchtitan}
+if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import torchtitan" 2> /dev/null; then
+  stage torchtitan "$venv/bin/python" -P -m pytest -q -p no:cacheprovider tests/python/test_torchtitan.py \
+    -m torchtitan "$@"
+else
+  skip_stage torchtitan "no torchtitan venv at $venv (bash examples/torchtitan/setup.sh builds it)"
+fi
 
 # Serving: tests marked vllm or sglang run in that engine's venv (scripts/serving_venvs.sh),
 # which sees this torch_tpu through the system site-packages; the rest (paged-attention
