@@ -15,7 +15,7 @@ On tpu tensors a step is recorded and runs as one program in either eager mode (
 
 The updates are `torch.optim`'s, computed in float32 whatever the moments' dtype:
 `AdamW` as `torch.optim.AdamW`, `Sgd` as `torch.optim.SGD`, `Muon` as `torch.optim.Muon`
-for 2-D parameters and AdamW for the others (biases, gains, embeddings of other ranks),
+for 2-D parameters and AdamW for the others (biases, gains: whatever is not a matrix),
 as Muon's authors and `torch.optim.Muon`'s documentation prescribe."""
 
 from __future__ import annotations
@@ -49,10 +49,8 @@ def _on_device(tensors) -> bool:
     )
 
 
-def _steps(params: dict, start: float = 0.0) -> dict:
-    return {
-        n: torch.tensor(start, dtype=torch.float32, device=p.device) for n, p in params.items()
-    }
+def _steps(params: dict) -> dict:
+    return {n: torch.tensor(0.0, dtype=torch.float32, device=p.device) for n, p in params.items()}
 
 
 class Optimizer(abc.ABC):
@@ -77,9 +75,10 @@ class Optimizer(abc.ABC):
     def init_param_group(self, params: _Params) -> Any:
         """A fresh `ParamGroup` for a module's parameters or named tensors."""
 
-    @abc.abstractmethod
     def _update(self, group: Any, grads: Mapping[str, torch.Tensor]) -> None:
-        """The update of every parameter of `group`, in place."""
+        """The update of every parameter of `group`, in place (what `step` runs; a
+        subclass implements this, or `step` itself as TorchTPU's subclasses do)."""
+        raise NotImplementedError(f"{type(self).__name__} implements neither step nor _update")
 
     def step(self, param_group: Any, grads: Mapping[str, torch.Tensor]) -> Any:
         """Updates `param_group` in place with `grads` ({name: gradient}, the names of

@@ -5,6 +5,7 @@ step (forward, backward, update as one program) gives the eager CPU loop's losse
 or without an optimizer or its own loss function."""
 
 import copy
+import dataclasses
 
 import pytest
 import torch
@@ -291,4 +292,53 @@ def test_single_trace_trainer_loss_from_output(kind):
     step = SingleTraceTrainer(model, Sgd(lr=0.1)).make_compiled_train_step(X.to("tpu"))
     got = [step(X.to("tpu")).item() for _ in range(STEPS)]
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-7)
+    _same_model(model, cpu_model)
+
+
+@dataclasses.dataclass
+class _SignState:
+    params: dict
+
+
+torch.utils._pytree.register_dataclass(_SignState)
+
+
+class _SignDescent(Optimizer):
+    """A user's optimizer written as TorchTPU's docs say: a ParamGroup pytree with the
+    parameters, init_param_group and step."""
+
+    ParamGroup = _SignState
+
+    def init_param_group(self, params):
+        if isinstance(params, torch.nn.Module):
+            params = {n.replace(".", "_"): p.detach() for n, p in params.named_parameters()}
+        return _SignState(dict(params))
+
+    def step(self, param_group, grads):
+        for n, p in param_group.params.items():
+            p.sub_(self._lr * grads[n].sign())
+        return param_group
+
+
+def test_user_optimizer_in_single_trace_trainer():
+    class CpuSign:
+        def __init__(self, params):
+            self.params = list(params)
+
+        def zero_grad(self):
+            for p in self.params:
+                p.grad = None
+
+        @torch.no_grad()
+        def step(self):
+            for p in self.params:
+                p.sub_(0.01 * p.grad.sign())
+
+    want, cpu_model = _cpu_loop(lambda m: CpuSign(m.parameters()))
+    model = _model().to("tpu")
+    trainer = SingleTraceTrainer(model, _SignDescent(lr=0.01))
+    assert set(trainer.param_group.params) == {"0_weight", "0_bias", "2_weight", "2_bias"}
+    step = trainer.make_compiled_train_step(X.to("tpu"), Y.to("tpu"))
+    got = [step(X.to("tpu"), Y.to("tpu")).item() for _ in range(STEPS)]
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=0)
     _same_model(model, cpu_model)
