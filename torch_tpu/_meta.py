@@ -17,7 +17,10 @@ gelsd / gelss find A rank-deficient, which only the values tell). `histogram`, t
 sizes are the bin counts, and the input's); `multilabel_margin_loss_forward`'s sizes a 1-d
 input's unreduced loss [1] where CPU's is 0-d. The inference fast path of
 nn.MultiheadAttention calls `_transform_bias_rescale_qkv` and `_masked_softmax` (and its
-backward), which have none: theirs make CPU's checks, with CPU's messages.
+backward), which have none: theirs make CPU's checks, with CPU's messages. Other ops CPU
+has and tpu lowers lack one too: deprecated aliases (`_aminmax`, `_logcumsumexp`), out=
+forms whose functional form has one (`adaptive_avg_pool2d.out`, ...), `_add_relu.Scalar`,
+the glu JVPs and `batch_norm_update_stats`: theirs ask the functional form's meta kernel.
 """
 
 import torch
@@ -296,6 +299,86 @@ def masked_softmax_backward(grad_output, output, mask, dim=None):
     return _empty(grad_output.shape, grad_output)
 
 
+aten = torch.ops.aten
+
+
+def _into(out, result):
+    """An out= meta kernel's write: `out` takes the result's shape (as resize_output)."""
+    if out.shape != result.shape:
+        out.resize_(result.shape)
+    return out
+
+
+def add_relu_scalar(self, other, alpha=1):
+    return aten.add.Scalar(self, other, alpha)
+
+
+def add_relu_out(self, other, *, alpha=1, out):
+    return _into(out, aten.add.Tensor(self, other, alpha=alpha))
+
+
+def aminmax_all(self):
+    return aten.aminmax(self)
+
+
+def aminmax_dim(self, dim, keepdim=False):
+    return aten.aminmax(self, dim=dim, keepdim=keepdim)
+
+
+def logcumsumexp(self, dim):
+    return aten.logcumsumexp(self, dim)
+
+
+def logcumsumexp_out(self, dim, *, out):
+    return _into(out, aten.logcumsumexp(self, dim))
+
+
+def adaptive_avg_pool2d_out(self, output_size, *, out):
+    return _into(out, aten._adaptive_avg_pool2d(self, output_size))
+
+
+def adaptive_avg_pool3d_out(self, output_size, *, out):
+    return _into(out, aten._adaptive_avg_pool3d(self, output_size))
+
+
+def adaptive_avg_pool3d_backward_out(grad_output, self, *, grad_input):
+    return _into(grad_input, aten._adaptive_avg_pool3d_backward(grad_output, self))
+
+
+def batch_norm_legit_out(
+    input,
+    weight,
+    bias,
+    running_mean,
+    running_var,
+    training,
+    momentum,
+    eps,
+    *,
+    out,
+    save_mean,
+    save_invstd,
+):
+    results = aten._native_batch_norm_legit(
+        input, weight, bias, running_mean, running_var, training, momentum, eps
+    )
+    return tuple(_into(o, r) for o, r in zip((out, save_mean, save_invstd), results))
+
+
+def glu_jvp(glu, x, dx, dim):
+    return _empty(glu.shape, glu)
+
+
+def glu_backward_jvp(grad_x, grad_glu, x, dgrad_glu, dx, dim):
+    return _empty(grad_x.shape, grad_x)
+
+
+def batch_norm_update_stats(input, running_mean, running_var, momentum):
+    channels = (input.shape[1],)
+    dtype = torch.float32 if input.dtype in (torch.bfloat16, torch.float16) else input.dtype
+    return tuple(torch.empty(channels, dtype=dtype, device=input.device) for _ in range(2))
+
+
 def register() -> None:
     global _lib
     if _lib is not None:
@@ -328,6 +411,19 @@ def register() -> None:
         ("_transform_bias_rescale_qkv", transform_bias_rescale_qkv),
         ("_masked_softmax", masked_softmax),
         ("_masked_softmax_backward", masked_softmax_backward),
+        ("_add_relu.Scalar", add_relu_scalar),
+        ("_add_relu.out", add_relu_out),
+        ("_aminmax", aminmax_all),
+        ("_aminmax.dim", aminmax_dim),
+        ("_logcumsumexp", logcumsumexp),
+        ("_logcumsumexp.out", logcumsumexp_out),
+        ("adaptive_avg_pool2d.out", adaptive_avg_pool2d_out),
+        ("adaptive_avg_pool3d.out", adaptive_avg_pool3d_out),
+        ("adaptive_avg_pool3d_backward.grad_input", adaptive_avg_pool3d_backward_out),
+        ("_native_batch_norm_legit.out", batch_norm_legit_out),
+        ("glu_jvp", glu_jvp),
+        ("glu_backward_jvp", glu_backward_jvp),
+        ("batch_norm_update_stats", batch_norm_update_stats),
     ):
         # PyTorch keeps a Python meta kernel in three places: the dispatcher's Meta key
         # (eager meta tensors, our lowering table), the table FakeTensor reads, and the

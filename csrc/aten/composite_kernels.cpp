@@ -2,11 +2,13 @@
 // ops on `tpu`: the host-side answer of torch.equal; nn.MultiheadAttention's and
 // nn.TransformerEncoderLayer's inference fast paths, whose ATen kernels (CPU's and CUDA's
 // are one device-generic function each) call ops that are lowered here
-// (_transform_bias_rescale_qkv, _masked_softmax, linear, layer_norm, ...).
+// (_transform_bias_rescale_qkv, _masked_softmax, linear, layer_norm, ...); is_set_to, which
+// compares storages and metadata only.
 #include <ATen/ops/_native_multi_head_attention_native.h>
 #include <ATen/ops/_transformer_encoder_layer_fwd_native.h>
 #include <ATen/ops/all.h>
 #include <ATen/ops/eq.h>
+#include <ATen/ops/is_set_to_native.h>
 #include <torch/library.h>
 
 namespace torch_tpu::aten {
@@ -28,6 +30,7 @@ bool equal(const at::Tensor& self, const at::Tensor& other) {
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("equal", equal);
+  m.impl("is_set_to", at::native::is_set_to);
   m.impl("_native_multi_head_attention", at::native::native_multi_head_attention_cpu);
   m.impl("_transformer_encoder_layer_fwd", at::native::transformer_encoder_layer_forward);
 }

@@ -203,6 +203,8 @@ TORCH_LIBRARY_IMPL(tpu, CompositeImplicitAutograd, m) {
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  // The op form of the choice (SDPA itself asks the stub below), for code that calls it.
+  m.impl("_fused_sdp_choice", choose_backend);
   m.impl("_scaled_dot_product_fused_attention_overrideable", fused_attention);
   m.impl("_scaled_dot_product_fused_attention_overrideable_backward", fused_attention_backward);
 }

@@ -267,6 +267,41 @@ V lower_glu_backward(Node& n) {
   return {n.b.concatenate({m.mul(g, s), grad_b}, dim)};
 }
 
+// glu_jvp(glu, x, dx, dim): glu's forward derivative along dx = (da, db):
+// da * s + a * s * (1 - s) * db, with s = sigmoid(b) (forward-mode AD calls it).
+V lower_glu_jvp(Node& n) {
+  Math m{n.b};
+  DType dt = float_math(n);
+  Value x = n.b.convert(n.in(1), dt), dx = n.b.convert(n.in(2), dt);
+  int64_t dim = wrap_dim(n.i64(3), x.type.rank());
+  auto [a, b] = halves(n, x, dim);
+  auto [da, db] = halves(n, dx, dim);
+  Value s = m.sigmoid(b);
+  return {m.mul(s, m.add(da, m.mul(m.mul(a, m.sub(m.k(1, s), s)), db)))};
+}
+
+// glu_backward_jvp(grad_x, grad_glu, x, dgrad_glu, dx, dim): glu_backward's forward
+// derivative along (dgrad_glu, dx), with g = grad_glu, s = sigmoid(b), t = s * (1 - s):
+//   first half:  dg * s + g * t * db
+//   second half: dg * a * t + g * t * da + g * a * t * (1 - 2 s) * db
+V lower_glu_backward_jvp(Node& n) {
+  Math m{n.b};
+  DType dt = float_math(n);
+  Value x = n.b.convert(n.in(2), dt), dx = n.b.convert(n.in(4), dt);
+  int64_t dim = wrap_dim(n.i64(5), x.type.rank());
+  auto [a, b] = halves(n, x, dim);
+  auto [da, db] = halves(n, dx, dim);
+  Value g = cast_to(n.b, n.in(1), dt, a.type.shape);
+  Value dg = cast_to(n.b, n.in(3), dt, a.type.shape);
+  Value s = m.sigmoid(b);
+  Value t = m.mul(s, m.sub(m.k(1, s), s));
+  Value gt = m.mul(g, t);
+  Value first = m.add(m.mul(dg, s), m.mul(gt, db));
+  Value second = m.add(m.add(m.mul(m.mul(dg, a), t), m.mul(gt, da)),
+                       m.mul(m.mul(m.mul(gt, a), m.sub(m.k(1, s), m.mul(m.k(2, s), s))), db));
+  return {n.b.concatenate({first, second}, dim)};
+}
+
 V lower_softshrink(Node& n) {
   require_float(n, "softshrink_cpu");
   Math m{n.b};
@@ -346,6 +381,8 @@ TORCH_TPU_LOWERING(log_sigmoid_backward,
                    lower_log_sigmoid_backward);
 TORCH_TPU_LOWERING(glu, {"glu", "glu.out"}, lower_glu);
 TORCH_TPU_LOWERING(glu_backward, {"glu_backward", "glu_backward.grad_input"}, lower_glu_backward);
+TORCH_TPU_LOWERING(glu_jvp, {"glu_jvp"}, lower_glu_jvp);
+TORCH_TPU_LOWERING(glu_backward_jvp, {"glu_backward_jvp"}, lower_glu_backward_jvp);
 TORCH_TPU_LOWERING(softshrink, {"softshrink", "softshrink.out"}, lower_softshrink);
 TORCH_TPU_LOWERING(hardshrink, {"hardshrink", "hardshrink.out"}, lower_hardshrink);
 TORCH_TPU_LOWERING(shrink_backward,

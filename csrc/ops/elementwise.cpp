@@ -115,6 +115,10 @@ V relu(Node& n) {
     throw NotImplemented("clamp is not supported for complex types");
   return {lower_relu(n.b, x)};
 }
+// _add_relu: relu(self + alpha * other), the fused add + relu of quantization-aware models.
+V add_relu(Node& n) {
+  return {lower_relu(n.b, lower_add(n.b, n.in(0), n.in(1), n.in(2), n.compute))};
+}
 V threshold_backward(Node& n) {
   return {lower_threshold_backward(n.b, n.in(0), n.in(1), n.in(2), n.compute)};
 }
@@ -133,6 +137,10 @@ TORCH_TPU_LOWERING(div,
                     "div_.Tensor_mode", "div.out_mode", "div.Scalar_mode"},
                    div, Promote::TrueDivide);
 TORCH_TPU_LOWERING(relu, {"relu", "relu_"}, relu);
+TORCH_TPU_LOWERING(add_relu,
+                   {"_add_relu.Tensor", "_add_relu_.Tensor", "_add_relu.out", "_add_relu.Scalar",
+                    "_add_relu_.Scalar"},
+                   add_relu, Promote::Binary);
 TORCH_TPU_LOWERING(threshold_backward, {"threshold_backward", "threshold_backward.grad_input"},
                    threshold_backward);
 

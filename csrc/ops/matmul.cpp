@@ -149,6 +149,21 @@ TORCH_TPU_LOWERING(addmm_activation, {"_addmm_activation", "_addmm_activation.ou
                 : m.max(x, m.k(0, x));
   return std::vector<hlo::Value>{b.convert(act, dtype)};
 });
+// _int_mm(self int8 [m, k], mat2 int8 [k, n]) -> int32: exact, accumulated in int32
+// (torchao's dynamic int8 quantization calls it).
+TORCH_TPU_LOWERING(int_mm, {"_int_mm", "_int_mm.out"}, [](Node& n) {
+  return V{contract(n.b, n.in(0), n.in(1), {}, {1}, {0}, hlo::DType::S32)};
+});
+// _weight_int8pack_mm(self [m, k], mat2 int8 [n, k], scales [n]): self @ mat2^T scaled per
+// output channel (int8 weight-only quantization), accumulated in f32 for bf16/f16.
+TORCH_TPU_LOWERING(weight_int8pack_mm, {"_weight_int8pack_mm"}, [](Node& n) {
+  hlo::Builder& b = n.b;
+  hlo::DType dtype = n.out().dtype, acc = math_dtype(dtype);
+  Value product = b.dot_general(b.convert(n.in(0), acc), b.convert(n.in(1), acc), {}, {}, {1},
+                                {1}, acc);
+  Value scales = b.broadcast_in_dim(b.convert(n.in(2), acc), product.type.shape, {1});
+  return V{b.convert(b.binary(Binary::Multiply, product, scales), dtype)};
+});
 TORCH_TPU_LOWERING(baddbmm, {"baddbmm", "baddbmm_", "baddbmm.out"}, lower_baddbmm);
 TORCH_TPU_LOWERING(addbmm, {"addbmm", "addbmm_", "addbmm.out"}, lower_addbmm);
 TORCH_TPU_LOWERING(addmv, {"addmv", "addmv_", "addmv.out"}, lower_addmv);

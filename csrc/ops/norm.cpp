@@ -278,6 +278,61 @@ V lower_group_norm_backward(Node& n) {
   return grads;
 }
 
+// _weight_norm_interface(v, g, dim): w = v * g / ||v||, the norm over every dim but `dim`
+// (over all of v for dim -1), and the norms (shaped as g, computed in f32 for bf16/f16).
+Ints norm_dims(int64_t rank, int64_t dim) {
+  if (dim == -1) {
+    Ints all(rank);
+    std::iota(all.begin(), all.end(), 0);
+    return all;
+  }
+  return all_but(rank, wrap_dim(dim, rank));
+}
+
+// v's shape with the reduced dims of size 1: where g, the norms and grad_g are computed.
+Ints kept_shape(const Value& v, const Ints& dims) {
+  Ints shape = v.type.shape;
+  for (int64_t d : dims) shape[d] = 1;
+  return shape;
+}
+
+Value v_norms(hlo::Builder& b, const Value& v, const Ints& dims) {
+  Value sq = b.reduce(b.binary(Binary::Multiply, v, v), b.constant(0, v.type.dtype), dims,
+                      Binary::Add);
+  return b.reshape(b.unary(Unary::Sqrt, sq), kept_shape(v, dims));
+}
+
+V lower_weight_norm(Node& n) {
+  hlo::Builder& b = n.b;
+  hlo::DType acc = math_dtype(n.out(0).dtype);
+  Value v = b.convert(n.in(0), acc);
+  Ints dims = norm_dims(v.type.rank(), n.i64(2));
+  Value g = b.reshape(b.convert(n.in(1), acc), kept_shape(v, dims));
+  Value norms = v_norms(b, v, dims);
+  Value w = mul(b, v, b.binary(Binary::Divide, g, norms));
+  return {b.convert(w, n.out(0).dtype), b.convert(b.reshape(norms, n.out(1).shape), n.out(1).dtype)};
+}
+
+// _weight_norm_interface_backward(grad_w, saved_v, saved_g, saved_norms, dim):
+//   grad_g = sum(grad_w * v) / norms,  grad_v = g / norms * (grad_w - v * grad_g / norms)
+V lower_weight_norm_backward(Node& n) {
+  hlo::Builder& b = n.b;
+  hlo::DType acc = math_dtype(n.out(0).dtype);
+  Value gw = b.convert(n.in(0), acc), v = b.convert(n.in(1), acc);
+  Ints dims = norm_dims(v.type.rank(), n.i64(4));
+  Ints kept = kept_shape(v, dims);
+  Value g = b.reshape(b.convert(n.in(2), acc), kept);
+  Value norms = b.reshape(b.convert(n.in(3), acc), kept);
+  Value dot = b.reshape(b.reduce(b.binary(Binary::Multiply, gw, v), b.constant(0, acc), dims,
+                                 Binary::Add),
+                        kept);
+  Value grad_g = b.binary(Binary::Divide, dot, norms);
+  Value inner = sub(b, gw, mul(b, v, b.binary(Binary::Divide, grad_g, norms)));
+  Value grad_v = mul(b, inner, b.binary(Binary::Divide, g, norms));
+  return {b.convert(grad_v, n.out(0).dtype),
+          b.convert(b.reshape(grad_g, n.out(1).shape), n.out(1).dtype)};
+}
+
 }  // namespace
 
 TORCH_TPU_LOWERING(batch_norm_legit, {"_native_batch_norm_legit"}, lower_batch_norm_legit);
@@ -294,6 +349,9 @@ TORCH_TPU_LOWERING(batch_norm_backward,
                    {"native_batch_norm_backward", "native_batch_norm_backward.out"},
                    lower_batch_norm_backward);
 TORCH_TPU_LOWERING(layer_norm, {"native_layer_norm", "native_layer_norm.out"}, lower_layer_norm);
+TORCH_TPU_LOWERING(weight_norm, {"_weight_norm_interface"}, lower_weight_norm);
+TORCH_TPU_LOWERING(weight_norm_backward, {"_weight_norm_interface_backward"},
+                   lower_weight_norm_backward);
 TORCH_TPU_LOWERING(layer_norm_backward,
                    {"native_layer_norm_backward", "native_layer_norm_backward.out"},
                    lower_layer_norm_backward);

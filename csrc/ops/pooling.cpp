@@ -578,15 +578,16 @@ TORCH_TPU_LOWERING(avg_pool2d_backward, {"avg_pool2d_backward", "avg_pool2d_back
                    over(avg_pool_backward, 2));
 TORCH_TPU_LOWERING(avg_pool3d_backward, {"avg_pool3d_backward", "avg_pool3d_backward.grad_input"},
                    over(avg_pool_backward, 3));
-TORCH_TPU_LOWERING(adaptive_avg_pool2d, {"_adaptive_avg_pool2d", "_adaptive_avg_pool2d.out"},
+TORCH_TPU_LOWERING(adaptive_avg_pool2d, {"_adaptive_avg_pool2d", "_adaptive_avg_pool2d.out", "adaptive_avg_pool2d.out"},
                    over(adaptive_avg_pool, 2));
-TORCH_TPU_LOWERING(adaptive_avg_pool3d, {"_adaptive_avg_pool3d", "_adaptive_avg_pool3d.out"},
+TORCH_TPU_LOWERING(adaptive_avg_pool3d, {"_adaptive_avg_pool3d", "_adaptive_avg_pool3d.out", "adaptive_avg_pool3d.out"},
                    over(adaptive_avg_pool, 3));
 TORCH_TPU_LOWERING(adaptive_avg_pool2d_backward,
                    {"_adaptive_avg_pool2d_backward", "_adaptive_avg_pool2d_backward.out"},
                    over(adaptive_avg_pool_backward, 2));
 TORCH_TPU_LOWERING(adaptive_avg_pool3d_backward,
-                   {"_adaptive_avg_pool3d_backward", "_adaptive_avg_pool3d_backward.out"},
+                   {"_adaptive_avg_pool3d_backward", "_adaptive_avg_pool3d_backward.out",
+                    "adaptive_avg_pool3d_backward.grad_input"},
                    over(adaptive_avg_pool_backward, 3));
 TORCH_TPU_LOWERING(adaptive_max_pool2d, {"adaptive_max_pool2d", "adaptive_max_pool2d.out"},
                    over(adaptive_max_pool, 2));

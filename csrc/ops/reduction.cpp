@@ -497,6 +497,17 @@ TORCH_TPU_LOWERING(min_dim, {"min.dim", "min.dim_min"}, extreme_dim(false));
 TORCH_TPU_LOWERING(amax, {"amax", "amax.out"}, extreme_dims(true));
 TORCH_TPU_LOWERING(amin, {"amin", "amin.out"}, extreme_dims(false));
 TORCH_TPU_LOWERING(aminmax, {"aminmax", "aminmax.out"}, lower_aminmax);
+// The deprecated _aminmax(self) (all elements) and _aminmax.dim(self, dim, keepdim).
+TORCH_TPU_LOWERING(aminmax_deprecated, {"_aminmax", "_aminmax.dim"}, [](Node& n) {
+  const Value& x = n.in(0);
+  std::vector<int64_t> dims;
+  if (n.args.size() == 1) {
+    for (int64_t d = 0; d < x.type.rank(); ++d) dims.push_back(d);
+  } else {
+    dims = {wrap_dim(n.i64(1), std::max<int64_t>(x.type.rank(), 1))};
+  }
+  return V{extreme(n, x, dims, false, 0), extreme(n, x, dims, true, 1)};
+});
 TORCH_TPU_LOWERING(argmax, {"argmax", "argmax.out"}, arg_only(true));
 TORCH_TPU_LOWERING(argmin, {"argmin", "argmin.out"}, arg_only(false));
 
@@ -529,7 +540,8 @@ TORCH_TPU_LOWERING(norm,
 TORCH_TPU_LOWERING(cumsum, {"cumsum", "cumsum_", "cumsum.out"}, cumulative(Binary::Add, 0));
 TORCH_TPU_LOWERING(cumprod, {"cumprod", "cumprod_", "cumprod.out"},
                    cumulative(Binary::Multiply, 1));
-TORCH_TPU_LOWERING(logcumsumexp, {"logcumsumexp", "logcumsumexp.out"},
+TORCH_TPU_LOWERING(logcumsumexp,
+                   {"logcumsumexp", "logcumsumexp.out", "_logcumsumexp", "_logcumsumexp.out"},
                    cumulative(log_add_exp_region, -INFINITY));
 TORCH_TPU_LOWERING(cummax_helper, {"_cummax_helper"}, cumulative_extreme(true, 3));
 TORCH_TPU_LOWERING(cummin_helper, {"_cummin_helper"}, cumulative_extreme(false, 3));

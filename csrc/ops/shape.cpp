@@ -205,9 +205,22 @@ V lower_channel_shuffle(Node& n) {
   return {b.reshape(b.transpose(b.reshape(x, split), perm), n.out().shape)};
 }
 
+// narrow_copy(self, dim, start, length): a copy of the slice [start, start + length)
+// along dim (start may count from the end, as narrow's does).
+V lower_narrow_copy(Node& n) {
+  const Value& x = n.in(0);
+  int64_t rank = x.type.rank();
+  int64_t dim = wrap_dim(n.i64(1), rank), size = x.type.shape[dim];
+  int64_t start = n.i64(2) < 0 ? n.i64(2) + size : n.i64(2);
+  std::vector<int64_t> lo(rank, 0), hi = x.type.shape, step(rank, 1);
+  lo[dim] = start, hi[dim] = start + n.i64(3);
+  return {n.b.slice(x, lo, hi, step)};
+}
+
 }  // namespace
 
 TORCH_TPU_LOWERING(cat, {"cat", "cat.out"}, lower_cat);
+TORCH_TPU_LOWERING(narrow_copy, {"narrow_copy.out"}, lower_narrow_copy);
 TORCH_TPU_LOWERING(channel_shuffle, {"channel_shuffle", "channel_shuffle.out"},
                    lower_channel_shuffle);
 TORCH_TPU_LOWERING(flip, {"flip", "flip.out"}, lower_flip);

@@ -774,6 +774,20 @@ V lower_polygamma(Node& n) {
   return {b.convert(m.mul(m.k(order % 2 ? factorial : -factorial, z), z), x.type.dtype)};
 }
 
+// mvlgamma(self, p): the multivariate log-gamma, sum over i < p of lgamma(x - i / 2) plus
+// p (p - 1) / 4 log(pi).
+V lower_mvlgamma(Node& n) {
+  hlo::Builder& b = n.b;
+  DType dt = math_dtype(n.out().dtype);
+  Value x = b.convert(n.in(0), dt);
+  int64_t p = n.i64(1);
+  Value sum = b.full(p * (p - 1) / 4.0 * std::log(M_PI), x.type);
+  for (int64_t i = 0; i < p; ++i)
+    sum = b.binary(Binary::Add, sum,
+                   b.unary(Unary::Lgamma, b.binary(Binary::Subtract, x, b.full(i / 2.0, x.type))));
+  return {b.convert(sum, n.out().dtype)};
+}
+
 }  // namespace
 
 #define POLY(id, name, family)                                        \
@@ -817,6 +831,7 @@ TORCH_TPU_LOWERING(special_airy_ai, {"special_airy_ai", "special_airy_ai.out"},
                               [](Node& n) { return V{airy_ai(n.b, arg_math(n, 0))}; }));
 TORCH_TPU_LOWERING(special_zeta, {"special_zeta", "special_zeta.out"}, lower_zeta);
 TORCH_TPU_LOWERING(polygamma, {"polygamma", "polygamma.out"}, lower_polygamma);
+TORCH_TPU_LOWERING(mvlgamma, {"mvlgamma.out"}, lower_mvlgamma);
 TORCH_TPU_LOWERING(igamma, {"igamma", "igamma_", "igamma.out"}, lower_igamma(false));
 TORCH_TPU_LOWERING(igammac, {"igammac", "igammac_", "igammac.out"}, lower_igamma(true));
 

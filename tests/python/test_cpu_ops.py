@@ -1,0 +1,267 @@
+"""Ops CPU has that no OpInfo covers (test_op_coverage.py lists what is left): each
+against CPU on the same inputs, in the eager mode of the run and compiled."""
+
+import pytest
+import torch
+
+import torch_tpu
+from helpers import tol
+
+A = torch.ops.aten
+
+
+def to_tpu(x):
+    if isinstance(x, torch.Tensor):
+        return x.to("tpu")
+    if isinstance(x, (list, tuple)):
+        return type(x)(to_tpu(v) for v in x)
+    return x
+
+
+def out_like(device, dtype=torch.float32):
+    return torch.empty(0, device=device, dtype=dtype)
+
+
+def g(seed=0):
+    return torch.Generator().manual_seed(seed)
+
+
+def inputs():
+    gen = g()
+    x = torch.randn(4, 6, generator=gen)
+    return {
+        "x": x,
+        "y": torch.randn(4, 6, generator=gen),
+        "im": torch.randn(2, 3, 8, 8, generator=gen),
+        "vol": torch.randn(2, 3, 4, 6, 6, generator=gen),
+        "c": torch.rand(3, generator=gen) + 0.5,
+        "i8a": torch.randint(-128, 127, (32, 64), dtype=torch.int8, generator=gen),
+        "i8b": torch.randint(-128, 127, (64, 32), dtype=torch.int8, generator=gen),
+        "w8": torch.randint(-128, 127, (16, 64), dtype=torch.int8, generator=gen),
+        "a64": torch.randn(8, 64, generator=gen),
+        "s16": torch.rand(16, generator=gen),
+        "v": torch.randn(5, 3, 2, 2, generator=gen),
+        "gv": torch.rand(5, 1, 1, 1, generator=gen) + 0.5,
+        "gg": torch.randn(4, 3, generator=gen),
+        "dx": torch.randn(4, 6, generator=gen),
+    }
+
+
+def bn_stats(im, c):
+    return im, c, c * 0.5, torch.zeros(3), torch.ones(3)
+
+
+# name: (function of the inputs dict and the device, compiled too)
+CASES = {
+    "_add_relu.Tensor": (lambda t, d: A._add_relu.Tensor(t["x"], t["y"], alpha=2), True),
+    "_add_relu.Scalar": (lambda t, d: A._add_relu.Scalar(t["x"], 0.5), True),
+    "_add_relu_.Tensor": (lambda t, d: A._add_relu_.Tensor(t["x"].clone(), t["y"]), False),
+    "_add_relu.out": (
+        lambda t, d: A._add_relu.out(t["x"], t["y"], out=out_like(d)),
+        False,
+    ),
+    "_aminmax": (lambda t, d: A._aminmax(t["x"]), True),
+    "_aminmax.dim": (lambda t, d: A._aminmax.dim(t["x"], 1, True), True),
+    "_logcumsumexp": (lambda t, d: A._logcumsumexp(t["x"], 1), True),
+    "_logcumsumexp.out": (lambda t, d: A._logcumsumexp.out(t["x"], 0, out=out_like(d)), False),
+    "adaptive_avg_pool2d.out": (
+        lambda t, d: A.adaptive_avg_pool2d.out(t["im"], [3, 3], out=out_like(d)),
+        False,
+    ),
+    "adaptive_avg_pool3d.out": (
+        lambda t, d: A.adaptive_avg_pool3d.out(t["vol"], [2, 3, 3], out=out_like(d)),
+        False,
+    ),
+    "adaptive_avg_pool3d_backward.grad_input": (
+        lambda t, d: A.adaptive_avg_pool3d_backward.grad_input(
+            A._adaptive_avg_pool3d(t["vol"], [2, 3, 3]) * 0 + 1, t["vol"], grad_input=out_like(d)
+        ),
+        False,
+    ),
+    "_native_batch_norm_legit.out": (
+        lambda t, d: (
+            lambda im, w, b, rm, rv: (
+                *A._native_batch_norm_legit.out(
+                    im,
+                    w,
+                    b,
+                    rm,
+                    rv,
+                    True,
+                    0.1,
+                    1e-5,
+                    out=out_like(d),
+                    save_mean=out_like(d),
+                    save_invstd=out_like(d),
+                ),
+                rm,
+                rv,
+            )
+        )(*to_device(bn_stats(t["im"], t["c"]), d)),
+        False,
+    ),
+    "native_batch_norm.out": (
+        lambda t, d: (
+            lambda im, w, b, rm, rv: (
+                *A.native_batch_norm.out(
+                    im,
+                    w,
+                    b,
+                    rm,
+                    rv,
+                    True,
+                    0.1,
+                    1e-5,
+                    out=out_like(d),
+                    save_mean=out_like(d),
+                    save_invstd=out_like(d),
+                ),
+                rm,
+                rv,
+            )
+        )(*to_device(bn_stats(t["im"], t["c"]), d)),
+        False,
+    ),
+    "_batch_norm_with_update.out": (
+        lambda t, d: (
+            lambda im, w, b, rm, rv: (
+                *A._batch_norm_with_update.out(
+                    im,
+                    w,
+                    b,
+                    rm,
+                    rv,
+                    0.1,
+                    1e-5,
+                    out=out_like(d),
+                    save_mean=out_like(d),
+                    save_invstd=out_like(d),
+                    reserve=out_like(d, torch.uint8),
+                ),
+                rm,
+                rv,
+            )
+        )(*to_device(bn_stats(t["im"], t["c"]), d)),
+        False,
+    ),
+    "batch_norm_update_stats": (
+        lambda t, d: (
+            lambda im, w, b, rm, rv: (*A.batch_norm_update_stats(im, rm, rv, 0.1), rm, rv)
+        )(*to_device(bn_stats(t["im"], t["c"]), d)),
+        False,
+    ),
+    "batch_norm_backward": (
+        lambda t, d: (
+            lambda im, w, b, rm, rv: A.batch_norm_backward(
+                im * 0.5,
+                im,
+                w,
+                rm,
+                rv,
+                *A.native_batch_norm(im, w, b, rm.clone(), rv.clone(), True, 0.1, 1e-5)[1:],
+                True,
+                1e-5,
+                [True, True, True],
+                torch.empty(0, dtype=torch.uint8, device=d),
+            )
+        )(*to_device(bn_stats(t["im"], t["c"]), d)),
+        False,
+    ),
+    "glu_jvp": (
+        lambda t, d: A.glu_jvp(torch.nn.functional.glu(t["x"], 1), t["x"], t["dx"], 1),
+        True,
+    ),
+    "glu_backward_jvp": (
+        lambda t, d: A.glu_backward_jvp(
+            A.glu_backward(t["gg"], t["x"], 1), t["gg"], t["x"], t["gg"] * 0.5, t["dx"], 1
+        ),
+        True,
+    ),
+    "narrow_copy.out": (lambda t, d: A.narrow_copy.out(t["x"], 1, -4, 3, out=out_like(d)), False),
+    "mvlgamma.out": (lambda t, d: A.mvlgamma.out(t["x"].abs() + 2, 3, out=out_like(d)), False),
+    "_int_mm": (lambda t, d: A._int_mm(t["i8a"], t["i8b"]), True),
+    "_int_mm.out": (
+        lambda t, d: A._int_mm.out(
+            t["i8a"], t["i8b"], out=torch.empty(32, 32, dtype=torch.int32, device=d)
+        ),
+        False,
+    ),
+    "_weight_int8pack_mm": (lambda t, d: A._weight_int8pack_mm(t["a64"], t["w8"], t["s16"]), True),
+    "_weight_int8pack_mm.bf16": (
+        lambda t, d: A._weight_int8pack_mm(
+            t["a64"].bfloat16(), t["w8"], t["s16"].bfloat16()
+        ).float(),
+        True,
+    ),
+    "_weight_norm_interface": (lambda t, d: A._weight_norm_interface(t["v"], t["gv"], 0), True),
+    "_weight_norm_interface.last": (
+        lambda t, d: A._weight_norm_interface(t["v"], t["v"][:1, :1, :1] + 1, 3),
+        True,
+    ),
+    "_weight_norm_interface_backward": (
+        lambda t, d: A._weight_norm_interface_backward(
+            t["v"] * 0.5, t["v"], t["gv"], A._weight_norm_interface(t["v"], t["gv"], 0)[1], 0
+        ),
+        True,
+    ),
+}
+
+
+def to_device(values, device):
+    return tuple(v.to(device) for v in values)
+
+
+# A float32 dot product of length k may differ by k ulps of its terms' magnitude between
+# summation orders: the int8-weight product sums 64 terms of |a| <= 4, |w| <= 128.
+ATOL = {"_weight_int8pack_mm": 64 * torch.finfo(torch.float32).eps * 4 * 128}
+
+
+def close(got, expected, atol=None):
+    if isinstance(expected, (tuple, list)):
+        assert len(got) == len(expected)
+        for a, b in zip(got, expected):
+            close(a, b, atol)
+        return
+    assert got.device.type == "tpu"
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    bounds = tol(expected.dtype, f32=2e-5)
+    if atol is not None and expected.dtype == torch.float32:
+        bounds["atol"] = atol
+    torch.testing.assert_close(got.cpu(), expected, **bounds, equal_nan=True)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_matches_cpu(name):
+    fn, _ = CASES[name]
+    t = inputs()
+    expected = fn(t, "cpu")
+    got = fn({k: v.to("tpu") for k, v in t.items()}, "tpu")
+    close(got, expected, ATOL.get(name))
+
+
+@pytest.mark.single_mode
+@pytest.mark.parametrize("name", sorted(n for n, (_, compiled) in CASES.items() if compiled))
+def test_compiled_matches_cpu(name, fresh_dynamo):
+    fn, _ = CASES[name]
+    t = inputs()
+    expected = fn(t, "cpu")
+    on_tpu = {k: v.to("tpu") for k, v in t.items()}
+    got = torch.compile(lambda t: fn(t, "tpu"), backend="tpu", fullgraph=True)(on_tpu)
+    close(got, expected, ATOL.get(name))
+    assert torch_tpu.metrics.snapshot()["graph_splits"] == 0
+
+
+def test_is_set_to_matches_cpu():
+    x = torch.randn(3, 4)
+    t = x.to("tpu")
+    assert t.is_set_to(t) == x.is_set_to(x)
+    assert t.is_set_to(t.clone()) == x.is_set_to(x.clone())
+    assert t.is_set_to(t.view(4, 3)) == x.is_set_to(x.view(4, 3))
+
+
+def test_fused_sdp_choice_is_the_one_sdpa_makes():
+    q = torch.randn(1, 2, 4, 8, device="tpu")
+    overrideable = int(torch.nn.attention.SDPBackend.OVERRIDEABLE)
+    math = int(torch.nn.attention.SDPBackend.MATH)
+    assert A._fused_sdp_choice(q, q, q) == overrideable
+    assert A._fused_sdp_choice(q, q, q, dropout_p=0.5) == math
