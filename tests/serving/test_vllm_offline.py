@@ -124,8 +124,8 @@ def test_slot_mapping_takes_the_runners_host_inputs(compiled_llama, monkeypatch)
 
 def test_step_outside_the_buckets_raises(compiled_llama, monkeypatch):
     """A model step of 17 tokens (not a token bucket: the runner pads every step to
-    one) after warm-up with TORCH_TPU_NO_COMPILE=1: the program it needs never
-    compiled, and the error names it."""
+    one) after warm-up with TORCH_TPU_NO_COMPILE=1: Dynamo would trace it (its program
+    never compiled), and the error names its bucket."""
     import torch
     from vllm.forward_context import set_forward_context
 
@@ -134,7 +134,7 @@ def test_step_outside_the_buckets_raises(compiled_llama, monkeypatch):
     ids = torch.zeros(17, dtype=torch.int32, device=runner.device)
     with torch.inference_mode(), set_forward_context(None, runner.vllm_config):
         with pytest.raises(
-            RuntimeError, match=r"graph \(\d+ ops\) \(.*\[17\b.*needs an XLA compile"
+            RuntimeError, match=r"model step of bucket \(\(\(17,\).*needs a Dynamo trace"
         ):
             runner.model(input_ids=ids, positions=ids.long())
     mixed_batches(compiled_llama, rounds=1)  # the engine still serves

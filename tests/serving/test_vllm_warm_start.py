@@ -79,3 +79,29 @@ def test_second_engine_traces_nothing(model_dir, tmp_path):
     assert "cannot be used" in log
     assert again["loaded"] == cold["saved"] - 1 and again["frames"] == again["saved"] <= 1
     assert again["tokens"] == expected
+
+
+def test_saved_step_key_covers_what_changes_the_step(model_dir):
+    """Engines whose steps differ save them apart (`model_runner.steps_dir`): LoRA on
+    and its largest rank, quantization, speculative decoding and the pooling runner
+    each give another directory; the same configuration gives the same one."""
+    from vllm.engine.arg_utils import EngineArgs
+
+    from torch_tpu.serving.vllm.model_runner import steps_dir
+
+    def key(**kw):
+        args = dict(model=model_dir("llama"), dtype="float32", max_model_len=64)
+        return steps_dir(EngineArgs(**{**args, **kw}).create_engine_config())
+
+    ngram = {"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_max": 3}
+    keys = [
+        key(),
+        key(enable_lora=True),
+        key(enable_lora=True, max_lora_rank=32),
+        key(speculative_config=ngram),
+        key(runner="pooling"),
+        key(dtype="bfloat16"),
+        key(dtype="bfloat16", quantization="fp8"),
+    ]
+    assert len(set(keys)) == len(keys)
+    assert key() == keys[0]

@@ -9,9 +9,11 @@ first request. With TORCH_TPU_NO_COMPILE=1 an engine keeps that promise or fails
   lifts the process-wide ban that TORCH_TPU_NO_COMPILE=1 sets (and Dynamo's
   `error_on_recompile`) where the engine's process starts building it;
 - every compiled model step after warm-up (`precompile.SavedSteps`, the step of both
-  plugins) runs under `torch_tpu.no_compile()` (`SteadyState.step()`): an XLA compile
-  or a Dynamo recompile inside raises a RuntimeError naming the program, its types and
-  why it was not cached. Programs loaded from the disk cache are not compiles.
+  plugins) runs under `torch_tpu.no_compile()` and Dynamo's "fail_on_recompile" stance
+  (`SteadyState.step()`): an XLA compile inside raises a RuntimeError naming the
+  program, its types and why it was not cached, and a Dynamo trace (even one whose
+  programs load from the disk cache) raises naming the function and its failed
+  guards. Programs loaded from the disk cache are not compiles.
 The engines' small per-batch eager ops around the step (input staging, the logits of
 the sampled rows, sampling, the allocator's bookkeeping) are outside it: they still
 compile once per new request or token count (docs/serving.md lists them). An eager
@@ -127,8 +129,9 @@ def bucket_pairs(tokens: list[int], widths: list[int], extra_tokens: tuple = ())
 
 
 class CompileCount:
-    """What compiled since it was made: Dynamo graphs and XLA programs built, programs
-    loaded from the disk cache, and the seconds."""
+    """What compiled since it was made: frames Dynamo traced, graph programs built (from
+    a trace or a saved step; each is an XLA compile or a disk-cache load), XLA programs
+    compiled, programs loaded from the disk cache, and the seconds."""
 
     def __init__(self):
         import torch_tpu
@@ -136,15 +139,23 @@ class CompileCount:
         self._metrics = torch_tpu.metrics
         self.start = time.perf_counter()
         self.before = self._metrics.snapshot()
+        self.frames = _traced_frames()
 
     def counts(self) -> dict:
         now = self._metrics.snapshot()
         return {
+            "frames": _traced_frames() - self.frames,
             "graphs": now["graphs"] - self.before["graphs"],
             "compiles": now["compiles"] - self.before["compiles"],
             "disk_hits": now["disk_hits"] - self.before["disk_hits"],
             "seconds": round(time.perf_counter() - self.start, 2),
         }
+
+
+def _traced_frames() -> int:
+    from torch._dynamo.utils import counters
+
+    return counters["stats"]["unique_graphs"]
 
 
 # Whether start_up() lifted TORCH_TPU_NO_COMPILE's process-wide ban in this process.
@@ -198,8 +209,16 @@ class SteadyState:
         return self.warm and bool(_settings.get(NO_COMPILE))
 
     def step(self):
+        """Forbids, once warmed up with TORCH_TPU_NO_COMPILE=1, both an XLA compile
+        (`torch_tpu.no_compile()`) and a Dynamo trace (the stance "fail_on_recompile":
+        a frame that misses Dynamo's cache raises naming the function and the guards
+        that failed). A warm start loads its programs from the disk cache, so a trace
+        there compiles nothing and only the stance catches it."""
         if not self.forbidding():
             return contextlib.nullcontext()
         import torch_tpu
 
-        return torch_tpu.no_compile()
+        stack = contextlib.ExitStack()
+        stack.enter_context(torch_tpu.no_compile())
+        stack.enter_context(torch.compiler.set_stance("fail_on_recompile"))
+        return stack

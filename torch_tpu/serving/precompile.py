@@ -85,6 +85,45 @@ def _skip_installed_names(package) -> None:
         bt._unique_id_counter = itertools.count(max(next(bt._unique_id_counter), max(used) + 1))
 
 
+# Every loaded step's precompiled entries (guards, Dynamo's bytecode) per code object:
+# a package's install first drops every precompiled entry of its function's code (its
+# `uninstall`), those of the buckets installed before it included, and all buckets
+# share that code (torch 2.13, torch/_dynamo/package.py). Without them put back, every
+# bucket but the last one installed missed its saved step after warm-up and was traced
+# again (its programs loaded from the disk cache: no compile, only the trace).
+_LOADED: dict[Any, list[tuple]] = {}
+
+
+def _install(package, backends, fn) -> None:
+    """Installs a loaded package, keeping the precompiled entries of the packages
+    installed before it for the same function."""
+    from torch._C._dynamo import eval_frame
+
+    load = eval_frame._load_precompile_entry
+    mine = []
+
+    def recording(code, guard_manager, dynamo_code):
+        mine.append((code, guard_manager, dynamo_code))
+        load(code, guard_manager, dynamo_code)
+
+    # torch._dynamo.package imports it at each install.
+    eval_frame._load_precompile_entry = recording
+    try:
+        package.install(backends)
+    except Exception:
+        package.uninstall()  # a partial install leaves globals behind
+        mine = []
+        raise
+    finally:
+        eval_frame._load_precompile_entry = load
+        # Only the function's own code is cleared (not the codes of its resumptions
+        # after graph breaks, whose entries stay).
+        for entry in _LOADED.get(fn.__code__, []):
+            load(*entry)
+        for entry in mine:
+            _LOADED.setdefault(entry[0], []).append(entry)
+
+
 def _storing_failed(e: BaseException) -> bool:
     """Whether `e` came from storing a frame's guards (Dynamo traced the frame, then
     could not serialize what its guards read)."""
@@ -114,11 +153,7 @@ class _Step:
         if os.path.exists(os.path.join(directory, "entry")):
             try:
                 package, backends = DiskDynamoStore().load_package(fn, directory)
-                try:
-                    package.install(backends)
-                except Exception:
-                    package.uninstall()  # a partial install leaves globals behind
-                    raise
+                _install(package, backends, fn)
                 _skip_installed_names(package)
                 self.loaded = True
             except Exception as e:  # noqa: BLE001: any bad entry means trace again
@@ -153,7 +188,8 @@ class SavedSteps:
     metadata yet: it is not a step that serving runs again). A package that cannot be
     loaded (corrupt, written by other code) is removed with a warning and traced again.
     Every compiled call runs in `steady.step()` (common.SteadyState): after the engine's
-    warm-up, with TORCH_TPU_NO_COMPILE=1, a step that would compile raises."""
+    warm-up, with TORCH_TPU_NO_COMPILE=1, a step that would trace or compile raises,
+    naming its bucket."""
 
     def __init__(
         self,
@@ -185,11 +221,20 @@ class SavedSteps:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not self._armed:
             return self._fn(*args, **kwargs)
-        with self.steady.step():
-            return self._call(args, kwargs)
-
-    def _call(self, args: tuple, kwargs: dict) -> Any:
         key = self._key_fn(args, kwargs)
+        with self.steady.step():
+            try:
+                return self._call(key, args, kwargs)
+            except RuntimeError as e:
+                if "fail_on_recompile" not in str(e):
+                    raise
+                raise RuntimeError(
+                    f"torch_tpu: the model step of bucket {key} needs a Dynamo trace after "
+                    "warm-up, where TORCH_TPU_NO_COMPILE=1 forbids it: "
+                    + " ".join(str(e).split())
+                ) from e
+
+    def _call(self, key: Hashable, args: tuple, kwargs: dict) -> Any:
         step = self._steps.get(key)
         if step is None:
             step = self._steps[key] = self._step(key)

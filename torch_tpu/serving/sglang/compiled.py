@@ -88,9 +88,26 @@ def _constant_platform_probes() -> None:
             torch.compiler.assume_constant_result(wrapped)
 
 
-def _step_config(model_runner, steps) -> str:
+# Server options that change what a step computes, besides the model and the buckets:
+# LoRA (on/off, its largest rank and its layers), quantization, speculative decoding.
+STEP_OPTIONS = (
+    "enable_lora",
+    "max_lora_rank",
+    "lora_target_modules",
+    "quantization",
+    "speculative_algorithm",
+    "speculative_draft_model_path",
+    "speculative_num_draft_tokens",
+)
+
+
+def _step_config(model_runner, token_buckets, width_buckets) -> str:
     """What shapes a compiled step: the model and its configuration, dtypes, tensor
-    parallel size and the buckets (not the server's address or other run settings)."""
+    parallel size, the buckets and STEP_OPTIONS (not the server's address or other run
+    settings)."""
+    from sglang.srt.arg_groups.overrides import resolution_result
+
+    args = model_runner.server_args
     return repr(
         (
             "sglang",
@@ -99,10 +116,19 @@ def _step_config(model_runner, steps) -> str:
             str(model_runner.dtype),
             str(getattr(model_runner, "kv_cache_dtype", None)),
             model_runner.tp_size,
-            steps.token_buckets,
-            steps.width_buckets,
+            token_buckets,
+            width_buckets,
+            [_canonical(resolution_result(args, name)) for name in STEP_OPTIONS],
         )
     )
+
+
+def _canonical(value) -> str:
+    """`value`'s repr, the same in every process (a set's order is not) and for a set
+    or list of the same names (LoRA's layers)."""
+    if isinstance(value, (set, frozenset, list)):
+        value = sorted(map(str, value))
+    return repr(value)
 
 
 def _bucket_of(args: tuple, kwargs: dict) -> tuple:
@@ -144,7 +170,10 @@ class CompiledSteps:
         # configuration, which loads it instead of tracing (serving/precompile.py).
         self.compiled = SavedSteps(
             self._body,
-            package_dir(_step_config(model_runner, self), model_runner.tp_rank),
+            package_dir(
+                _step_config(model_runner, self.token_buckets, self.width_buckets),
+                model_runner.tp_rank,
+            ),
             _bucket_of,
             fullgraph=False,
             dynamic=False,
@@ -158,6 +187,7 @@ class CompiledSteps:
             "width_buckets": self.width_buckets,
             "steps": 0,
             "eager_steps": 0,
+            "step_frames_after_warmup": 0,
             "step_graphs_after_warmup": 0,
             "step_compiles_after_warmup": 0,
         }
@@ -262,7 +292,8 @@ class CompiledSteps:
         out = self._run(ids, pos)
         step = count.counts()
         self.stats["steps"] += 1
-        if step["graphs"] or step["compiles"]:
+        if step["frames"] or step["graphs"] or step["compiles"]:
+            self.stats["step_frames_after_warmup"] += step["frames"]
             self.stats["step_graphs_after_warmup"] += step["graphs"]
             self.stats["step_compiles_after_warmup"] += step["compiles"]
             logger.warning(

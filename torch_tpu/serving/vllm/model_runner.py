@@ -62,6 +62,14 @@ def _step_bucket(args: tuple, kwargs: dict) -> tuple:
     return shapes, metadata is None
 
 
+def steps_dir(vllm_config) -> str:
+    """Where an engine's saved steps live: keyed by vLLM's hash of its configuration,
+    which covers what changes the step besides the buckets (the model and its dtype,
+    quantization, LoRA on/off and its limits, speculative decoding, the runner), per
+    rank."""
+    return package_dir(f"vllm {vllm_config.compute_hash()}", vllm_config.parallel_config.rank)
+
+
 class TpuModelRunner(GPUModelRunner):
     def __init__(self, vllm_config, device: torch.device):
         with _cuda_as_tpu():
@@ -148,10 +156,12 @@ class TpuModelRunner(GPUModelRunner):
         self.saved_steps = None
         if getattr(self.model, "_compiled_call_impl", None) is None:
             return  # eager
-        config = self.vllm_config
-        directory = package_dir(f"vllm {config.compute_hash()}", config.parallel_config.rank)
         self.saved_steps = SavedSteps(
-            self.model._call_impl, directory, _step_bucket, dynamic=False, steady=self.steady
+            self.model._call_impl,
+            steps_dir(self.vllm_config),
+            _step_bucket,
+            dynamic=False,
+            steady=self.steady,
         )
         self.model._compiled_call_impl = self.saved_steps
 
