@@ -6,7 +6,6 @@ outside its buckets raises naming the compile; seeded random sampling is
 reproducible; a KV cache too small for the batch preempts and still finishes every
 request with the right tokens."""
 
-import os
 import random
 
 import pytest
@@ -16,26 +15,9 @@ pytestmark = pytest.mark.vllm  # runs in the engine's venv (scripts/test.sh)
 
 import torch_tpu  # noqa: E402
 from conftest import PROMPTS, hf_greedy  # noqa: E402
-
-# The engine core runs in this process, so torch_tpu.metrics sees its compiles.
-os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+from vllm_engine import make_llm  # noqa: E402
 
 MAX_TOKENS = 12
-MAX_MODEL_LEN = 64  # small buckets keep the warm-up short: widths 1, 2, 4 blocks
-
-
-def make_llm(path, eager, kv_bytes=16 << 20, **kw):
-    args = dict(
-        model=path,
-        dtype="float32",
-        enforce_eager=eager,
-        max_model_len=MAX_MODEL_LEN,
-        max_num_seqs=8,
-        max_num_batched_tokens=64,
-        kv_cache_memory_bytes=kv_bytes,
-        seed=0,
-    )
-    return vllm.LLM(**{**args, **kw})
 
 
 def greedy(llm, prompts, max_tokens=MAX_TOKENS):

@@ -7,31 +7,18 @@ Hugging Face's on the CPU:
   whose pooler gives the sigmoid of the last token's logit, for single texts and for
   (query, document) pairs."""
 
-import os
-
 import pytest
 import torch
 
 vllm = pytest.importorskip("vllm")
 pytestmark = pytest.mark.vllm  # runs in the engine's venv (scripts/test.sh)
 
+import vllm_engine  # noqa: E402
 from conftest import PROMPTS  # noqa: E402
-
-os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
 
 
 def make_llm(path, eager):
-    return vllm.LLM(
-        model=path,
-        runner="pooling",
-        dtype="float32",
-        enforce_eager=eager,
-        max_model_len=64,
-        max_num_seqs=8,
-        max_num_batched_tokens=64,
-        kv_cache_memory_bytes=16 << 20,
-        seed=0,
-    )
+    return vllm_engine.make_llm(path, eager, runner="pooling")
 
 
 def test_embed_matches_hf(model_dir):

@@ -92,6 +92,10 @@ class TpuPlatform(Platform):
         )
 
     @classmethod
+    def get_punica_wrapper(cls) -> str:
+        return "torch_tpu.serving.vllm.lora.TpuPunicaWrapper"
+
+    @classmethod
     def get_device_communicator_cls(cls) -> str:
         # vLLM's device-generic communicator: torch.distributed on the device group.
         return (
