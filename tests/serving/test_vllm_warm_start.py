@@ -81,13 +81,20 @@ def test_second_engine_traces_nothing(model_dir, tmp_path):
     assert again["tokens"] == expected
 
 
-def test_saved_step_key_covers_what_changes_the_step(model_dir):
+def test_saved_step_key_covers_what_changes_the_step(model_dir, monkeypatch):
     """Engines whose steps differ save them apart (`model_runner.steps_dir`): LoRA on
     and its largest rank, quantization, speculative decoding and the pooling runner
-    each give another directory; the same configuration gives the same one."""
+    each give another directory; the same configuration gives the same one. (The
+    platform refuses quantization and speculative decoding for now: let through here.)"""
     from vllm.engine.arg_utils import EngineArgs
 
+    from torch_tpu.serving.vllm import platform
     from torch_tpu.serving.vllm.model_runner import steps_dir
+
+    monkeypatch.setattr(platform, "refuse_unsupported", lambda config: None)
+    monkeypatch.setattr(
+        platform.TpuPlatform, "verify_quantization", classmethod(lambda cls, quant: None)
+    )
 
     def key(**kw):
         args = dict(model=model_dir("llama"), dtype="float32", max_model_len=64)
@@ -105,3 +112,4 @@ def test_saved_step_key_covers_what_changes_the_step(model_dir):
     ]
     assert len(set(keys)) == len(keys)
     assert key() == keys[0]
+

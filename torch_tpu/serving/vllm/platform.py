@@ -17,6 +17,18 @@ from torch_tpu.serving.device import device_total_memory, raise_virtual_devices
 logger = init_logger(f"vllm.{__name__}")
 
 
+def refuse_unsupported(vllm_config) -> None:
+    """Refuses, when the configuration is built, what the platform cannot serve yet:
+    speculative decoding (n-gram needs numba, which the engine venv lacks; the other
+    methods' rejection sampler launches Triton kernels)."""
+    spec = vllm_config.speculative_config
+    if spec is not None:
+        raise ValueError(
+            f"speculative decoding (method={spec.method!r}) is not supported on tpu yet; "
+            "leave speculative_config unset"
+        )
+
+
 class TpuPlatform(Platform):
     _enum = PlatformEnum.OOT
     device_name: str = "tpu"
@@ -92,6 +104,17 @@ class TpuPlatform(Platform):
         )
 
     @classmethod
+    def verify_quantization(cls, quant: str) -> None:
+        """Quantized linear layers need kernels the platform registers; it registers
+        none yet, so a quantized model is refused when its configuration is built
+        (vLLM's kernel tables would otherwise fail while building the model, without
+        naming a reason)."""
+        raise ValueError(
+            f"quantization={quant!r} is not supported on tpu yet; serve an unquantized "
+            "checkpoint"
+        )
+
+    @classmethod
     def get_punica_wrapper(cls) -> str:
         return "torch_tpu.serving.vllm.lora.TpuPunicaWrapper"
 
@@ -119,6 +142,7 @@ class TpuPlatform(Platform):
         if parallel.worker_cls == "auto":
             parallel.worker_cls = "torch_tpu.serving.vllm.worker.TpuWorker"
         common.refuse_pipeline_parallel(parallel.pipeline_parallel_size)
+        refuse_unsupported(vllm_config)
         if parallel.world_size > 1:
             raise_virtual_devices(parallel.local_world_size)  # worker r on tpu:r
         cache = vllm_config.cache_config
