@@ -32,7 +32,16 @@ from torch._functorch.aot_autograd import SerializableAOTDispatchCompiler
 from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
 from torch.fx.passes.split_module import split_module
 
-from torch_tpu import _C, _buckets, _fastpath, _flex_attention, _output_code, _restride, pallas
+from torch_tpu import (
+    _C,
+    _buckets,
+    _fastpath,
+    _flex_attention,
+    _out_dtype,
+    _output_code,
+    _restride,
+    pallas,
+)
 from torch_tpu import tpu as _tpu
 from torch_tpu._no_compile import forbidden_by_env
 
@@ -209,6 +218,7 @@ def _build(
     if takes_numbers or _has_symbols(gm):
         return _Specializing(gm, bucket_size, max_buckets)
     _restride.rewrite(gm)
+    _out_dtype.rewrite(gm)
     return _lower(gm, _meta_vals(gm))
 
 
