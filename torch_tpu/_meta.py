@@ -365,6 +365,47 @@ def batch_norm_legit_out(
     return tuple(_into(o, r) for o, r in zip((out, save_mean, save_invstd), results))
 
 
+def scaled_mm(
+    self,
+    mat2,
+    scale_a,
+    scale_b,
+    bias=None,
+    scale_result=None,
+    out_dtype=None,
+    use_fast_accum=False,
+):
+    # CPU's checks: PyTorch's meta kernel has CUDA's (sizes divisible by 16, ...).
+    torch._check(self.dim() == 2 and mat2.dim() == 2, lambda: "self and mat2 must be matrices")
+    torch._check(
+        self.shape[1] == mat2.shape[0],
+        lambda: (
+            f"mat1 and mat2 shapes cannot be multiplied "
+            f"({self.shape[0]}x{self.shape[1]} and {mat2.shape[0]}x{mat2.shape[1]})"
+        ),
+    )
+    dtype = out_dtype if out_dtype is not None else self.dtype
+    return torch.empty((self.shape[0], mat2.shape[1]), dtype=dtype, device=self.device)
+
+
+def scaled_mm_out(
+    self,
+    mat2,
+    scale_a,
+    scale_b,
+    bias=None,
+    scale_result=None,
+    out_dtype=None,
+    use_fast_accum=False,
+    *,
+    out,
+):
+    result = aten._scaled_mm(
+        self, mat2, scale_a, scale_b, bias, scale_result, out_dtype, use_fast_accum
+    )
+    return _into(out, result)
+
+
 def glu_jvp(glu, x, dx, dim):
     return _empty(glu.shape, glu)
 
@@ -421,6 +462,8 @@ def register() -> None:
         ("adaptive_avg_pool3d.out", adaptive_avg_pool3d_out),
         ("adaptive_avg_pool3d_backward.grad_input", adaptive_avg_pool3d_backward_out),
         ("_native_batch_norm_legit.out", batch_norm_legit_out),
+        ("_scaled_mm", scaled_mm),
+        ("_scaled_mm.out", scaled_mm_out),
         ("glu_jvp", glu_jvp),
         ("glu_backward_jvp", glu_backward_jvp),
         ("batch_norm_update_stats", batch_norm_update_stats),

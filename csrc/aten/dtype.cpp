@@ -1,6 +1,8 @@
 #include "aten/dtype.h"
 
 #include <c10/util/BFloat16.h>
+#include <c10/util/Float8_e4m3fn.h>
+#include <c10/util/Float8_e5m2.h>
 #include <c10/util/Exception.h>
 #include <c10/util/Half.h>
 
@@ -24,7 +26,9 @@ bool is_supported(c10::ScalarType dtype) {
     case c10::kUInt32:
     case c10::kUInt64:
     case c10::kComplexFloat:
-    case c10::kComplexDouble: return true;
+    case c10::kComplexDouble:
+    case c10::kFloat8_e4m3fn:
+    case c10::kFloat8_e5m2: return true;
     default: return false;
   }
 }
@@ -32,7 +36,8 @@ bool is_supported(c10::ScalarType dtype) {
 void check_supported(c10::ScalarType dtype) {
   TORCH_CHECK_TYPE(is_supported(dtype), "torch_tpu: dtype torch.", c10::getDtypeNames(dtype).first,
                    " is not supported on the tpu device (supported: bool, uint8, int8, int16, "
-                   "int32, int64, float16, bfloat16, float32, float64, complex64, complex128)");
+                   "int32, int64, float16, bfloat16, float32, float64, complex64, complex128, "
+                   "float8_e4m3fn, float8_e5m2)");
 }
 
 hlo::DType to_hlo(c10::ScalarType dtype) {
@@ -52,6 +57,8 @@ hlo::DType to_hlo(c10::ScalarType dtype) {
     case c10::kUInt64: return hlo::DType::U64;
     case c10::kComplexFloat: return hlo::DType::C64;
     case c10::kComplexDouble: return hlo::DType::C128;
+    case c10::kFloat8_e4m3fn: return hlo::DType::F8E4M3FN;
+    case c10::kFloat8_e5m2: return hlo::DType::F8E5M2;
     default: check_supported(dtype);
   }
   return hlo::DType::F32;
@@ -74,6 +81,8 @@ c10::ScalarType to_torch(hlo::DType dtype) {
     case hlo::DType::U64: return c10::kUInt64;
     case hlo::DType::C64: return c10::kComplexFloat;
     case hlo::DType::C128: return c10::kComplexDouble;
+    case hlo::DType::F8E4M3FN: return c10::kFloat8_e4m3fn;
+    case hlo::DType::F8E5M2: return c10::kFloat8_e5m2;
   }
   return c10::kFloat;
 }
@@ -105,6 +114,8 @@ uint64_t scalar_bits(const c10::Scalar& value, c10::ScalarType dtype) {
     // A complex scalar travels as two operands of its part type (see OpCall::scalar).
     case c10::kComplexFloat: return bits_of(value.toFloat());
     case c10::kComplexDouble: return bits_of(value.toDouble());
+    case c10::kFloat8_e4m3fn: return bits_of(c10::Float8_e4m3fn(value.toFloat()));
+    case c10::kFloat8_e5m2: return bits_of(c10::Float8_e5m2(value.toFloat()));
     default: check_supported(dtype);
   }
   return 0;

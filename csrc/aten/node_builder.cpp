@@ -8,6 +8,7 @@
 namespace torch_tpu::aten {
 
 void Promotion::add(const at::Tensor& tensor) {
+  if (c10::isFloat8Type(tensor.scalar_type())) return;
   state_ = at::native::update_result_type_state(tensor, state_);
 }
 

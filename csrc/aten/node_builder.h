@@ -22,6 +22,9 @@ namespace torch_tpu::aten {
 // PyTorch's result type over an op's tensor and scalar inputs.
 class Promotion {
  public:
+  // A float8 tensor takes no part: PyTorch promotes no float8 dtype (its ops that take
+  // them, _scaled_mm and conversions, name their result's dtype), and float8 math runs in
+  // f32 (ops::math_dtype).
   void add(const at::Tensor& tensor);
   void add(const c10::Scalar& scalar);
   // The promoted dtype; f32 for an op with no tensor or scalar input.

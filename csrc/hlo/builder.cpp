@@ -241,6 +241,41 @@ Value Builder::select(const Value& pred, const Value& on_true, const Value& on_f
   return emit("stablehlo.select", {pred, on_true, on_false}, "", on_true.type);
 }
 
+namespace {
+bool is_f8(DType dtype) { return dtype == DType::F8E4M3FN || dtype == DType::F8E5M2; }
+}  // namespace
+
+// To float8 as PyTorch converts: rounded once, to nearest even (XLA:CPU's convert goes
+// through f16 and rounds twice, so 68.016 became 64, not 72), and float8_e4m3fn, which
+// has no infinity, saturated at +-448 (NaN stays NaN). The value is rounded to the
+// float8 grid in f32 (whose mantissa has room), where the final convert is exact.
+Value Builder::to_float8(const Value& x, DType dtype) {
+  const bool e4m3 = dtype == DType::F8E4M3FN;
+  const int mantissa = e4m3 ? 3 : 2;
+  const double min_normal = e4m3 ? 0x1p-6 : 0x1p-14, subnormal_step = e4m3 ? 0x1p-9 : 0x1p-16;
+  Value v = convert(x, DType::F32);
+  const TensorType f32 = v.type, u32{DType::U32, v.type.shape};
+  if (e4m3) v = emit("stablehlo.clamp", {full(-448.0, f32), v, full(448.0, f32)}, "", f32);
+  // Normal values: round the f32 mantissa to `mantissa` bits, to nearest even.
+  const int drop = 23 - mantissa;
+  Value bits = bitcast_convert(v, u32);
+  Value lsb = binary(Binary::And, binary(Binary::ShiftRightLogical, bits, full(drop, u32)),
+                     full(1, u32));
+  Value bias = binary(Binary::Add, full((1 << (drop - 1)) - 1, u32), lsb);
+  Value rounded = binary(Binary::And, binary(Binary::Add, bits, bias),
+                         full(static_cast<double>(~((1u << drop) - 1)), u32));
+  Value normal = bitcast_convert(rounded, f32);
+  // Subnormal values: multiples of the smallest step, to nearest even.
+  Value scaled = binary(Binary::Multiply, v, full(1.0 / subnormal_step, f32));
+  Value subnormal =
+      binary(Binary::Multiply, unary(Unary::RoundNearestEven, scaled), full(subnormal_step, f32));
+  Value tiny = compare(Compare::LT, unary(Unary::Abs, v), full(min_normal, f32));
+  Value on_grid = select(tiny, subnormal, normal);
+  // A NaN whose payload fills the mantissa would carry out of the sign bit: kept as it is.
+  on_grid = select(compare(Compare::NE, v, v), v, on_grid);
+  return emit("stablehlo.convert", {on_grid}, "", TensorType{dtype, x.type.shape});
+}
+
 Value Builder::convert(const Value& x, DType dtype) {
   if (x.type.dtype == dtype) return x;
   if (x.type.dtype != DType::Pred && dtype == DType::Pred) {
@@ -256,6 +291,8 @@ Value Builder::convert(const Value& x, DType dtype) {
     return complex(re, full(0, re.type));
   }
   if (is_complex(x.type.dtype)) return convert(real(x), dtype);
+  if ((dtype == DType::F8E4M3FN || dtype == DType::F8E5M2) && !is_f8(x.type.dtype))
+    return to_float8(x, dtype);
   return emit("stablehlo.convert", {x}, "", TensorType{dtype, x.type.shape});
 }
 

@@ -41,7 +41,7 @@ class Builder {
   Value binary(Binary op, const Value& a, const Value& b);
   Value compare(Compare direction, const Value& a, const Value& b);
   Value select(const Value& pred, const Value& on_true, const Value& on_false);
-  Value convert(const Value& x, DType dtype);
+  Value convert(const Value& x, DType dtype);  // as PyTorch converts (bool, complex, float8)
   Value bitcast_convert(const Value& x, const TensorType& type);
   // Parts of complex values: real(x) and imag(x) of a real x are x and 0.
   Value real(const Value& x);
@@ -110,6 +110,7 @@ class Builder {
   std::string precision_config(const Value& lhs, const Value& rhs) const;
 
  private:
+  Value to_float8(const Value& x, DType dtype);
   std::string line(const std::string& lhs, const std::string& op,
                    const std::vector<Value>& operands, const std::string& attributes,
                    const std::string& result_types, const std::vector<std::string>& regions);

@@ -19,6 +19,8 @@ const char* mlir_name(DType dtype) {
     case DType::F64: return "f64";
     case DType::C64: return "complex<f32>";
     case DType::C128: return "complex<f64>";
+    case DType::F8E4M3FN: return "f8E4M3FN";
+    case DType::F8E5M2: return "f8E5M2";
   }
   return "?";
 }
@@ -27,7 +29,9 @@ int byte_width(DType dtype) {
   switch (dtype) {
     case DType::Pred:
     case DType::S8:
-    case DType::U8: return 1;
+    case DType::U8:
+    case DType::F8E4M3FN:
+    case DType::F8E5M2: return 1;
     case DType::S16:
     case DType::U16:
     case DType::F16:
@@ -45,7 +49,8 @@ int byte_width(DType dtype) {
 }
 
 bool is_float(DType dtype) {
-  return dtype == DType::F16 || dtype == DType::BF16 || dtype == DType::F32 || dtype == DType::F64;
+  return dtype == DType::F16 || dtype == DType::BF16 || dtype == DType::F32 ||
+         dtype == DType::F64 || dtype == DType::F8E4M3FN || dtype == DType::F8E5M2;
 }
 
 bool is_complex(DType dtype) { return dtype == DType::C64 || dtype == DType::C128; }

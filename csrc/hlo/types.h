@@ -25,7 +25,9 @@ enum class DType : uint8_t {
   F32,
   F64,
   C64,
-  C128
+  C128,
+  F8E4M3FN,  // torch.float8_e4m3fn and torch.float8_e5m2: storage and matrix-product
+  F8E5M2,    // inputs; arithmetic on them runs in f32 (math_dtype)
 };
 
 const char* mlir_name(DType dtype);  // "f32", "i1", "ui8", ...

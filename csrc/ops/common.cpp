@@ -7,7 +7,13 @@
 namespace torch_tpu::ops {
 
 hlo::DType math_dtype(hlo::DType dtype) {
-  return dtype == hlo::DType::BF16 || dtype == hlo::DType::F16 ? hlo::DType::F32 : dtype;
+  switch (dtype) {
+    case hlo::DType::BF16:
+    case hlo::DType::F16:
+    case hlo::DType::F8E4M3FN:
+    case hlo::DType::F8E5M2: return hlo::DType::F32;
+    default: return dtype;
+  }
 }
 
 hlo::Value cast_to(hlo::Builder& b, const hlo::Value& x, hlo::DType dtype,
@@ -67,6 +73,8 @@ hlo::Value sign_bit(hlo::Builder& b, const hlo::Value& x) {
     case hlo::DType::F32: bits = hlo::DType::S32; break;
     case hlo::DType::F16:
     case hlo::DType::BF16: bits = hlo::DType::S16; break;
+    case hlo::DType::F8E4M3FN:
+    case hlo::DType::F8E5M2: bits = hlo::DType::S8; break;
     default:
       if (hlo::is_signed_int(x.type.dtype))
         return b.compare(hlo::Compare::LT, x, b.full(0, x.type));

@@ -164,6 +164,22 @@ TORCH_TPU_LOWERING(weight_int8pack_mm, {"_weight_int8pack_mm"}, [](Node& n) {
   Value scales = b.broadcast_in_dim(b.convert(n.in(2), acc), product.type.shape, {1});
   return V{b.convert(b.binary(Binary::Multiply, product, scales), dtype)};
 });
+// _scaled_mm(self f8 [m, k], mat2 f8 [k, n], scale_a, scale_b, bias, scale_result,
+// out_dtype, use_fast_accum): (self @ mat2) * scale_a * scale_b (+ bias), accumulated in
+// f32 (float8 values are exact in it); scales per tensor ([] or [1]) or per row of self
+// ([m, 1]) and per column of mat2 ([1, n]). torchao's float8 training calls it.
+TORCH_TPU_LOWERING(scaled_mm, {"_scaled_mm", "_scaled_mm.out"}, [](Node& n) {
+  hlo::Builder& b = n.b;
+  const hlo::DType f32 = hlo::DType::F32;
+  if (n.has(5)) throw NotImplemented("_scaled_mm: scale_result (a float8 result's scale) is not supported on tpu");
+  Value product = b.dot_general(b.convert(n.in(0), f32), b.convert(n.in(1), f32), {}, {}, {1},
+                                {0}, f32);
+  const std::vector<int64_t>& shape = product.type.shape;
+  product = b.binary(Binary::Multiply, product, cast_to(b, n.in(2), f32, shape));
+  product = b.binary(Binary::Multiply, product, cast_to(b, n.in(3), f32, shape));
+  if (n.has(4)) product = b.binary(Binary::Add, product, cast_to(b, n.in(4), f32, shape));
+  return V{b.convert(product, n.out().dtype)};
+});
 TORCH_TPU_LOWERING(baddbmm, {"baddbmm", "baddbmm_", "baddbmm.out"}, lower_baddbmm);
 TORCH_TPU_LOWERING(addbmm, {"addbmm", "addbmm_", "addbmm.out"}, lower_addbmm);
 TORCH_TPU_LOWERING(addmv, {"addmv", "addmv_", "addmv.out"}, lower_addmv);

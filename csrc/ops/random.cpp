@@ -44,6 +44,8 @@ int digits(DType dtype) {
     case DType::F64: return 53;
     case DType::F16: return 11;
     case DType::BF16: return 8;
+    case DType::F8E4M3FN: return 4;
+    case DType::F8E5M2: return 3;
     default: return 24;
   }
 }

@@ -91,6 +91,8 @@ double largest(DType dtype) {
   switch (dtype) {
     case DType::F16: return 65504.0;
     case DType::BF16: return 3.3895313892515355e38;
+    case DType::F8E4M3FN: return 448.0;
+    case DType::F8E5M2: return 57344.0;
     case DType::F32: return std::numeric_limits<float>::max();
     default: return std::numeric_limits<double>::max();
   }

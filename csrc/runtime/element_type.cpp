@@ -20,6 +20,8 @@ PJRT_Buffer_Type to_pjrt(hlo::DType dtype) {
     case DType::F64: return PJRT_Buffer_Type_F64;
     case DType::C64: return PJRT_Buffer_Type_C64;
     case DType::C128: return PJRT_Buffer_Type_C128;
+    case DType::F8E4M3FN: return PJRT_Buffer_Type_F8E4M3FN;
+    case DType::F8E5M2: return PJRT_Buffer_Type_F8E5M2;
   }
   return PJRT_Buffer_Type_INVALID;
 }

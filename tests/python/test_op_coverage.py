@@ -38,8 +38,8 @@ PENDING = {
     "_fake_quantize_learnable_per_tensor_affine_backward",
     "_fake_quantize_per_tensor_affine_cachemask_tensor_qparams",
     "_fused_moving_avg_obs_fq_helper", "_jagged_to_padded_dense_forward", "_linalg_eigvals",
-    "_padded_dense_to_jagged_forward", "_pdist_backward", "_sample_dirichlet", "_scaled_mm",
-    "_scaled_mm.out", "_scaled_mm_v2", "_scaled_mm_v2.out", "_segment_reduce_backward",
+    "_padded_dense_to_jagged_forward", "_pdist_backward", "_sample_dirichlet",
+    "_scaled_mm_v2", "_scaled_mm_v2.out", "_segment_reduce_backward",
     "_standard_gamma", "_standard_gamma_grad", "_unique", "_upsample_lanczos2d_aa.out",
     "_upsample_lanczos2d_aa_backward.grad_input", "binomial",
     "fake_quantize_per_channel_affine_cachemask", "fake_quantize_per_tensor_affine_cachemask",
@@ -87,5 +87,5 @@ def test_the_exclusion_rule_leaves_out_only_cpu_engine_families():
     for family, pattern in EXCLUDED.items():
         assert any(re.search(pattern, n) for n in cpu), f"no CPU op matches {family}"
     excluded = re.compile("|".join(f"(?:{p})" for p in EXCLUDED.values()))
-    for kept in ("_native_multi_head_attention", "_int_mm", "_scaled_mm", "poisson", "_unique"):
+    for kept in ("_native_multi_head_attention", "_int_mm", "poisson", "_unique"):
         assert kept in cpu and not excluded.search(kept)

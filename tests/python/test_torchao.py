@@ -81,3 +81,37 @@ def test_compiled_matches_cpu(config, fresh_dynamo):
     torch.testing.assert_close(
         got, expected, rtol=0, atol=float((expected - model()(x)).abs().max())
     )
+
+
+def float8_losses(device, compiled=False, steps=3):
+    from torchao.float8 import convert_to_float8_training
+
+    m = model().to(device)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        convert_to_float8_training(m)
+    step_model = torch.compile(m, backend="tpu") if compiled else m
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    x = inputs().to(device)
+    losses = []
+    for _ in range(steps):
+        loss = step_model(x).square().mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        losses.append(loss.item())
+    return losses
+
+
+def test_float8_training_matches_cpu():
+    expected = float8_losses("cpu")
+    got = float8_losses("tpu")
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.single_mode
+def test_compiled_float8_training_matches_cpu(fresh_dynamo):
+    expected = float8_losses("cpu")
+    got = float8_losses("tpu", compiled=True)
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
+    assert torch_tpu.metrics.snapshot()["graph_splits"] == 0
