@@ -5,12 +5,14 @@ stops a running server.
 
 - Refusals and defaults: SGLang's own argument resolution (`ServerArgs.resolve_once`,
   what `sgl.Engine` and `launch_server` run first), no engine.
-- What works, in one engine (one engine at a time: see sglang_engine.py): LoRA with
-  SGLang's default backend (csgmv, a Triton kernel, becomes torch_native on tpu), two
-  adapters and the base model in one batch, each with HF's tokens for the merged
-  weights; structured output with `grammar_backend="xgrammar"` (its token bitmask
-  applied with tensor ops on tpu, grammar.py): outputs match their regexes and equal
-  HF's greedy tokens under xgrammar's own mask on the CPU."""
+- What works, in one compiled engine under TORCH_TPU_NO_COMPILE=1 (one engine at a
+  time: see sglang_engine.py): LoRA with SGLang's default backend (csgmv, a Triton
+  kernel, becomes torch_native on tpu: torch_tpu's per-token backend, sglang/lora.py),
+  two adapters and the base model in one batch, each with HF's tokens for the merged
+  weights, and no step traced after warm-up; structured output with
+  `grammar_backend="xgrammar"` (its token bitmask applied with tensor ops on tpu,
+  grammar.py): outputs match their regexes and equal HF's greedy tokens under
+  xgrammar's own mask on the CPU. LoRA on the LM head is refused by name."""
 
 import importlib.util
 import re
@@ -89,6 +91,7 @@ def engine(model_dir, tmp_path_factory):
     llm = make_engine(
         path,
         root / "stats.json",
+        env={"TORCH_TPU_NO_COMPILE": "1"},  # a trace or compile after warm-up raises
         lora_paths=[f"{name}={p}" for name, p in adapters.items()],
         max_lora_rank=8,
         max_loras_per_batch=3,
@@ -108,7 +111,22 @@ def test_lora_default_backend_multi_adapter(engine):
     }
     assert want["a"] != want[None] and want["b"] != want[None]  # the adapters matter
     assert got == [want[name][i] for i, name in enumerate(names)]
-    assert read_stats(stats) == {"compiled": False}  # LoRA steps run eagerly
+    # The steps ran compiled (LoRA per token, sglang/lora.py), none traced after warm-up.
+    after = read_stats(stats)
+    assert after["compiled"] and after["steps"] > 0 and after["eager_steps"] == 0
+    assert (after["step_frames_after_warmup"], after["step_graphs_after_warmup"]) == (0, 0)
+
+
+def test_lora_on_lm_head_is_refused():
+    """The tpu LoRA backend refuses layers it has no per-token path for, by name."""
+    import torch
+
+    from torch_tpu.serving.sglang.lora import TpuLoRABackend
+
+    backend = TpuLoRABackend(max_loras_per_batch=2, device=torch.device("tpu"))
+    backend.validate_lora_targets(None, {"q_proj", "down_proj"})
+    with pytest.raises(ValueError, match="LoRA on lm_head is not supported on tpu"):
+        backend.validate_lora_targets(None, {"lm_head", "q_proj"})
 
 
 def hf_constrained(path, prompt, regex, max_new_tokens):

@@ -51,6 +51,10 @@ class TpuPagedAttnBackend(AttentionBackend):
         from torch_tpu.serving.sglang import compiled
 
         common.lay_out_linear_weights(model_runner.model, UnquantizedLinearMethod)
+        # LoRA's token-to-adapter buffer holds the largest padded step.
+        lora = getattr(getattr(model_runner, "lora_manager", None), "lora_backend", None)
+        if hasattr(lora, "reserve"):
+            lora.reserve(max(common.token_buckets(self.max_tokens)), model_runner.model)
         compiled.install(model_runner, self)
 
     def width_buckets(self) -> list[int]:

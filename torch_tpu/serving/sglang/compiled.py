@@ -159,6 +159,7 @@ class CompiledSteps:
     (see the module docstring); `warm_up()` compiles every bucket pair."""
 
     def __init__(self, model_runner, backend):
+        self.model_runner = model_runner
         self.body = model_runner.model.model
         self.eager_forward = self.body.forward
         self.backend = backend
@@ -234,6 +235,10 @@ class CompiledSteps:
             )
             run(zeros(tokens), zeros(tokens))  # ids and positions: distinct tensors
 
+        # With LoRA, the padding steps apply no adapter (serving/sglang/lora.py).
+        lora = getattr(getattr(self.model_runner, "lora_manager", None), "lora_backend", None)
+        if hasattr(lora, "prepare_padding"):
+            lora.prepare_padding()
         with DynamicGradMode():
             # One eager step first: SGLang's layers resolve their implementation on
             # their first call and cache it, which a compiled graph would guard on.
@@ -334,15 +339,6 @@ def install(model_runner, backend) -> CompiledSteps | None:
     """Compiles `model_runner`'s model steps (once per runner) unless eager mode is
     asked for; returns the steps, or None when the model stays eager."""
     if common.eager_requested("sglang"):
-        _write_eager_stats()
-        return None
-    from sglang.srt.runtime_context import get_lora
-
-    if get_lora().enable_lora:
-        # SGLang's LoRA layers read a per-step host description of the batch (segments
-        # of adapters, their ranks), which a compiled step would guard on: a graph per
-        # batch composition. LoRA steps run eagerly.
-        logger.warning("tpu: LoRA is on; the model runs eagerly (op by op)")
         _write_eager_stats()
         return None
     existing = getattr(model_runner, "_tpu_compiled_steps", None)

@@ -92,6 +92,12 @@ def _fit_backends(server_args) -> None:
         _refuse("lora_backend", lora, [LORA_BACKEND])
 
 
+def _register_lora_backend() -> None:
+    from torch_tpu.serving.sglang.lora import register_backend
+
+    register_backend()
+
+
 def _register_grammar_backend() -> None:
     from torch_tpu.serving.sglang.grammar import register_backend
 
@@ -162,6 +168,7 @@ class TpuSRTPlatform(SRTPlatform):
         _register_attention_backend()
         register_collective_kernels()
         _register_grammar_backend()
+        _register_lora_backend()
 
     # --- device ---------------------------------------------------------------
 
