@@ -406,6 +406,11 @@ def scaled_mm_out(
     return _into(out, result)
 
 
+def fake_quantize_cachemask(self, *args):
+    # The values and the in-range mask, of self's shape (fake quantization's three ops).
+    return _empty(self.shape, self), torch.empty(self.shape, dtype=torch.bool, device=self.device)
+
+
 def glu_jvp(glu, x, dx, dim):
     return _empty(glu.shape, glu)
 
@@ -464,6 +469,9 @@ def register() -> None:
         ("_native_batch_norm_legit.out", batch_norm_legit_out),
         ("_scaled_mm", scaled_mm),
         ("_scaled_mm.out", scaled_mm_out),
+        ("fake_quantize_per_tensor_affine_cachemask", fake_quantize_cachemask),
+        ("fake_quantize_per_channel_affine_cachemask", fake_quantize_cachemask),
+        ("_fake_quantize_per_tensor_affine_cachemask_tensor_qparams", fake_quantize_cachemask),
         ("glu_jvp", glu_jvp),
         ("glu_backward_jvp", glu_backward_jvp),
         ("batch_norm_update_stats", batch_norm_update_stats),

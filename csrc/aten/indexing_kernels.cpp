@@ -2,6 +2,7 @@
 // (nonzero, masked_select, bool-mask indexing, repeat_interleave, bincount), which read a count
 // from the device as CUDA does, and ranges whose scalars must enter the program in f64.
 #include <algorithm>
+#include <cmath>
 
 #include <ATen/ExpandUtils.h>
 #include <ATen/native/IndexingUtils.h>
@@ -336,6 +337,39 @@ at::Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c
   return out;
 }
 
+// torch.range (deprecated): start, start + step, ... up to end inclusive, the length as
+// CPU's RangeFactories computes it (in double for floating dtypes, int64 otherwise); the
+// values as arange's program writes them.
+at::Tensor& range_out(const c10::Scalar& start, const c10::Scalar& end, const c10::Scalar& step,
+                      at::Tensor& out) {
+  int64_t n;
+  if (c10::isIntegralType(out.scalar_type(), /*includeBool=*/false)) {
+    const int64_t s = start.toLong(), e = end.toLong(), d = step.toLong();
+    TORCH_CHECK(d > 0 || d < 0, "step must be nonzero");
+    TORCH_CHECK((d > 0 && e >= s) || (d < 0 && e <= s),
+                "upper bound and lower bound inconsistent with step sign");
+    n = (e - s) / d + 1;
+  } else {
+    const double s = start.toDouble(), e = end.toDouble(), d = step.toDouble();
+    TORCH_CHECK(d > 0 || d < 0, "step must be nonzero");
+    TORCH_CHECK(std::isfinite(s) && std::isfinite(e),
+                "unsupported range: ", s, " -> ", e);
+    TORCH_CHECK((d > 0 && e >= s) || (d < 0 && e <= s),
+                "upper bound and lower bound inconsistent with step sign");
+    n = static_cast<int64_t>((e - s) / d + 1);
+  }
+  at::native::resize_output(out, {n});
+  if (n == 0) return out;
+  hlo::DType dtype = to_hlo(out.scalar_type());
+  c10::ScalarType math = to_torch(ops::arange_math(dtype));
+  OpCall call("arange");
+  call.scalar(start, math).scalar(step, math).key(n).key(static_cast<int64_t>(dtype));
+  call.write([n, dtype](hlo::Builder& b,
+                        const V& in) { return V{ops::lower_arange(b, in[0], in[1], n, dtype)}; },
+             {out});
+  return out;
+}
+
 at::Tensor& space_out(const char* name, const c10::Scalar& start, const c10::Scalar& end,
                       int64_t steps, const std::optional<double>& base, at::Tensor& out) {
   TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
@@ -499,6 +533,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("unique_dim", unique_dim_kernel);
   m.impl("unique_consecutive", unique_consecutive_kernel);
   m.impl("arange.start_out", arange_out);
+  m.impl("range.out", range_out);
   m.impl("linspace.out", linspace_out);
   m.impl("logspace.out", logspace_out);
   m.impl("unfold", at::native::unfold);

@@ -1,6 +1,8 @@
 """Ops CPU has that no OpInfo covers (test_op_coverage.py lists what is left): each
 against CPU on the same inputs, in the eager mode of the run and compiled."""
 
+import warnings
+
 import pytest
 import torch
 
@@ -44,6 +46,9 @@ def inputs():
         "gv": torch.rand(5, 1, 1, 1, generator=gen) + 0.5,
         "gg": torch.randn(4, 3, generator=gen),
         "dx": torch.randn(4, 6, generator=gen),
+        "q": torch.randn(4, 6, 5, generator=gen) * 3,
+        "qscale": torch.rand(6, generator=gen) * 0.1 + 0.01,
+        "qzero": torch.randint(-5, 5, (6,), dtype=torch.int32, generator=gen),
     }
 
 
@@ -53,6 +58,30 @@ def bn_stats(im, c):
 
 # name: (function of the inputs dict and the device, compiled too)
 CASES = {
+    "fake_quantize_per_tensor_affine_cachemask": (
+        lambda t, d: A.fake_quantize_per_tensor_affine_cachemask(t["q"], 0.1, 3, -128, 127),
+        True,
+    ),
+    "_fake_quantize_per_tensor_affine_cachemask_tensor_qparams": (
+        lambda t, d: [
+            A._fake_quantize_per_tensor_affine_cachemask_tensor_qparams(
+                t["q"],
+                torch.tensor([0.05], device=d),
+                torch.tensor([100], dtype=torch.int32, device=d),
+                torch.tensor([enabled], device=d),
+                0,
+                255,
+            )
+            for enabled in (1, 0)
+        ],
+        True,
+    ),
+    "fake_quantize_per_channel_affine_cachemask": (
+        lambda t, d: A.fake_quantize_per_channel_affine_cachemask(
+            t["q"], t["qscale"], t["qzero"], 1, -128, 127
+        ),
+        True,
+    ),
     "_add_relu.Tensor": (lambda t, d: A._add_relu.Tensor(t["x"], t["y"], alpha=2), True),
     "_add_relu.Scalar": (lambda t, d: A._add_relu.Scalar(t["x"], 0.5), True),
     "_add_relu_.Tensor": (lambda t, d: A._add_relu_.Tensor(t["x"].clone(), t["y"]), False),
@@ -222,6 +251,9 @@ def close(got, expected, atol=None):
         for a, b in zip(got, expected):
             close(a, b, atol)
         return
+    if expected.dtype == torch.bool:
+        assert got.device.type == "tpu" and torch.equal(got.cpu(), expected)
+        return
     assert got.device.type == "tpu"
     assert got.dtype == expected.dtype and got.shape == expected.shape
     bounds = tol(expected.dtype, f32=2e-5)
@@ -249,6 +281,38 @@ def test_compiled_matches_cpu(name, fresh_dynamo):
     got = torch.compile(lambda t: fn(t, "tpu"), backend="tpu", fullgraph=True)(on_tpu)
     close(got, expected, ATOL.get(name))
     assert torch_tpu.metrics.snapshot()["graph_splits"] == 0
+
+
+def test_host_linear_algebra_matches_cpu():
+    # geev and sytrf run on the host, as CUDA's backend runs them (csrc/aten/host_kernels).
+    a = torch.randn(3, 5, 5, generator=g(2))
+    s = a @ a.transpose(-1, -2)
+    b = torch.randn(3, 5, 2, generator=g(3))
+    values, vectors = torch.linalg.eig(a.to("tpu"))
+    close((values, vectors), torch.linalg.eig(a))
+    close(torch.linalg.eigvals(a.to("tpu")), torch.linalg.eigvals(a))
+    out = (torch.empty(0, dtype=torch.complex64, device="tpu"),) * 2
+    close(torch.linalg.eig(a.to("tpu"), out=(out[0], out[1].clone())), torch.linalg.eig(a))
+    ld, pivots = torch.linalg.ldl_factor(s)
+    ld_t, pivots_t = torch.linalg.ldl_factor(s.to("tpu"))
+    close((ld_t, pivots_t), (ld, pivots))
+    close(
+        torch.linalg.ldl_solve(ld_t, pivots_t, b.to("tpu")), torch.linalg.ldl_solve(ld, pivots, b)
+    )
+
+
+@pytest.mark.parametrize(
+    "args, dtype",
+    [((0, 5), torch.float32), ((1, 4, 0.5), torch.float32), ((10, 1, -3), torch.int64),
+     ((0.1, 1.0, 0.3), torch.float64), ((-2, 7, 2), torch.int32)],
+)  # fmt: skip
+def test_range_matches_cpu(args, dtype):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.range is deprecated
+        close(torch.range(*args, dtype=dtype, device="tpu"), torch.range(*args, dtype=dtype))
+        for bad, message in (((0, 5, 0), "step must be nonzero"), ((5, 0, 1), "inconsistent")):
+            with pytest.raises(RuntimeError, match=message):
+                torch.range(*bad, device="tpu")
 
 
 def test_is_set_to_matches_cpu():
