@@ -411,6 +411,18 @@ def fake_quantize_cachemask(self, *args):
     return _empty(self.shape, self), torch.empty(self.shape, dtype=torch.bool, device=self.device)
 
 
+def linear_combination(input, coefficients):
+    torch._check(
+        coefficients.dim() == 2 and input.dim() >= 1 and coefficients.shape[1] == input.shape[0],
+        lambda: "_compute_linear_combination: coefficients must be [m, n] for an input of n rows",
+    )
+    return _empty((coefficients.shape[0], *input.shape[1:]), input)
+
+
+def linear_combination_out(input, coefficients, *, out):
+    return _into(out, linear_combination(input, coefficients))
+
+
 def glu_jvp(glu, x, dx, dim):
     return _empty(glu.shape, glu)
 
@@ -472,6 +484,8 @@ def register() -> None:
         ("fake_quantize_per_tensor_affine_cachemask", fake_quantize_cachemask),
         ("fake_quantize_per_channel_affine_cachemask", fake_quantize_cachemask),
         ("_fake_quantize_per_tensor_affine_cachemask_tensor_qparams", fake_quantize_cachemask),
+        ("_compute_linear_combination", linear_combination),
+        ("_compute_linear_combination.out", linear_combination_out),
         ("glu_jvp", glu_jvp),
         ("glu_backward_jvp", glu_backward_jvp),
         ("batch_norm_update_stats", batch_norm_update_stats),

@@ -517,6 +517,18 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_consecutive_kernel(
   return unique_runs(self, false, return_inverse, return_counts, dim);
 }
 
+// The older forms: _unique (no counts) and unique_dim_consecutive (a required dim).
+std::tuple<at::Tensor, at::Tensor> unique_kernel(const at::Tensor& self, bool sorted,
+                                                 bool return_inverse) {
+  auto [values, inverse, counts] = unique2_kernel(self, sorted, return_inverse, false);
+  return {values, inverse};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_dim_consecutive_kernel(
+    const at::Tensor& self, int64_t dim, bool return_inverse, bool return_counts) {
+  return unique_consecutive_kernel(self, return_inverse, return_counts, dim);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -530,6 +542,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("repeat_interleave.Tensor", repeat_interleave_kernel);
   m.impl("bincount", bincount_kernel);
   m.impl("_unique2", unique2_kernel);
+  m.impl("_unique", unique_kernel);
+  m.impl("unique_dim_consecutive", unique_dim_consecutive_kernel);
   m.impl("unique_dim", unique_dim_kernel);
   m.impl("unique_consecutive", unique_consecutive_kernel);
   m.impl("arange.start_out", arange_out);

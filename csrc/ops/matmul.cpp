@@ -180,6 +180,18 @@ TORCH_TPU_LOWERING(scaled_mm, {"_scaled_mm", "_scaled_mm.out"}, [](Node& n) {
   if (n.has(4)) product = b.binary(Binary::Add, product, cast_to(b, n.in(4), f32, shape));
   return V{b.convert(product, n.out().dtype)};
 });
+// _compute_linear_combination(input [n, ...], coefficients [m, n]) -> [m, ...]: row i is
+// sum_j coefficients[i, j] * input[j] (what torch.linalg.matrix_exp's Taylor terms use).
+TORCH_TPU_LOWERING(linear_combination,
+                   {"_compute_linear_combination", "_compute_linear_combination.out"},
+                   [](Node& n) {
+                     hlo::Builder& b = n.b;
+                     const Value& x = n.in(0);
+                     std::vector<int64_t> flat{x.type.shape[0], x.type.numel() / std::max<int64_t>(x.type.shape[0], 1)};
+                     Value product = contract(b, n.in(1), b.reshape(x, flat), {}, {1}, {0},
+                                              n.out().dtype);
+                     return V{b.reshape(product, n.out().shape)};
+                   });
 TORCH_TPU_LOWERING(baddbmm, {"baddbmm", "baddbmm_", "baddbmm.out"}, lower_baddbmm);
 TORCH_TPU_LOWERING(addbmm, {"addbmm", "addbmm_", "addbmm.out"}, lower_addbmm);
 TORCH_TPU_LOWERING(addmv, {"addmv", "addmv_", "addmv.out"}, lower_addmv);

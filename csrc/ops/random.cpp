@@ -136,6 +136,31 @@ V lower_exponential(Node& n) {
   return {n.b.binary(Binary::Divide, e, n.b.full(n.f64(1), u.type))};
 }
 
+// rrelu_with_noise(self, noise, lower, upper, training, generator): in training, each
+// element <= 0 is scaled by a slope drawn uniformly from [lower, upper), which is written to
+// `noise` (1 for the others); in evaluation, leaky_relu with slope (lower + upper) / 2 and
+// `noise` as it was. The out= form writes noise first (schema order), the others output.
+V lower_rrelu_with_noise(Node& n) {
+  hlo::Builder& b = n.b;
+  const TensorType& out = n.out(0);
+  const DType m = math_dtype(out.dtype);
+  Value x = b.convert(n.in(0), m);
+  Value lower = cast_to(b, n.in(2), m, out.shape), upper = cast_to(b, n.in(3), m, out.shape);
+  Value negative = b.compare(Compare::LE, x, b.full(0, x.type));
+  Value noise = b.convert(n.in(1), m), slope;
+  if (n.flag(4)) {
+    Value u = uniform01(b, n.rng_state(5), out.shape, out.dtype);
+    slope = affine(b, u, b.binary(Binary::Subtract, upper, lower), lower);
+    noise = b.select(negative, slope, b.full(1, x.type));
+  } else {
+    slope = b.binary(Binary::Multiply, b.binary(Binary::Add, lower, upper), b.full(0.5, x.type));
+  }
+  Value y = b.convert(b.select(negative, b.binary(Binary::Multiply, x, slope), x), out.dtype);
+  noise = b.convert(noise, n.in(1).type.dtype);
+  if (n.args.size() > 6) return {noise, y};  // .out: noise (b!), then out
+  return {y, noise};
+}
+
 V lower_log_normal(Node& n) {  // log_normal_(self, mean, std, *, generator)
   const TensorType& out = n.out();
   check(n.f64(2) > 0, "log_normal_ expects std > 0.0, but found std=" + std::to_string(n.f64(2)));
@@ -379,6 +404,9 @@ TORCH_TPU_LOWERING(normal,
                     "normal.float_Tensor_out", "normal.Tensor_Tensor", "normal.Tensor_Tensor_out"},
                    normal(0, 1, 2), true);
 TORCH_TPU_LOWERING(exponential, {"exponential_"}, lower_exponential, true);
+TORCH_TPU_LOWERING(rrelu_with_noise,
+                   {"rrelu_with_noise", "rrelu_with_noise_", "rrelu_with_noise.out"},
+                   lower_rrelu_with_noise, true);
 TORCH_TPU_LOWERING(log_normal, {"log_normal_"}, lower_log_normal, true);
 TORCH_TPU_LOWERING(cauchy, {"cauchy_"}, lower_cauchy, true);
 TORCH_TPU_LOWERING(geometric, {"geometric_"}, lower_geometric, true);

@@ -58,6 +58,16 @@ def bn_stats(im, c):
 
 # name: (function of the inputs dict and the device, compiled too)
 CASES = {
+    "_compute_linear_combination": (
+        lambda t, d: A._compute_linear_combination(t["v"], t["x"][:2, :5]),
+        True,
+    ),
+    "_compute_linear_combination.out": (
+        lambda t, d: A._compute_linear_combination.out(
+            t["v"], t["x"][:2, :5], out=torch.empty(2, 3, 2, 2, device=d)
+        ),
+        False,
+    ),
     "fake_quantize_per_tensor_affine_cachemask": (
         lambda t, d: A.fake_quantize_per_tensor_affine_cachemask(t["q"], 0.1, 3, -128, 127),
         True,
@@ -313,6 +323,60 @@ def test_range_matches_cpu(args, dtype):
         for bad, message in (((0, 5, 0), "step must be nonzero"), ((5, 0, 1), "inconsistent")):
             with pytest.raises(RuntimeError, match=message):
                 torch.range(*bad, device="tpu")
+
+
+def test_old_unique_forms_match_cpu():
+    y = torch.tensor([3, 1, 1, 2, 3, 3, 0])
+    z = torch.tensor([[1, 2], [1, 2], [3, 4], [1, 2]])
+    for got, expected in (
+        (A._unique(y.to("tpu"), True, True), A._unique(y, True, True)),
+        (
+            A.unique_dim_consecutive(z.to("tpu"), 0, True, True),
+            A.unique_dim_consecutive(z, 0, True, True),
+        ),
+    ):
+        for a, b in zip(got, expected):
+            assert a.device.type == "tpu" and torch.equal(a.cpu(), b)
+
+
+@pytest.mark.parametrize("form", ["functional", "in_place", "out"])
+def test_rrelu_with_noise_draws_slopes_from_the_range(form):
+    # Random: the slopes' distribution is checked (uniform on [0.1, 0.3): mean 0.2, std
+    # 0.2 / sqrt(12)), and everything that follows from them exactly.
+    x = torch.randn(20000, generator=g(4))
+    noise = torch.empty(20000, device="tpu")
+    if form == "functional":
+        out = A.rrelu_with_noise(x.to("tpu"), noise, 0.1, 0.3, True)
+    elif form == "in_place":
+        out = x.to("tpu")
+        A.rrelu_with_noise_(out, noise, 0.1, 0.3, True)
+    else:
+        out = torch.empty(0, device="tpu")
+        A.rrelu_with_noise.out(x.to("tpu"), noise, 0.1, 0.3, True, out=out)
+    out, noise = out.cpu(), noise.cpu()
+    negative = x <= 0
+    assert torch.equal(out[~negative], x[~negative]) and bool((noise[~negative] == 1).all())
+    slopes = noise[negative]
+    assert bool(((slopes >= 0.1) & (slopes < 0.3)).all())
+    n = slopes.numel()
+    assert abs(slopes.mean().item() - 0.2) < 5 * (0.2 / 12**0.5) / n**0.5
+    assert abs(slopes.std().item() - 0.2 / 12**0.5) < 0.01
+    torch.testing.assert_close(out, x * noise)
+    # A Kolmogorov-Smirnov distance to the uniform distribution below its 0.1% critical value.
+    ranked = ((slopes.sort().values - 0.1) / 0.2).double()
+    ks = (ranked - torch.arange(1, n + 1, dtype=torch.double) / n).abs().max().item()
+    assert ks < 1.95 / n**0.5
+
+
+def test_rrelu_with_noise_evaluation_matches_cpu():
+    x = torch.randn(100, generator=g(5))
+    noise = torch.randn(100, generator=g(6))
+    kept = noise.to("tpu")
+    got = A.rrelu_with_noise(x.to("tpu"), kept, 0.1, 0.3, False)
+    close(got, A.rrelu_with_noise(x, noise.clone(), 0.1, 0.3, False))
+    assert torch.equal(kept.cpu(), noise)
+    torch.manual_seed(0)
+    assert torch.nn.RReLU(0.1, 0.3).train()(x.to("tpu")).shape == x.shape
 
 
 def test_is_set_to_matches_cpu():
