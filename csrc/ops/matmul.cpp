@@ -181,17 +181,18 @@ TORCH_TPU_LOWERING(scaled_mm, {"_scaled_mm", "_scaled_mm.out"}, [](Node& n) {
   return V{b.convert(product, n.out().dtype)};
 });
 // _compute_linear_combination(input [n, ...], coefficients [m, n]) -> [m, ...]: row i is
-// sum_j coefficients[i, j] * input[j] (what torch.linalg.matrix_exp's Taylor terms use).
-TORCH_TPU_LOWERING(linear_combination,
-                   {"_compute_linear_combination", "_compute_linear_combination.out"},
-                   [](Node& n) {
-                     hlo::Builder& b = n.b;
-                     const Value& x = n.in(0);
-                     std::vector<int64_t> flat{x.type.shape[0], x.type.numel() / std::max<int64_t>(x.type.shape[0], 1)};
-                     Value product = contract(b, n.in(1), b.reshape(x, flat), {}, {1}, {0},
-                                              n.out().dtype);
-                     return V{b.reshape(product, n.out().shape)};
-                   });
+// sum_j coefficients[i, j] * input[j] (torch.linalg.matrix_exp's Taylor terms). The out=
+// form, which adds to what `out` holds, is aten/composite_kernels.cpp's.
+V lower_linear_combination(Node& n) {
+  hlo::Builder& b = n.b;
+  const Value& x = n.in(0);
+  const int64_t rows = std::max<int64_t>(x.type.shape[0], 1);
+  Value flat = b.reshape(x, {x.type.shape[0], x.type.numel() / rows});
+  Value sum = b.reshape(contract(b, n.in(1), flat, {}, {1}, {0}, n.out().dtype), n.out().shape);
+  return {sum};
+}
+TORCH_TPU_LOWERING(linear_combination, {"_compute_linear_combination"},
+                   lower_linear_combination);
 TORCH_TPU_LOWERING(baddbmm, {"baddbmm", "baddbmm_", "baddbmm.out"}, lower_baddbmm);
 TORCH_TPU_LOWERING(addbmm, {"addbmm", "addbmm_", "addbmm.out"}, lower_addbmm);
 TORCH_TPU_LOWERING(addmv, {"addmv", "addmv_", "addmv.out"}, lower_addmv);
