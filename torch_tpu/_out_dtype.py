@@ -12,34 +12,30 @@ floats.
 import torch
 from torch import fx
 
+from torch_tpu._fx_rewrite import replace_nodes
+
 aten = torch.ops.aten
+
+
+def _as_op(node: fx.Node):
+    op, dtype, *args = node.args
+    if not isinstance(op, torch._ops.OpOverload) or node.kwargs:
+        return None
+    graph = node.graph
+    converted = []
+    for arg in args:
+        if isinstance(arg, fx.Node) and isinstance(arg.meta.get("val"), torch.Tensor):
+            cast = graph.call_function(aten._to_copy.default, (arg,), {"dtype": dtype})
+            cast.meta["val"] = arg.meta["val"].to(dtype)
+            converted.append(cast)
+        else:
+            converted.append(arg)
+    result = graph.call_function(op, tuple(converted))
+    result.meta["val"] = node.meta["val"]
+    result.meta["stack_trace"] = node.meta.get("stack_trace")
+    return result
 
 
 def rewrite(gm: fx.GraphModule) -> int:
     """Rewrites gm's out_dtype nodes in place; returns how many."""
-    done = 0
-    for node in list(gm.graph.nodes):
-        if node.op != "call_function" or node.target is not torch.ops.higher_order.out_dtype:
-            continue
-        op, dtype, *args = node.args
-        if not isinstance(op, torch._ops.OpOverload) or node.kwargs:
-            continue
-        with gm.graph.inserting_before(node):
-            converted = []
-            for arg in args:
-                if isinstance(arg, fx.Node) and isinstance(arg.meta.get("val"), torch.Tensor):
-                    cast = gm.graph.call_function(aten._to_copy.default, (arg,), {"dtype": dtype})
-                    cast.meta["val"] = arg.meta["val"].to(dtype)
-                    converted.append(cast)
-                else:
-                    converted.append(arg)
-            result = gm.graph.call_function(op, tuple(converted))
-            result.meta["val"] = node.meta["val"]
-            result.meta["stack_trace"] = node.meta.get("stack_trace")
-        node.replace_all_uses_with(result)
-        gm.graph.erase_node(node)
-        done += 1
-    if done:
-        gm.graph.lint()
-        gm.recompile()
-    return done
+    return replace_nodes(gm, {torch.ops.higher_order.out_dtype: _as_op})

@@ -17,6 +17,8 @@ import torch
 from torch import fx
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 
+from torch_tpu._fx_rewrite import replace_nodes
+
 aten = torch.ops.aten
 
 
@@ -134,24 +136,17 @@ class _Rewriter:
 
 def rewrite(gm: fx.GraphModule) -> int:
     """Rewrites gm's as_strided / as_strided_scatter nodes in place; returns how many."""
-    rewriter, done = _Rewriter(gm), 0
-    for node in list(gm.graph.nodes):
-        if node.op != "call_function":
-            continue
-        handler = {
-            aten.as_strided.default: rewriter.as_strided,
-            aten.as_strided_scatter.default: rewriter.as_strided_scatter,
-        }.get(node.target)
-        if handler is None or not isinstance(node.meta.get("val"), torch.Tensor):
-            continue
-        with gm.graph.inserting_before(node):
-            replacement = handler(node)
-        if replacement is None:
-            continue
-        node.replace_all_uses_with(replacement)
-        gm.graph.erase_node(node)
-        done += 1
-    if done:
-        gm.graph.lint()
-        gm.recompile()
-    return done
+    rewriter = _Rewriter(gm)
+
+    def only_tensors(handler):
+        return lambda node: (
+            handler(node) if isinstance(node.meta.get("val"), torch.Tensor) else None
+        )
+
+    return replace_nodes(
+        gm,
+        {
+            aten.as_strided.default: only_tensors(rewriter.as_strided),
+            aten.as_strided_scatter.default: only_tensors(rewriter.as_strided_scatter),
+        },
+    )

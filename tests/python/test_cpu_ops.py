@@ -56,6 +56,14 @@ def bn_stats(im, c):
     return im, c, c * 0.5, torch.zeros(3), torch.ones(3)
 
 
+def batch_norm_out(op, t, d, *training, **more_outs):
+    """An out= batch norm in training (`training` is the flag for ops that take one): its
+    results and the running statistics it updates."""
+    im, w, b, rm, rv = to_device(bn_stats(t["im"], t["c"]), d)
+    outs = dict(out=out_like(d), save_mean=out_like(d), save_invstd=out_like(d), **more_outs)
+    return (*op(im, w, b, rm, rv, *training, 0.1, 1e-5, **outs), rm, rv)
+
+
 # name: (function of the inputs dict and the device, compiled too)
 CASES = {
     "_compute_linear_combination": (
@@ -64,7 +72,9 @@ CASES = {
     ),
     "_compute_linear_combination.out": (
         lambda t, d: A._compute_linear_combination.out(
-            t["v"], t["x"][:2, :5], out=torch.ones(2, 3, 2, 2, device=d)  # it adds to out
+            t["v"],
+            t["x"][:2, :5],
+            out=torch.ones(2, 3, 2, 2, device=d),  # it adds to out
         ),
         False,
     ),
@@ -118,69 +128,17 @@ CASES = {
         False,
     ),
     "_native_batch_norm_legit.out": (
-        lambda t, d: (
-            lambda im, w, b, rm, rv: (
-                *A._native_batch_norm_legit.out(
-                    im,
-                    w,
-                    b,
-                    rm,
-                    rv,
-                    True,
-                    0.1,
-                    1e-5,
-                    out=out_like(d),
-                    save_mean=out_like(d),
-                    save_invstd=out_like(d),
-                ),
-                rm,
-                rv,
-            )
-        )(*to_device(bn_stats(t["im"], t["c"]), d)),
+        lambda t, d: batch_norm_out(A._native_batch_norm_legit.out, t, d, True),
         False,
     ),
     "native_batch_norm.out": (
-        lambda t, d: (
-            lambda im, w, b, rm, rv: (
-                *A.native_batch_norm.out(
-                    im,
-                    w,
-                    b,
-                    rm,
-                    rv,
-                    True,
-                    0.1,
-                    1e-5,
-                    out=out_like(d),
-                    save_mean=out_like(d),
-                    save_invstd=out_like(d),
-                ),
-                rm,
-                rv,
-            )
-        )(*to_device(bn_stats(t["im"], t["c"]), d)),
+        lambda t, d: batch_norm_out(A.native_batch_norm.out, t, d, True),
         False,
     ),
     "_batch_norm_with_update.out": (
-        lambda t, d: (
-            lambda im, w, b, rm, rv: (
-                *A._batch_norm_with_update.out(
-                    im,
-                    w,
-                    b,
-                    rm,
-                    rv,
-                    0.1,
-                    1e-5,
-                    out=out_like(d),
-                    save_mean=out_like(d),
-                    save_invstd=out_like(d),
-                    reserve=out_like(d, torch.uint8),
-                ),
-                rm,
-                rv,
-            )
-        )(*to_device(bn_stats(t["im"], t["c"]), d)),
+        lambda t, d: batch_norm_out(
+            A._batch_norm_with_update.out, t, d, reserve=out_like(d, torch.uint8)
+        ),
         False,
     ),
     "batch_norm_update_stats": (
