@@ -24,6 +24,8 @@ from typing import Any, Callable, Optional, TypeVar
 
 import torch
 
+from torch_tpu import _settings
+
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 # What the annotated nodes of a compiled region carry in `node.meta["custom"]`.
@@ -118,7 +120,7 @@ def set_tpu_launch_env(
     def per_host() -> int:
         count = nproc_per_node
         if count is None and multihost:
-            count = _env_int("TORCH_TPU_DEVICES_PER_HOST")
+            count = _settings.get("TORCH_TPU_DEVICES_PER_HOST")
         count = _local_device_count() if count is None else count
         if count < 1:
             raise ValueError(f"set_tpu_launch_env(): expected tpu devices, got {count}")

@@ -322,9 +322,9 @@ int64_t arange_length(const c10::Scalar& start, const c10::Scalar& end, const c1
 }
 
 // Ranges: the scalars enter in ops::arange_math of the output dtype.
-at::Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c10::Scalar& step,
-                       at::Tensor& out) {
-  const int64_t n = arange_length(start, end, step, out);
+// out resized to n elements start, start + step, ... (arange's and range's program).
+at::Tensor& write_range(at::Tensor& out, const c10::Scalar& start, const c10::Scalar& step,
+                        int64_t n) {
   at::native::resize_output(out, {n});
   if (n == 0) return out;
   hlo::DType dtype = to_hlo(out.scalar_type());
@@ -335,6 +335,12 @@ at::Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c
                         const V& in) { return V{ops::lower_arange(b, in[0], in[1], n, dtype)}; },
              {out});
   return out;
+}
+
+at::Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c10::Scalar& step,
+                       at::Tensor& out) {
+  const int64_t n = arange_length(start, end, step, out);
+  return write_range(out, start, step, n);
 }
 
 // torch.range (deprecated): start, start + step, ... up to end inclusive, the length as
@@ -358,16 +364,7 @@ at::Tensor& range_out(const c10::Scalar& start, const c10::Scalar& end, const c1
                 "upper bound and lower bound inconsistent with step sign");
     n = static_cast<int64_t>((e - s) / d + 1);
   }
-  at::native::resize_output(out, {n});
-  if (n == 0) return out;
-  hlo::DType dtype = to_hlo(out.scalar_type());
-  c10::ScalarType math = to_torch(ops::arange_math(dtype));
-  OpCall call("arange");
-  call.scalar(start, math).scalar(step, math).key(n).key(static_cast<int64_t>(dtype));
-  call.write([n, dtype](hlo::Builder& b,
-                        const V& in) { return V{ops::lower_arange(b, in[0], in[1], n, dtype)}; },
-             {out});
-  return out;
+  return write_range(out, start, step, n);
 }
 
 at::Tensor& space_out(const char* name, const c10::Scalar& start, const c10::Scalar& end,

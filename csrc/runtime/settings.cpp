@@ -25,6 +25,13 @@ std::vector<Setting> make_table() {
        "such as torchrun, else 1)",
        {},
        1},
+      {"TORCH_TPU_DEVICES_PER_HOST",
+       T::integer,
+       nullptr,
+       "devices per host that `torch.tpu.distributed.set_tpu_launch_env` gives each host of a "
+       "multi-host launch (default: this host's device count)",
+       {},
+       1},
       {"TORCH_TPU_CPU_FALLBACK", T::flag, "0",
        "run ops without a tpu lowering on the CPU (also `torch_tpu.set_cpu_fallback(True)`)"},
       {"TORCH_TPU_LAUNCH_BLOCKING", T::flag, "0", "wait for every op (debugging)"},

@@ -17,6 +17,7 @@ NAMES = [s["name"] for s in _settings.table()]
 DEFAULTS = {
     "TORCH_TPU_PJRT_PLUGIN": None,
     "TORCH_TPU_NUM_DEVICES": None,
+    "TORCH_TPU_DEVICES_PER_HOST": None,
     "TORCH_TPU_CPU_FALLBACK": False,
     "TORCH_TPU_LAUNCH_BLOCKING": False,
     "TORCH_TPU_DUMP_DIR": None,

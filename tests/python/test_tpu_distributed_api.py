@@ -30,9 +30,18 @@ LAUNCH_VARS = (
 
 @pytest.fixture
 def clean_env(monkeypatch):
+    # set_tpu_launch_env writes os.environ itself, which monkeypatch does not undo: what it
+    # set is taken out after the test (a TORCH_TPU_NUM_DEVICES left behind broke a later
+    # torchrun test in the same worker).
+    saved = {name: os.environ.get(name) for name in LAUNCH_VARS}
     for name in LAUNCH_VARS:
         monkeypatch.delenv(name, raising=False)
-    return monkeypatch
+    yield monkeypatch
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 def test_launch_env_single_host(clean_env):
