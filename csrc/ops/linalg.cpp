@@ -219,6 +219,93 @@ V lower_pdist(Node& n) {
   return {b.convert(r, out.dtype)};
 }
 
+// d dist / d x for dist = ||diff||_p, elementwise on diff (broadcast to its shape) and
+// dist, as CPU's cdist/pdist backward kernels take it: 0 where dist is 0, and for p = 0.
+Value p_norm_grad(const Math& m, const Value& diff, const Value& dist, double p) {
+  hlo::Builder& b = m.b;
+  Value zero = m.k(0, diff);
+  Value sign = b.unary(Unary::Sign, diff);
+  Value a = m.abs(diff);
+  Value g;
+  if (p == 0) return zero;
+  if (p == 1) {
+    g = sign;
+  } else if (std::isinf(p)) {
+    g = b.select(b.compare(Compare::EQ, a, dist), sign, zero);
+  } else if (p == 2) {
+    g = m.div(diff, dist);
+  } else if (p < 2) {
+    g = m.div(m.mul(sign, m.pow(a, m.k(p - 1, a))), m.pow(dist, m.k(p - 1, dist)));
+    if (p < 1) g = b.select(b.compare(Compare::EQ, diff, zero), zero, g);
+  } else {
+    g = m.div(m.mul(diff, m.pow(a, m.k(p - 2, a))), m.pow(dist, m.k(p - 1, dist)));
+  }
+  return b.select(b.compare(Compare::EQ, dist, zero), zero, g);
+}
+
+// _cdist_backward(grad [..., P, R], x1 [..., P, M], x2 [..., R, M], p, cdist): the gradient
+// for x1, sum over r of grad * d cdist / d x1.
+V lower_cdist_backward(Node& n) {
+  hlo::Builder& b = n.b;
+  const TensorType& out = n.out();
+  const DType t = math_dtype(out.dtype);
+  Math m{b};
+  Value x1 = b.convert(n.in(1), t), x2 = b.convert(n.in(2), t);
+  const int64_t batch = x1.type.rank() - 2;
+  const int64_t rows1 = x1.type.shape[batch], rows2 = x2.type.shape[batch],
+                cols = x1.type.shape[batch + 1];
+  std::vector<int64_t> shape(x1.type.shape.begin(), x1.type.shape.begin() + batch), bdims;
+  for (int64_t d = 0; d < batch; ++d) bdims.push_back(d);
+  shape.insert(shape.end(), {rows1, rows2, cols});
+  auto spread = [&](const Value& v, std::vector<int64_t> dims) {
+    std::vector<int64_t> all = bdims;
+    all.insert(all.end(), dims.begin(), dims.end());
+    return b.broadcast_in_dim(v, shape, all);
+  };
+  Value diff = m.sub(spread(x1, {batch, batch + 2}), spread(x2, {batch + 1, batch + 2}));
+  Value dist = spread(b.convert(n.in(4), t), {batch, batch + 1});
+  Value grad = spread(b.convert(n.in(0), t), {batch, batch + 1});
+  Value g = m.mul(grad, p_norm_grad(m, diff, dist, n.f64(3)));
+  return {b.convert(b.reduce(g, b.constant(0, t), {batch + 1}, Binary::Add), out.dtype)};
+}
+
+// _pdist_backward(grad [N (N - 1) / 2], self [N, M], p, pdist): the pairs i < j in row-major
+// order spread to a symmetric [N, N] (0 on the diagonal), then as cdist's backward of self
+// with itself (each pair's term reaches both rows, with opposite signs).
+V lower_pdist_backward(Node& n) {
+  hlo::Builder& b = n.b;
+  const TensorType& out = n.out();
+  const DType t = math_dtype(out.dtype);
+  Math m{b};
+  Value x = b.convert(n.in(1), t);
+  const int64_t rows = x.type.shape[0], cols = x.type.shape[1];
+  if (rows < 2 || cols == 0) return {b.full(0, out)};
+  const TensorType square{DType::S64, {rows, rows}};
+  Value i = b.iota(square, 0), j = b.iota(square, 1);
+  Value lo = b.binary(Binary::Minimum, i, j), hi = b.binary(Binary::Maximum, i, j);
+  auto k = [&](double v) { return b.full(v, square); };
+  // index of (lo, hi): lo * N - lo (lo + 1) / 2 + hi - lo - 1
+  Value index = b.binary(
+      Binary::Add,
+      b.binary(Binary::Subtract, b.binary(Binary::Multiply, lo, k(double(rows))),
+               b.binary(Binary::Divide, b.binary(Binary::Multiply, lo, b.binary(Binary::Add, lo, k(1))),
+                        k(2))),
+      b.binary(Binary::Subtract, b.binary(Binary::Subtract, hi, lo), k(1)));
+  Value diagonal = b.compare(Compare::EQ, i, j);
+  index = b.select(diagonal, k(0), index);
+  auto full_matrix = [&](const Value& v) {
+    Value f = b.gather_flat(b.convert(v, t), index);
+    return b.select(diagonal, b.full(0, {t, {rows, rows}}), f);
+  };
+  const std::vector<int64_t> shape{rows, rows, cols};
+  Value diff = m.sub(b.broadcast_in_dim(x, shape, {0, 2}), b.broadcast_in_dim(x, shape, {1, 2}));
+  Value dist = b.broadcast_in_dim(full_matrix(n.in(3)), shape, {0, 1});
+  Value grad = b.broadcast_in_dim(full_matrix(n.in(0)), shape, {0, 1});
+  Value g = m.mul(grad, p_norm_grad(m, diff, dist, n.f64(2)));
+  g = b.select(b.broadcast_in_dim(diagonal, {rows, rows, cols}, {0, 1}), b.full(0, {t, shape}), g);
+  return {b.convert(b.reduce(g, b.constant(0, t), {1}, Binary::Add), out.dtype)};
+}
+
 // renorm(self, p, dim, maxnorm): each slice along dim whose p-norm exceeds maxnorm scaled
 // by maxnorm / (norm + 1e-7). The norm accumulates in f32 for bf16/f16 and the factor is
 // rounded to self's dtype before the product, as in PyTorch's kernel.
@@ -261,6 +348,8 @@ TORCH_TPU_LOWERING(trace, {"trace", "trace.out"}, lower_trace);
 TORCH_TPU_LOWERING(linalg_cross, {"linalg_cross", "linalg_cross.out"}, lower_linalg_cross);
 TORCH_TPU_LOWERING(cdist_forward, {"_cdist_forward", "_cdist_forward.out"}, lower_cdist);
 TORCH_TPU_LOWERING(pdist_forward, {"_pdist_forward", "_pdist_forward.out"}, lower_pdist);
+TORCH_TPU_LOWERING(cdist_backward, {"_cdist_backward", "_cdist_backward.out"}, lower_cdist_backward);
+TORCH_TPU_LOWERING(pdist_backward, {"_pdist_backward", "_pdist_backward.out"}, lower_pdist_backward);
 TORCH_TPU_LOWERING(renorm, {"renorm", "renorm_", "renorm.out"}, lower_renorm);
 
 }  // namespace torch_tpu::ops

@@ -283,6 +283,25 @@ def test_range_matches_cpu(args, dtype):
                 torch.range(*bad, device="tpu")
 
 
+@pytest.mark.parametrize("p", [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, float("inf")])
+def test_cdist_and_pdist_backward_match_cpu(p):
+    gen = g(7)
+    x1, x2 = torch.randn(2, 5, 3, generator=gen), torch.randn(2, 4, 3, generator=gen)
+    x = torch.randn(6, 3, generator=gen)
+
+    def grads(device):
+        a = x1.to(device).requires_grad_()
+        d = torch.cdist(a, x2.to(device), p=p, compute_mode="donot_use_mm_for_euclid_dist")
+        w = torch.arange(d.numel(), dtype=d.dtype).reshape(d.shape).to(device) / d.numel() - 0.3
+        (ga,) = torch.autograd.grad(d, a, w)
+        b = x.to(device).requires_grad_()
+        pd = torch.pdist(b, p=p)
+        (gb,) = torch.autograd.grad(pd, b, torch.linspace(-1, 1, pd.numel()).to(device))
+        return ga, gb
+
+    close(grads("tpu"), grads("cpu"))
+
+
 def test_old_unique_forms_match_cpu():
     y = torch.tensor([3, 1, 1, 2, 3, 3, 0])
     z = torch.tensor([[1, 2], [1, 2], [3, 4], [1, 2]])

@@ -30,14 +30,14 @@ EXCLUDED = {
 # Ops CPU has that tpu does not yet: the work left of issue 44 (docs/conformance.md).
 # An op leaves this list when it gets its kernel; the test fails on a stale entry.
 PENDING = {
-    "_cdist_backward", "_ctc_loss_backward", "_ctc_loss_backward.Tensor", "_dirichlet_grad",
+    "_ctc_loss_backward", "_ctc_loss_backward.Tensor", "_dirichlet_grad",
     "_fake_quantize_learnable_per_channel_affine",
     "_fake_quantize_learnable_per_channel_affine_backward",
     "_fake_quantize_learnable_per_tensor_affine",
     "_fake_quantize_learnable_per_tensor_affine_backward", "_fused_moving_avg_obs_fq_helper",
-    "_jagged_to_padded_dense_forward", "_padded_dense_to_jagged_forward", "_pdist_backward",
-    "_sample_dirichlet", "_scaled_mm_v2", "_scaled_mm_v2.out", "_segment_reduce_backward",
-    "_standard_gamma", "_standard_gamma_grad", "_upsample_lanczos2d_aa.out",
+    "_jagged_to_padded_dense_forward", "_padded_dense_to_jagged_forward", "_sample_dirichlet",
+    "_scaled_mm_v2", "_scaled_mm_v2.out", "_segment_reduce_backward", "_standard_gamma",
+    "_standard_gamma_grad", "_upsample_lanczos2d_aa.out",
     "_upsample_lanczos2d_aa_backward.grad_input", "binomial", "grid_sampler_2d_backward",
     "grid_sampler_3d_backward", "multi_margin_loss_backward",
     "multi_margin_loss_backward.grad_input", "multilabel_margin_loss_backward",
