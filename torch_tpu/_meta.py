@@ -423,6 +423,15 @@ def linear_combination_out(input, coefficients, *, out):
     return _into(out, linear_combination(input, coefficients))
 
 
+def margin_loss_backward(grad_output, self, *args, **kwargs):
+    # The gradient of multi_margin_loss and multilabel_margin_loss: self's shape.
+    return _empty(self.shape, self)
+
+
+def margin_loss_backward_out(grad_output, self, *args, grad_input, **kwargs):
+    return _into(grad_input, _empty(self.shape, self))
+
+
 def glu_jvp(glu, x, dx, dim):
     return _empty(glu.shape, glu)
 
@@ -486,6 +495,10 @@ def register() -> None:
         ("_fake_quantize_per_tensor_affine_cachemask_tensor_qparams", fake_quantize_cachemask),
         ("_compute_linear_combination", linear_combination),
         ("_compute_linear_combination.out", linear_combination_out),
+        ("multi_margin_loss_backward", margin_loss_backward),
+        ("multi_margin_loss_backward.grad_input", margin_loss_backward_out),
+        ("multilabel_margin_loss_backward", margin_loss_backward),
+        ("multilabel_margin_loss_backward.grad_input", margin_loss_backward_out),
         ("glu_jvp", glu_jvp),
         ("glu_backward_jvp", glu_backward_jvp),
         ("batch_norm_update_stats", batch_norm_update_stats),

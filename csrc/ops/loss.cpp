@@ -338,6 +338,88 @@ V lower_multilabel_margin(Node& n) {
            b.reshape(b.convert(is_target, marks.dtype), marks.shape)};
 }
 
+// The per-row scale of a margin loss's gradient: grad_output (per row for reduction
+// none, else one value, divided by the rows for mean) over the classes, as [N, C].
+Value margin_grad_scale(hlo::Builder& b, const Value& grad_output, int64_t reduction,
+                        const TensorType& x, DType acc) {
+  const int64_t batch = x.shape[0], classes = x.shape[1];
+  Value g = b.convert(grad_output, acc);
+  Value per_row = reduction == 0 && g.type.numel() == batch
+                      ? b.reshape(g, {batch})
+                      : b.broadcast_in_dim(b.reshape(g, {}), {batch}, {});
+  double scale = static_cast<double>(classes) * (reduction == 1 ? static_cast<double>(batch) : 1.0);
+  per_row = b.binary(Binary::Divide, per_row, b.full(scale, per_row.type));
+  return b.broadcast_in_dim(per_row, x.shape, {0});
+}
+
+// multi_margin_loss_backward(grad_output, self, target, p, margin, weight?, reduction):
+// for each active j (j != y, z = margin - x[y] + x[j] > 0), d/dx[j] = w[y] h'(z) and
+// d/dx[y] = -sum_j w[y] h'(z), h' = 1 (p = 1) or 2z (p = 2); times grad_output / C.
+V lower_multi_margin_backward(Node& n) {
+  hlo::Builder& b = n.b;
+  Math m{b};
+  const DType acc = math_dtype(n.out().dtype);
+  Value x = rows(b, n.in(1), acc);
+  const int64_t batch = x.type.shape[0], classes = x.type.shape[1];
+  Value onehot = class_onehot(b, b.reshape(n.in(2), {batch}), classes);
+  Value zero = b.full(0, x.type);
+  Value picked = b.reduce(m.sel(onehot, x, zero), b.constant(0, acc), {1}, Binary::Add);
+  Value margin = b.broadcast_in_dim(b.convert(n.in(4), acc), x.type.shape, {});
+  Value p = b.broadcast_in_dim(b.convert(n.in(3), acc), x.type.shape, {});
+  Value z = m.add(m.sub(margin, b.broadcast_in_dim(picked, x.type.shape, {0})), x);
+  Value d = m.sel(m.eq(p, b.full(1, x.type)), b.full(1, x.type), m.mul(b.full(2, x.type), z));
+  if (n.has(5)) {
+    Value w = b.broadcast_in_dim(b.convert(n.in(5), acc), x.type.shape, {1});
+    Value wy = b.reduce(m.sel(onehot, w, zero), b.constant(0, acc), {1}, Binary::Add);
+    d = m.mul(d, b.broadcast_in_dim(wy, x.type.shape, {0}));
+  }
+  d = m.sel(m.and_(m.gt(z, zero), m.not_(onehot)), d, zero);
+  Value total = b.reduce(d, b.constant(0, acc), {1}, Binary::Add);
+  Value grad = m.sub(d, m.sel(onehot, b.broadcast_in_dim(total, x.type.shape, {0}), zero));
+  grad = m.mul(grad, margin_grad_scale(b, n.in(0), n.i64(6), x.type, acc));
+  return V{b.convert(b.reshape(grad, n.out().shape), n.out().dtype)};
+}
+
+// multilabel_margin_loss_backward(grad_output, self, target, reduction, is_target): for
+// each label y and non-target j with z = 1 - x[y] + x[j] > 0, +1 to x[j] and -1 to x[y];
+// times grad_output / C.
+V lower_multilabel_margin_backward(Node& n) {
+  hlo::Builder& b = n.b;
+  Math m{b};
+  const DType acc = math_dtype(n.out().dtype);
+  Value x = rows(b, n.in(1), acc);
+  const int64_t batch = x.type.shape[0], classes = x.type.shape[1];
+  Value target = b.reshape(b.convert(n.in(2), DType::S64), {batch, classes});
+  TensorType it{DType::S64, {batch, classes}};
+  Value k = b.iota(it, 1);
+  Value negative_at =
+      m.sel(m.lt(target, b.full(0, it)), k, b.full(static_cast<double>(classes), it));
+  Value first_negative =
+      b.reduce(negative_at, b.constant_int(classes, DType::S64), {1}, Binary::Minimum);
+  Value label = m.lt(k, b.broadcast_in_dim(first_negative, it.shape, {0}));  // [N, K]
+  Value onehot = class_onehot(b, target, classes);                           // [N, K, C]
+  std::vector<int64_t> cube{batch, classes, classes};
+  Value is_target = b.reshape(b.compare(hlo::Compare::NE, b.convert(n.in(4), acc),
+                                        b.full(0, {acc, n.in(4).type.shape})),
+                              {batch, classes});
+  Value xs = b.broadcast_in_dim(x, cube, {0, 2});
+  Value zero3 = b.full(0, {acc, cube});
+  Value picked =
+      b.reduce(m.sel(onehot, xs, zero3), b.constant(0, acc), {2}, Binary::Add);  // [N, K]
+  Value z = m.add(m.sub(b.full(1, {acc, cube}), b.broadcast_in_dim(picked, cube, {0, 1})), xs);
+  Value use = m.and_(m.and_(b.broadcast_in_dim(label, cube, {0, 1}),
+                            m.not_(b.broadcast_in_dim(is_target, cube, {0, 2}))),
+                     m.gt(z, zero3));
+  Value ones = m.sel(use, b.full(1, {acc, cube}), zero3);  // [N, K (label), C (j)]
+  Value plus = b.reduce(ones, b.constant(0, acc), {1}, Binary::Add);  // per j
+  Value per_label = b.reduce(ones, b.constant(0, acc), {2}, Binary::Add);  // [N, K]
+  // -count of label k, moved to its class target[k]
+  Value minus = b.reduce(m.sel(onehot, b.broadcast_in_dim(per_label, cube, {0, 1}), zero3),
+                         b.constant(0, acc), {1}, Binary::Add);
+  Value grad = m.mul(m.sub(plus, minus), margin_grad_scale(b, n.in(0), n.i64(3), x.type, acc));
+  return V{b.convert(b.reshape(grad, n.out().shape), n.out().dtype)};
+}
+
 // ---- connectionist temporal classification ---------------------------------------------
 
 // A length argument as s64 [N]: a tensor (_ctc_loss.Tensor) or a list of ints.
@@ -500,6 +582,12 @@ TORCH_TPU_LOWERING(smooth_l1_loss_backward,
 TORCH_TPU_LOWERING(huber_loss, {"huber_loss", "huber_loss.out"}, pointwise_loss(2, huber));
 TORCH_TPU_LOWERING(huber_loss_backward, {"huber_loss_backward", "huber_loss_backward.out"},
                    pointwise_backward(3, huber_grad));
+TORCH_TPU_LOWERING(multi_margin_loss_backward,
+                   {"multi_margin_loss_backward", "multi_margin_loss_backward.grad_input"},
+                   lower_multi_margin_backward);
+TORCH_TPU_LOWERING(multilabel_margin_loss_backward,
+                   {"multilabel_margin_loss_backward", "multilabel_margin_loss_backward.grad_input"},
+                   lower_multilabel_margin_backward);
 TORCH_TPU_LOWERING(multi_margin_loss, {"multi_margin_loss", "multi_margin_loss.out"},
                    lower_multi_margin);
 TORCH_TPU_LOWERING(multilabel_margin_loss_forward,

@@ -302,6 +302,34 @@ def test_cdist_and_pdist_backward_match_cpu(p):
     close(grads("tpu"), grads("cpu"))
 
 
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+@pytest.mark.parametrize("shape", [(4, 5), (5,)])
+def test_margin_loss_backward_matches_cpu(reduction, shape):
+    F = torch.nn.functional
+    gen = g(8)
+    x = torch.randn(*shape, generator=gen)
+    target = torch.randint(0, 5, shape[:-1], generator=gen)
+    labels = torch.tensor([[3, 0, -1, 1, 2], [1, 2, 3, 4, 0], [-1, 1, 1, 1, 1], [4, -1, 0, 0, 0]])
+    labels = labels[: shape[0]] if len(shape) > 1 else labels[0]
+    weight = torch.rand(5, generator=gen)
+    losses = [
+        lambda x, d: F.multi_margin_loss(x, target.to(d), p=1, margin=0.7, reduction=reduction),
+        lambda x, d: F.multi_margin_loss(
+            x, target.to(d), p=2, weight=weight.to(d), reduction=reduction
+        ),
+        lambda x, d: F.multilabel_margin_loss(x, labels.to(d), reduction=reduction),
+    ]
+    for loss in losses:
+        grads = []
+        for device in ("cpu", "tpu"):
+            a = x.to(device).requires_grad_()
+            out = loss(a, device)
+            # (A 1-d input's unreduced loss is 0-d on CPU, [1] on tpu: the meta kernel's.)
+            weights = torch.linspace(0.5, 1.5, out.numel()).reshape(out.shape).to(device)
+            grads.append(torch.autograd.grad(out, a, weights)[0])
+        close(grads[1], grads[0])
+
+
 def test_old_unique_forms_match_cpu():
     y = torch.tensor([3, 1, 1, 2, 3, 3, 0])
     z = torch.tensor([[1, 2], [1, 2], [3, 4], [1, 2]])
