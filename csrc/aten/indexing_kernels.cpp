@@ -514,6 +514,39 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_consecutive_kernel(
   return unique_runs(self, false, return_inverse, return_counts, dim);
 }
 
+// _padded_dense_to_jagged_forward(dense [B, L, ...], offsets [B + 1], total_L): the rows
+// of each batch item below its length, one after another (a padded tensor back to a
+// nested jagged one). The offsets are read back, as CPU's kernel checks the lengths
+// against L and sizes the result from them; one gather on the device moves the rows.
+at::Tensor padded_to_jagged_kernel(const at::Tensor& dense, at::TensorList offsets,
+                                   std::optional<c10::SymInt> total_L) {
+  TORCH_CHECK(offsets.size() == 1,
+              "_padded_dense_to_jagged_forward(): only a single jagged dim is supported for now");
+  TORCH_CHECK(dense.dim() >= 2, "_padded_dense_to_jagged_forward(): expected a padded tensor");
+  at::Tensor off = to_host(offsets[0]).to(at::kLong);
+  const int64_t batch = dense.size(0), length = dense.size(1);
+  TORCH_CHECK(off.numel() == batch + 1,
+              "_padded_dense_to_jagged_forward(): expected offsets of batch size + 1");
+  const int64_t* o = off.data_ptr<int64_t>();
+  const int64_t total = total_L ? total_L->expect_int() : o[batch];
+  std::vector<int64_t> index;
+  index.reserve(static_cast<size_t>(std::max<int64_t>(total, 0)));
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t n = o[b + 1] - o[b];
+    TORCH_CHECK(n <= length, "_padded_dense_to_jagged_forward(): found batch item of length ", n,
+                " when max length specified by padded input is ", length);
+    for (int64_t l = 0; l < n && static_cast<int64_t>(index.size()) < total; ++l)
+      index.push_back(b * length + l);
+  }
+  index.resize(static_cast<size_t>(total), 0);
+  std::vector<int64_t> shape = dense.sizes().vec();
+  shape.erase(shape.begin());
+  shape[0] = total;
+  at::Tensor rows = dense.reshape({batch * length, -1});
+  at::Tensor idx = at::tensor(index, at::kLong).to(dense.device());
+  return rows.index_select(0, idx).reshape(shape);
+}
+
 // The older forms: _unique (no counts) and unique_dim_consecutive (a required dim).
 std::tuple<at::Tensor, at::Tensor> unique_kernel(const at::Tensor& self, bool sorted,
                                                  bool return_inverse) {
@@ -540,6 +573,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("bincount", bincount_kernel);
   m.impl("_unique2", unique2_kernel);
   m.impl("_unique", unique_kernel);
+  m.impl("_padded_dense_to_jagged_forward", padded_to_jagged_kernel);
   m.impl("unique_dim_consecutive", unique_dim_consecutive_kernel);
   m.impl("unique_dim", unique_dim_kernel);
   m.impl("unique_consecutive", unique_consecutive_kernel);

@@ -855,6 +855,34 @@ V graph_embedding(Node& n) {
   return {n.b.reshape(select_along(n.b, n.in(0), 0, n.in(1)), n.out().shape)};
 }
 
+// _jagged_to_padded_dense_forward(values [total, ...], offsets [B + 1], max_lengths [L],
+// padding_value): out[b, l] = values[offsets[b] + l] for l below batch b's length, else
+// padding_value (a nested jagged tensor's to_padded_tensor). One jagged dim, as on CPU.
+V lower_jagged_to_padded(Node& n) {
+  hlo::Builder& b = n.b;
+  const TensorType& out = n.out();
+  const std::vector<std::optional<Value>>& offsets = n.list(1);
+  if (offsets.size() != 1 || !offsets[0])
+    throw Refused("_jagged_to_padded_dense_forward(): only a single jagged dim is supported");
+  const Value& values = n.in(0);
+  const int64_t batch = out.shape[0], length = out.shape[1];
+  if (out.numel() == 0) return {b.full(0, out)};
+  Value off = b.convert(*offsets[0], DType::S64);
+  auto part = [&](int64_t from) {
+    return b.broadcast_in_dim(b.slice(off, {from}, {from + batch}, {1}), {batch, length}, {0});
+  };
+  Value start = part(0), stop = part(1);
+  Value pos = b.binary(Binary::Add, start, b.iota({DType::S64, {batch, length}}, 1));
+  Value valid = b.compare(Compare::LT, pos, stop);
+  const int64_t total = values.type.shape[0];
+  if (total == 0) return {b.full(n.f64(3), out)};
+  pos = b.select(valid, pos, b.full(0, pos.type));
+  Value rows = b.reshape(select_along(b, values, 0, b.reshape(pos, {batch * length})), out.shape);
+  std::vector<int64_t> mask_dims{0, 1};
+  Value mask = b.broadcast_in_dim(valid, out.shape, mask_dims);
+  return {b.select(mask, rows, b.full(n.f64(3), out))};
+}
+
 // _assert_async(cond, msg), as graphs check index ranges (one_hot's decomposition): not
 // checked, for the reason out-of-range indices are not (see the top of this file). It
 // has no results; the graph may still ask for placeholders.
@@ -886,6 +914,7 @@ TORCH_TPU_LOWERING(scatter_reduce,
                    {"scatter_reduce.two", "scatter_reduce_.two", "scatter_reduce.two_out"},
                    lower_scatter_reduce);
 TORCH_TPU_LOWERING(index_select, {"index_select", "index_select.out"}, lower_index_select);
+TORCH_TPU_LOWERING(jagged_to_padded, {"_jagged_to_padded_dense_forward"}, lower_jagged_to_padded);
 TORCH_TPU_LOWERING(index_add, {"index_add", "index_add_", "index_add.out"}, lower_index_add);
 TORCH_TPU_LOWERING(nonzero_static, {"nonzero_static", "nonzero_static.out"}, lower_nonzero_static);
 TORCH_TPU_LOWERING(index_reduce, {"index_reduce", "index_reduce_", "index_reduce.out"},

@@ -330,6 +330,28 @@ def test_margin_loss_backward_matches_cpu(reduction, shape):
         close(grads[1], grads[0])
 
 
+@pytest.mark.parametrize("trailing", [(), (3,)])
+def test_jagged_and_padded_conversions_match_cpu(trailing):
+    values = torch.randn(7, *trailing, generator=g(9))
+    offsets = torch.tensor([0, 2, 2, 7])
+    for max_length, pad in (([5], -1.0), ([3], 0.5), ([8], 0.0)):
+        padded = A._jagged_to_padded_dense_forward(values, [offsets], max_length, pad)
+        got = A._jagged_to_padded_dense_forward(
+            values.to("tpu"), [offsets.to("tpu")], max_length, pad
+        )
+        close(got, padded)
+    padded = A._jagged_to_padded_dense_forward(values, [offsets], [5], -1.0)
+    for total in (None, 7):
+        expected = A._padded_dense_to_jagged_forward(padded, [offsets], total)
+        close(
+            A._padded_dense_to_jagged_forward(padded.to("tpu"), [offsets.to("tpu")], total),
+            expected,
+        )
+    short = A._jagged_to_padded_dense_forward(values, [offsets], [4], -1.0).to("tpu")
+    with pytest.raises(RuntimeError, match="found batch item of length 5 when max length"):
+        A._padded_dense_to_jagged_forward(short, [offsets.to("tpu")], None)
+
+
 def test_old_unique_forms_match_cpu():
     y = torch.tensor([3, 1, 1, 2, 3, 3, 0])
     z = torch.tensor([[1, 2], [1, 2], [3, 4], [1, 2]])
