@@ -44,6 +44,50 @@ Value last_slice(hlo::Builder& b, const Value& x, int64_t begin, int64_t end) {
   return b.slice(x, start, limit, strides);
 }
 
+// Segments along the last dim of the bounds: [outer.., S, L, inner..] for data of shape
+// [outer.., L, inner..], and which of those elements each segment holds.
+struct Segments {
+  int64_t axis, count;
+  Ints shape, data_dims;
+  Value starts, ends, member;  // member: [outer.., S, L, inner..]
+};
+
+Segments segments_of(Node& n, const Value& data, size_t lengths, size_t offsets) {
+  hlo::Builder& b = n.b;
+  Math m{b};
+  const bool by_lengths = n.has(lengths);
+  if (!by_lengths && !n.has(offsets))
+    throw std::invalid_argument("_segment_reduce: either lengths or offsets must be given");
+  Segments seg;
+  Value bounds = b.convert(n.in(by_lengths ? lengths : offsets), DType::S64);
+  seg.axis = bounds.type.rank() - 1;
+  const int64_t axis = seg.axis;
+  if (by_lengths) {
+    seg.ends = prefix_sum(b, bounds);
+    seg.starts = m.sub(seg.ends, bounds);
+  } else {
+    const int64_t k = bounds.type.shape.back();
+    seg.starts = last_slice(b, bounds, 0, k - 1);
+    seg.ends = last_slice(b, bounds, 1, k);
+  }
+  seg.count = seg.starts.type.shape.back();
+  seg.shape = Ints(data.type.shape.begin(), data.type.shape.begin() + axis);
+  seg.shape.push_back(seg.count);
+  seg.shape.insert(seg.shape.end(), data.type.shape.begin() + axis, data.type.shape.end());
+  Ints bound_dims;
+  for (int64_t d = 0; d < data.type.rank(); ++d) seg.data_dims.push_back(d < axis ? d : d + 1);
+  for (int64_t d = 0; d <= axis; ++d) bound_dims.push_back(d);
+  Ints mask_shape(seg.shape.begin(), seg.shape.begin() + axis + 2);  // [outer.., S, L]
+  TensorType it{DType::S64, mask_shape};
+  Value j = b.iota(it, axis + 1);
+  Value member = m.and_(m.le(b.broadcast_in_dim(seg.starts, mask_shape, bound_dims), j),
+                        m.lt(j, b.broadcast_in_dim(seg.ends, mask_shape, bound_dims)));
+  Ints mask_dims;
+  for (int64_t d = 0; d < axis + 2; ++d) mask_dims.push_back(d);
+  seg.member = b.broadcast_in_dim(member, seg.shape, mask_dims);
+  return seg;
+}
+
 std::vector<Value> lower_segment_reduce(Node& n) {
   hlo::Builder& b = n.b;
   Math m{b};
@@ -51,39 +95,13 @@ std::vector<Value> lower_segment_reduce(Node& n) {
   const std::string& reduce = n.str(1);
   const TensorType& out = n.out();
   const DType t = out.dtype;
-  const bool by_lengths = n.has(2);
-  if (!by_lengths && !n.has(4))
-    throw std::invalid_argument("_segment_reduce: either lengths or offsets must be given");
-  Value bounds = b.convert(n.in(by_lengths ? 2 : 4), DType::S64);
-  const int64_t axis = bounds.type.rank() - 1;
-  Value starts, ends;
-  if (by_lengths) {
-    ends = prefix_sum(b, bounds);
-    starts = m.sub(ends, bounds);
-  } else {
-    const int64_t k = bounds.type.shape.back();
-    starts = last_slice(b, bounds, 0, k - 1);
-    ends = last_slice(b, bounds, 1, k);
-  }
-  const int64_t segments = starts.type.shape.back();
+  Segments seg = segments_of(n, data, 2, 4);
+  const int64_t axis = seg.axis;
   if (out.numel() == 0) return {b.full(0, out)};
-
-  // [outer.., S, L, inner..]: data repeated per segment, masked to its members.
-  Ints shape(data.type.shape.begin(), data.type.shape.begin() + axis);
-  shape.push_back(segments);
-  shape.insert(shape.end(), data.type.shape.begin() + axis, data.type.shape.end());
-  Ints data_dims, bound_dims;
-  for (int64_t d = 0; d < data.type.rank(); ++d) data_dims.push_back(d < axis ? d : d + 1);
-  for (int64_t d = 0; d <= axis; ++d) bound_dims.push_back(d);
-  Ints mask_shape(shape.begin(), shape.begin() + axis + 2);  // [outer.., S, L]
-  TensorType it{DType::S64, mask_shape};
-  Value j = b.iota(it, axis + 1);
-  Value member = m.and_(m.le(b.broadcast_in_dim(starts, mask_shape, bound_dims), j),
-                        m.lt(j, b.broadcast_in_dim(ends, mask_shape, bound_dims)));
-  Ints mask_dims;
-  for (int64_t d = 0; d < axis + 2; ++d) mask_dims.push_back(d);
-  member = b.broadcast_in_dim(member, shape, mask_dims);
-  Value x = b.broadcast_in_dim(b.convert(data, t), shape, data_dims);
+  const Ints& shape = seg.shape;
+  const Value& member = seg.member;
+  const Value &starts = seg.starts, &ends = seg.ends;
+  Value x = b.broadcast_in_dim(b.convert(data, t), shape, seg.data_dims);
 
   const bool has_initial = n.has(7);
   Value initial = has_initial ? b.convert(n.in(7), t) : Value{};
@@ -120,8 +138,68 @@ std::vector<Value> lower_segment_reduce(Node& n) {
   return {result};
 }
 
+// _segment_reduce_backward(grad, output, data, reduce, lengths, offsets, axis, initial):
+// each element's share of its segment's grad, as CPU's kernel gives it: sum all of it,
+// mean over the length, max/min split among the elements equal to the result, prod
+// grad * result / element (with zeros: only a segment's single zero gets grad times the
+// product of the others).
+std::vector<Value> lower_segment_reduce_backward(Node& n) {
+  hlo::Builder& b = n.b;
+  Math m{b};
+  const Value& data = n.in(2);
+  const std::string& reduce = n.str(3);
+  const TensorType& out = n.out();
+  const DType t = math_dtype(out.dtype);
+  if (out.numel() == 0) return {b.full(0, out)};
+  Segments seg = segments_of(n, data, 4, 5);
+  const int64_t axis = seg.axis;
+  const Ints& shape = seg.shape;
+  Ints seg_dims;  // a per-segment value [outer.., S, inner..] spread over [.., S, L, ..]
+  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d)
+    if (d != axis + 1) seg_dims.push_back(d);
+  Value zero = b.full(0, {t, shape});
+  auto spread = [&](const Value& v) { return b.broadcast_in_dim(b.convert(v, t), shape, seg_dims); };
+  auto per_element = [&](const Value& v) {  // a segment value at each of its elements
+    return b.reduce(m.sel(seg.member, v, zero), b.constant(0, t), {axis}, hlo::Binary::Add);
+  };
+  auto per_segment = [&](const Value& v) {  // a sum over each segment's elements
+    return b.reduce(m.sel(seg.member, v, zero), b.constant(0, t), {axis + 1}, hlo::Binary::Add);
+  };
+  Value x = b.broadcast_in_dim(b.convert(data, t), shape, seg.data_dims);
+  Value g = spread(n.in(0)), result = spread(n.in(1));
+  Value share;
+  if (reduce == "sum") {
+    share = g;
+  } else if (reduce == "mean") {
+    Ints len_dims;
+    for (int64_t d = 0; d <= axis; ++d) len_dims.push_back(d);
+    Value len = b.broadcast_in_dim(b.convert(m.sub(seg.ends, seg.starts), t), shape, len_dims);
+    share = m.div(g, len);
+  } else if (reduce == "max" || reduce == "min") {
+    Value hit = b.convert(m.eq(x, result), t);
+    Value ties = b.broadcast_in_dim(per_segment(hit), shape, seg_dims);
+    share = m.mul(hit, m.div(g, ties));
+  } else if (reduce == "prod") {
+    Value is_zero = m.eq(x, zero);
+    Value zeros = b.broadcast_in_dim(per_segment(b.convert(is_zero, t)), shape, seg_dims);
+    Value ones = b.full(1, {t, shape});
+    Value others = b.reduce(m.sel(m.and_(seg.member, m.not_(is_zero)), x, ones), b.constant(1, t),
+                            {axis + 1}, hlo::Binary::Multiply);
+    Value nonzero_product = b.broadcast_in_dim(others, shape, seg_dims);
+    Value none = m.div(m.mul(g, result), m.sel(is_zero, ones, x));
+    Value single = m.sel(is_zero, m.mul(g, nonzero_product), zero);
+    share = m.sel(m.eq(zeros, zero), none, m.sel(m.eq(zeros, ones), single, zero));
+  } else {
+    throw std::invalid_argument("_segment_reduce_backward: unsupported reduction " + reduce);
+  }
+  return {b.convert(per_element(share), out.dtype)};
+}
+
 }  // namespace
 
 TORCH_TPU_LOWERING(segment_reduce, {"segment_reduce", "segment_reduce.out"}, lower_segment_reduce);
+TORCH_TPU_LOWERING(segment_reduce_backward,
+                   {"_segment_reduce_backward", "_segment_reduce_backward.out"},
+                   lower_segment_reduce_backward);
 
 }  // namespace torch_tpu::ops

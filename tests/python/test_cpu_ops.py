@@ -352,6 +352,34 @@ def test_jagged_and_padded_conversions_match_cpu(trailing):
         A._padded_dense_to_jagged_forward(short, [offsets.to("tpu")], None)
 
 
+@pytest.mark.parametrize("reduce", ["max", "min", "sum", "mean", "prod"])
+@pytest.mark.parametrize("by", ["lengths", "offsets"])
+def test_segment_reduce_backward_matches_cpu(reduce, by):
+    # Ties (max/min split the gradient) and zeros (prod) on purpose.
+    cases = [
+        (torch.tensor([1.0, 3.0, 3.0, 2.0, 0.0, 5.0, 0.0, 4.0]), torch.tensor([3, 2, 0, 3]), 0),
+        (
+            torch.randn(2, 8, 3, generator=g(10)).round(),
+            torch.tensor([[3, 2, 0, 3], [1, 1, 4, 2]]),
+            1,
+        ),
+    ]
+    for data, lengths, axis in cases:
+        if by == "offsets":
+            start = torch.zeros(lengths.shape[:-1] + (1,), dtype=torch.long)
+            bounds = {"offsets": torch.cat([start, lengths.cumsum(-1)], -1)}
+        else:
+            bounds = {"lengths": lengths}
+        grads = []
+        for device in ("cpu", "tpu"):
+            d = data.to(device).requires_grad_()
+            on = {k: v.to(device) for k, v in bounds.items()}
+            out = torch.segment_reduce(d, reduce, axis=axis, unsafe=True, **on)
+            weights = torch.linspace(0.5, 1.5, out.numel()).reshape(out.shape).to(device)
+            grads.append(torch.autograd.grad(out, d, weights)[0])
+        close(grads[1], grads[0])
+
+
 def test_old_unique_forms_match_cpu():
     y = torch.tensor([3, 1, 1, 2, 3, 3, 0])
     z = torch.tensor([[1, 2], [1, 2], [3, 4], [1, 2]])
