@@ -432,6 +432,10 @@ def margin_loss_backward_out(grad_output, self, *args, grad_input, **kwargs):
     return _into(grad_input, _empty(self.shape, self))
 
 
+def sample_dirichlet(self, generator=None):
+    return _empty(self.shape, self)
+
+
 def glu_jvp(glu, x, dx, dim):
     return _empty(glu.shape, glu)
 
@@ -499,6 +503,7 @@ def register() -> None:
         ("multi_margin_loss_backward.grad_input", margin_loss_backward_out),
         ("multilabel_margin_loss_backward", margin_loss_backward),
         ("multilabel_margin_loss_backward.grad_input", margin_loss_backward_out),
+        ("_sample_dirichlet", sample_dirichlet),
         ("glu_jvp", glu_jvp),
         ("glu_backward_jvp", glu_backward_jvp),
         ("batch_norm_update_stats", batch_norm_update_stats),

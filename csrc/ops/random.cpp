@@ -161,6 +161,76 @@ V lower_rrelu_with_noise(Node& n) {
   return {y, noise};
 }
 
+// ---- gamma and Dirichlet ------------------------------------------------------------------
+
+// Gamma(alpha, 1) samples of alpha's shape, in math dtype `m`: Marsaglia and Tsang's
+// method, its rejection loop unrolled into kRounds candidates per element of which the
+// first accepted one is taken (each is accepted with probability > 0.95, so all fail with
+// probability < 1e-15; the last candidate stands in then). alpha < 1 samples alpha + 1 and
+// scales by u^(1 / alpha). Like CPU's sampler, the result is at least the smallest
+// normal number. The candidates draw from states derived from `state`: a sample needs
+// more numbers than the one counter per element the generator's offset advances.
+Value sample_gamma(hlo::Builder& b, const Value& state, const Value& alpha_in, DType m) {
+  constexpr int64_t kRounds = 12;
+  Math mm{b};
+  Value alpha = b.convert(alpha_in, m);
+  const std::vector<int64_t>& shape = alpha.type.shape;
+  Value keys = random_bits(b, state, {DType::U64, {6}});
+  auto key = [&](int64_t i) { return b.slice(keys, {2 * i}, {2 * i + 2}, {1}); };
+  std::vector<int64_t> rounds_shape{kRounds};
+  rounds_shape.insert(rounds_shape.end(), shape.begin(), shape.end());
+  Value normals = standard_normal(b, key(0), rounds_shape, m);
+  Value uniforms = uniform01(b, key(1), rounds_shape, m);
+  Value boost_u = uniform01(b, key(2), shape, m);
+  Value one = b.full(1, alpha.type);
+  Value boosted = mm.lt(alpha, one);
+  Value a = b.select(boosted, mm.add(alpha, one), alpha);
+  Value d = mm.sub(a, b.full(1.0 / 3.0, alpha.type));
+  Value c = mm.div(one, mm.sqrt(mm.mul(b.full(9, alpha.type), d)));
+  Value result = d;
+  std::vector<int64_t> start(rounds_shape.size(), 0), limit = rounds_shape,
+      step(rounds_shape.size(), 1);
+  for (int64_t k = kRounds - 1; k >= 0; --k) {  // the first accepted candidate wins
+    start[0] = k, limit[0] = k + 1;
+    Value x = b.reshape(b.slice(normals, start, limit, step), shape);
+    Value u = b.reshape(b.slice(uniforms, start, limit, step), shape);
+    Value t = mm.add(one, mm.mul(c, x));
+    Value v = mm.mul(t, mm.mul(t, t));
+    Value positive = mm.gt(v, b.full(0, alpha.type));
+    Value safe_v = b.select(positive, v, one);
+    Value bound = mm.add(mm.mul(b.full(0.5, alpha.type), mm.mul(x, x)),
+                         mm.sub(d, mm.sub(mm.mul(d, safe_v), mm.mul(d, b.unary(Unary::Log, safe_v)))));
+    Value accept = mm.and_(positive, mm.lt(b.unary(Unary::Log, u), bound));
+    result = b.select(accept, mm.mul(d, safe_v), result);
+  }
+  Value scale = b.unary(Unary::Exponential,
+                        mm.div(b.unary(Unary::Log, boost_u), b.select(boosted, alpha, one)));
+  result = b.select(boosted, mm.mul(result, scale), result);
+  const double tiny = m == DType::F64 ? 2.2250738585072014e-308 : 1.1754943508222875e-38;
+  return mm.max(result, b.full(tiny, alpha.type));
+}
+
+// _standard_gamma(self, generator): a Gamma(self, 1) sample per element.
+V lower_standard_gamma(Node& n) {
+  const TensorType& out = n.out();
+  const DType m = math_dtype(out.dtype) == DType::F64 ? DType::F64 : DType::F32;
+  return {n.b.convert(sample_gamma(n.b, n.rng_state(1), n.in(0), m), out.dtype)};
+}
+
+// _sample_dirichlet(self, generator): Gamma(self, 1) samples normalized over the last dim.
+V lower_sample_dirichlet(Node& n) {
+  hlo::Builder& b = n.b;
+  const TensorType& out = n.out();
+  const DType m = math_dtype(out.dtype) == DType::F64 ? DType::F64 : DType::F32;
+  Value g = sample_gamma(b, n.rng_state(1), n.in(0), m);
+  const int64_t last = g.type.rank() - 1;
+  std::vector<int64_t> keep;
+  for (int64_t d = 0; d < last; ++d) keep.push_back(d);
+  Value sum = b.broadcast_in_dim(b.reduce(g, b.constant(0, m), {last}, Binary::Add),
+                                 g.type.shape, keep);
+  return {b.convert(b.binary(Binary::Divide, g, sum), out.dtype)};
+}
+
 V lower_log_normal(Node& n) {  // log_normal_(self, mean, std, *, generator)
   const TensorType& out = n.out();
   check(n.f64(2) > 0, "log_normal_ expects std > 0.0, but found std=" + std::to_string(n.f64(2)));
@@ -404,6 +474,10 @@ TORCH_TPU_LOWERING(normal,
                     "normal.float_Tensor_out", "normal.Tensor_Tensor", "normal.Tensor_Tensor_out"},
                    normal(0, 1, 2), true);
 TORCH_TPU_LOWERING(exponential, {"exponential_"}, lower_exponential, true);
+TORCH_TPU_LOWERING(standard_gamma, {"_standard_gamma", "_standard_gamma.out"}, lower_standard_gamma,
+                   true);
+TORCH_TPU_LOWERING(sample_dirichlet, {"_sample_dirichlet", "_sample_dirichlet.out"},
+                   lower_sample_dirichlet, true);
 TORCH_TPU_LOWERING(rrelu_with_noise,
                    {"rrelu_with_noise", "rrelu_with_noise_", "rrelu_with_noise.out"},
                    lower_rrelu_with_noise, true);

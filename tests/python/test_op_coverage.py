@@ -35,8 +35,7 @@ PENDING = {
     "_fake_quantize_learnable_per_channel_affine_backward",
     "_fake_quantize_learnable_per_tensor_affine",
     "_fake_quantize_learnable_per_tensor_affine_backward", "_fused_moving_avg_obs_fq_helper",
-    "_sample_dirichlet", "_scaled_mm_v2", "_scaled_mm_v2.out", "_standard_gamma",
-    "_standard_gamma_grad", "_upsample_lanczos2d_aa.out",
+    "_scaled_mm_v2", "_scaled_mm_v2.out", "_standard_gamma_grad", "_upsample_lanczos2d_aa.out",
     "_upsample_lanczos2d_aa_backward.grad_input", "binomial", "grid_sampler_2d_backward",
     "grid_sampler_3d_backward", "poisson",
 }  # fmt: skip

@@ -420,3 +420,44 @@ def test_multinomial_without_replacement():
     assert abs((second == 0).double().mean() - 0.625) < 0.03
     full = torch.multinomial(torch.tensor([1.0, 2.0, 3.0], device="tpu"), 3).cpu()
     assert sorted(full.tolist()) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("alpha", [0.3, 1.0, 2.5, 20.0])
+def test_standard_gamma_is_gamma_distributed(alpha):
+    # Random: the Kolmogorov-Smirnov distance to Gamma(alpha, 1)'s CDF (CPU's regularized
+    # incomplete gamma) below its 0.1% critical value, and the moments (mean = var = alpha).
+    torch.manual_seed(0)
+    n = 20000
+    samples = torch._standard_gamma(torch.full((n,), alpha, device="tpu")).cpu().double()
+    cdf = torch.special.gammainc(torch.tensor(alpha, dtype=torch.double), samples.sort().values)
+    ks = (cdf - torch.arange(1, n + 1, dtype=torch.double) / n).abs().max().item()
+    assert ks < 1.95 / n**0.5
+    assert abs(samples.mean().item() - alpha) < 5 * (alpha / n) ** 0.5
+    assert bool((samples > 0).all())
+
+
+def test_sample_dirichlet_moments_and_simplex():
+    torch.manual_seed(0)
+    alpha = torch.tensor([0.5, 1.0, 3.0])
+    n = 20000
+    samples = torch._sample_dirichlet(alpha.expand(n, 3).contiguous().to("tpu")).cpu().double()
+    total = alpha.sum().item()
+    mean = alpha.double() / total
+    var = mean * (1 - mean) / (total + 1)
+    torch.testing.assert_close(samples.sum(1), torch.ones(n, dtype=torch.double), rtol=0, atol=1e-5)
+    assert bool(((samples.mean(0) - mean).abs() < 5 * (var / n).sqrt()).all())
+    assert bool(((samples.var(0) - var).abs() < 0.1 * var).all())
+
+
+def test_gamma_draws_follow_the_generator():
+    torch.manual_seed(1)
+    a = torch._standard_gamma(torch.full((64,), 2.0, device="tpu")).cpu()
+    torch.manual_seed(1)
+    b = torch._standard_gamma(torch.full((64,), 2.0, device="tpu")).cpu()
+    c = torch._standard_gamma(torch.full((64,), 2.0, device="tpu")).cpu()
+    assert torch.equal(a, b) and not torch.equal(b, c)
+    beta = torch.distributions.Beta(
+        torch.tensor([2.0], device="tpu"), torch.tensor([3.0], device="tpu")
+    )
+    draws = beta.sample((4000,)).cpu()
+    assert bool(((draws > 0) & (draws < 1)).all()) and abs(draws.mean().item() - 0.4) < 0.02
