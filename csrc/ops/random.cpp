@@ -231,6 +231,80 @@ V lower_sample_dirichlet(Node& n) {
   return {b.convert(b.binary(Binary::Divide, g, sum), out.dtype)};
 }
 
+// poisson(self, generator): a Poisson(rate) count per element, as a float of self's dtype.
+// Rates below 10 invert the CDF over k = 0 .. kSmall - 1 (the tail past it is below 1e-15);
+// larger ones take Hoermann's transformed rejection (PTRS, as NumPy and JAX sample them),
+// its loop unrolled into kRounds candidates like sample_gamma's.
+V lower_poisson(Node& n) {
+  constexpr int64_t kSmall = 48, kRounds = 12;
+  hlo::Builder& b = n.b;
+  Math mm{b};
+  const TensorType& out = n.out();
+  const DType m = math_dtype(out.dtype) == DType::F64 ? DType::F64 : DType::F32;
+  Value rate = b.convert(n.in(0), m);
+  const std::vector<int64_t>& shape = rate.type.shape;
+  const TensorType t{m, shape};
+  Value keys = random_bits(b, n.rng_state(1), {DType::U64, {6}});
+  auto key = [&](int64_t i) { return b.slice(keys, {2 * i}, {2 * i + 2}, {1}); };
+  // Small rates: the count of k whose CDF stays at or below u.
+  std::vector<int64_t> ks_shape = shape;
+  ks_shape.push_back(kSmall);
+  const int64_t last = static_cast<int64_t>(shape.size());
+  std::vector<int64_t> keep(shape.size());
+  for (int64_t d = 0; d < last; ++d) keep[d] = d;
+  const TensorType kt{m, ks_shape};
+  Value k = b.convert(b.iota({DType::S64, ks_shape}, last), m);
+  Value lam = b.broadcast_in_dim(rate, ks_shape, keep);
+  Value safe_lam = b.select(mm.gt(lam, b.full(0, kt)), lam, b.full(1, kt));
+  Value log_p = mm.sub(mm.sub(mm.mul(k, b.unary(Unary::Log, safe_lam)), lam),
+                       b.unary(Unary::Lgamma, mm.add(k, b.full(1, kt))));
+  Value p = b.unary(Unary::Exponential, log_p);
+  // CDF along k: a running sum as a triangular product (kSmall is small).
+  const TensorType square{m, {kSmall, kSmall}};
+  Value lower = b.convert(mm.le(b.iota({DType::S64, {kSmall, kSmall}}, 0),
+                                b.iota({DType::S64, {kSmall, kSmall}}, 1)),
+                          m);  // [j, k]: j <= k
+  Value cdf = b.dot_general(p, lower, {}, {}, {last}, {0}, m);
+  Value u = b.broadcast_in_dim(uniform01(b, key(0), shape, m), ks_shape, keep);
+  Value small = b.reduce(b.convert(mm.le(cdf, u), m), b.constant(0, m), {last}, Binary::Add);
+  small = b.select(mm.gt(rate, b.full(0, t)), small, b.full(0, t));
+  // Large rates: PTRS.
+  Value big = b.select(mm.ge(rate, b.full(10, t)), rate, b.full(10, t));
+  Value slam = mm.sqrt(big), loglam = b.unary(Unary::Log, big);
+  Value bb = mm.add(b.full(0.931, t), mm.mul(b.full(2.53, t), slam));
+  Value a = mm.add(b.full(-0.059, t), mm.mul(b.full(0.02483, t), bb));
+  Value inv_alpha = mm.add(b.full(1.1239, t), mm.div(b.full(1.1328, t), mm.sub(bb, b.full(3.4, t))));
+  Value vr = mm.sub(b.full(0.9277, t), mm.div(b.full(3.6224, t), mm.sub(bb, b.full(2, t))));
+  std::vector<int64_t> rounds_shape{kRounds};
+  rounds_shape.insert(rounds_shape.end(), shape.begin(), shape.end());
+  Value us_all = uniform01(b, key(1), rounds_shape, m);
+  Value vs_all = uniform01(b, key(2), rounds_shape, m);
+  Value large = big;  // (a candidate always wins with probability > 1 - 1e-12)
+  std::vector<int64_t> start(rounds_shape.size(), 0), limit = rounds_shape,
+      step(rounds_shape.size(), 1);
+  for (int64_t r = kRounds - 1; r >= 0; --r) {
+    start[0] = r, limit[0] = r + 1;
+    Value uu = mm.sub(b.reshape(b.slice(us_all, start, limit, step), shape), b.full(0.5, t));
+    Value v = b.reshape(b.slice(vs_all, start, limit, step), shape);
+    Value us = mm.sub(b.full(0.5, t), mm.abs(uu));
+    Value kk = b.unary(Unary::Floor,
+                       mm.add(mm.mul(mm.add(mm.div(mm.mul(b.full(2, t), a), us), bb), uu),
+                              mm.add(big, b.full(0.43, t))));
+    Value quick = mm.and_(mm.ge(us, b.full(0.07, t)), mm.le(v, vr));
+    Value bad = mm.or_(mm.lt(kk, b.full(0, t)),
+                       mm.and_(mm.lt(us, b.full(0.013, t)), mm.gt(v, us)));
+    Value lhs = mm.sub(mm.add(b.unary(Unary::Log, v), b.unary(Unary::Log, inv_alpha)),
+                       b.unary(Unary::Log, mm.add(mm.div(a, mm.mul(us, us)), bb)));
+    Value safe_k = b.select(mm.lt(kk, b.full(0, t)), b.full(0, t), kk);
+    Value rhs = mm.sub(mm.sub(mm.mul(safe_k, loglam), big),
+                       b.unary(Unary::Lgamma, mm.add(safe_k, b.full(1, t))));
+    Value accept = mm.or_(quick, mm.and_(mm.not_(bad), mm.le(lhs, rhs)));
+    large = b.select(accept, safe_k, large);
+  }
+  Value count = b.select(mm.lt(rate, b.full(10, t)), small, large);
+  return {b.convert(count, out.dtype)};
+}
+
 V lower_log_normal(Node& n) {  // log_normal_(self, mean, std, *, generator)
   const TensorType& out = n.out();
   check(n.f64(2) > 0, "log_normal_ expects std > 0.0, but found std=" + std::to_string(n.f64(2)));
@@ -478,6 +552,7 @@ TORCH_TPU_LOWERING(standard_gamma, {"_standard_gamma", "_standard_gamma.out"}, l
                    true);
 TORCH_TPU_LOWERING(sample_dirichlet, {"_sample_dirichlet", "_sample_dirichlet.out"},
                    lower_sample_dirichlet, true);
+TORCH_TPU_LOWERING(poisson, {"poisson", "poisson.out"}, lower_poisson, true);
 TORCH_TPU_LOWERING(rrelu_with_noise,
                    {"rrelu_with_noise", "rrelu_with_noise_", "rrelu_with_noise.out"},
                    lower_rrelu_with_noise, true);

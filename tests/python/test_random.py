@@ -461,3 +461,28 @@ def test_gamma_draws_follow_the_generator():
     )
     draws = beta.sample((4000,)).cpu()
     assert bool(((draws > 0) & (draws < 1)).all()) and abs(draws.mean().item() - 0.4) < 0.02
+
+
+@pytest.mark.parametrize("rate", [0.3, 2.0, 9.5, 35.0, 500.0])
+def test_poisson_is_poisson_distributed(rate):
+    # Random: both samplers (CDF inversion below 10, PTRS above). The largest distance
+    # between the empirical CDF and P(X <= k) = Q(k + 1, rate) over the integers stays
+    # below the KS 0.1% critical value; the samples are whole numbers.
+    torch.manual_seed(0)
+    n = 20000
+    samples = torch.poisson(torch.full((n,), rate, device="tpu")).cpu().double()
+    assert bool((samples == samples.round()).all()) and bool((samples >= 0).all())
+    ks = torch.arange(samples.max().item() + 1, dtype=torch.double)
+    empirical = (samples.unsqueeze(1) <= ks).double().mean(0)
+    exact = torch.special.gammaincc(ks + 1, torch.tensor(rate, dtype=torch.double))
+    assert (empirical - exact).abs().max().item() < 1.95 / n**0.5
+    assert abs(samples.mean().item() - rate) < 5 * (rate / n) ** 0.5
+
+
+def test_poisson_of_zero_rates_and_the_generator():
+    torch.manual_seed(2)
+    rates = torch.tensor([0.0, 1.0, 50.0] * 10, device="tpu")
+    a = torch.poisson(rates).cpu()
+    torch.manual_seed(2)
+    assert torch.equal(torch.poisson(rates).cpu(), a)
+    assert bool((a[::3] == 0).all())
