@@ -436,6 +436,11 @@ def sample_dirichlet(self, generator=None):
     return _empty(self.shape, self)
 
 
+def binomial(count, prob, generator=None):
+    shape = torch.broadcast_shapes(count.shape, prob.shape)
+    return _empty(shape, count)
+
+
 def glu_jvp(glu, x, dx, dim):
     return _empty(glu.shape, glu)
 
@@ -504,6 +509,7 @@ def register() -> None:
         ("multilabel_margin_loss_backward", margin_loss_backward),
         ("multilabel_margin_loss_backward.grad_input", margin_loss_backward_out),
         ("_sample_dirichlet", sample_dirichlet),
+        ("binomial", binomial),
         ("glu_jvp", glu_jvp),
         ("glu_backward_jvp", glu_backward_jvp),
         ("batch_norm_update_stats", batch_norm_update_stats),

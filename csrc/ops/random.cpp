@@ -231,78 +231,161 @@ V lower_sample_dirichlet(Node& n) {
   return {b.convert(b.binary(Binary::Divide, g, sum), out.dtype)};
 }
 
-// poisson(self, generator): a Poisson(rate) count per element, as a float of self's dtype.
-// Rates below 10 invert the CDF over k = 0 .. kSmall - 1 (the tail past it is below 1e-15);
-// larger ones take Hoermann's transformed rejection (PTRS, as NumPy and JAX sample them),
-// its loop unrolled into kRounds candidates like sample_gamma's.
-V lower_poisson(Node& n) {
-  constexpr int64_t kSmall = 48, kRounds = 12;
-  hlo::Builder& b = n.b;
-  Math mm{b};
-  const TensorType& out = n.out();
-  const DType m = math_dtype(out.dtype) == DType::F64 ? DType::F64 : DType::F32;
-  Value rate = b.convert(n.in(0), m);
-  const std::vector<int64_t>& shape = rate.type.shape;
-  const TensorType t{m, shape};
-  Value keys = random_bits(b, n.rng_state(1), {DType::U64, {6}});
-  auto key = [&](int64_t i) { return b.slice(keys, {2 * i}, {2 * i + 2}, {1}); };
-  // Small rates: the count of k whose CDF stays at or below u.
-  std::vector<int64_t> ks_shape = shape;
-  ks_shape.push_back(kSmall);
-  const int64_t last = static_cast<int64_t>(shape.size());
-  std::vector<int64_t> keep(shape.size());
-  for (int64_t d = 0; d < last; ++d) keep[d] = d;
-  const TensorType kt{m, ks_shape};
-  Value k = b.convert(b.iota({DType::S64, ks_shape}, last), m);
-  Value lam = b.broadcast_in_dim(rate, ks_shape, keep);
-  Value safe_lam = b.select(mm.gt(lam, b.full(0, kt)), lam, b.full(1, kt));
-  Value log_p = mm.sub(mm.sub(mm.mul(k, b.unary(Unary::Log, safe_lam)), lam),
-                       b.unary(Unary::Lgamma, mm.add(k, b.full(1, kt))));
-  Value p = b.unary(Unary::Exponential, log_p);
-  // CDF along k: a running sum as a triangular product (kSmall is small).
-  const TensorType square{m, {kSmall, kSmall}};
-  Value lower = b.convert(mm.le(b.iota({DType::S64, {kSmall, kSmall}}, 0),
-                                b.iota({DType::S64, {kSmall, kSmall}}, 1)),
-                          m);  // [j, k]: j <= k
-  Value cdf = b.dot_general(p, lower, {}, {}, {last}, {0}, m);
-  Value u = b.broadcast_in_dim(uniform01(b, key(0), shape, m), ks_shape, keep);
-  Value small = b.reduce(b.convert(mm.le(cdf, u), m), b.constant(0, m), {last}, Binary::Add);
-  small = b.select(mm.gt(rate, b.full(0, t)), small, b.full(0, t));
-  // Large rates: PTRS.
-  Value big = b.select(mm.ge(rate, b.full(10, t)), rate, b.full(10, t));
-  Value slam = mm.sqrt(big), loglam = b.unary(Unary::Log, big);
-  Value bb = mm.add(b.full(0.931, t), mm.mul(b.full(2.53, t), slam));
-  Value a = mm.add(b.full(-0.059, t), mm.mul(b.full(0.02483, t), bb));
-  Value inv_alpha = mm.add(b.full(1.1239, t), mm.div(b.full(1.1328, t), mm.sub(bb, b.full(3.4, t))));
-  Value vr = mm.sub(b.full(0.9277, t), mm.div(b.full(3.6224, t), mm.sub(bb, b.full(2, t))));
-  std::vector<int64_t> rounds_shape{kRounds};
-  rounds_shape.insert(rounds_shape.end(), shape.begin(), shape.end());
-  Value us_all = uniform01(b, key(1), rounds_shape, m);
-  Value vs_all = uniform01(b, key(2), rounds_shape, m);
-  Value large = big;  // (a candidate always wins with probability > 1 - 1e-12)
-  std::vector<int64_t> start(rounds_shape.size(), 0), limit = rounds_shape,
-      step(rounds_shape.size(), 1);
-  for (int64_t r = kRounds - 1; r >= 0; --r) {
-    start[0] = r, limit[0] = r + 1;
-    Value uu = mm.sub(b.reshape(b.slice(us_all, start, limit, step), shape), b.full(0.5, t));
-    Value v = b.reshape(b.slice(vs_all, start, limit, step), shape);
-    Value us = mm.sub(b.full(0.5, t), mm.abs(uu));
-    Value kk = b.unary(Unary::Floor,
-                       mm.add(mm.mul(mm.add(mm.div(mm.mul(b.full(2, t), a), us), bb), uu),
-                              mm.add(big, b.full(0.43, t))));
-    Value quick = mm.and_(mm.ge(us, b.full(0.07, t)), mm.le(v, vr));
-    Value bad = mm.or_(mm.lt(kk, b.full(0, t)),
-                       mm.and_(mm.lt(us, b.full(0.013, t)), mm.gt(v, us)));
-    Value lhs = mm.sub(mm.add(b.unary(Unary::Log, v), b.unary(Unary::Log, inv_alpha)),
-                       b.unary(Unary::Log, mm.add(mm.div(a, mm.mul(us, us)), bb)));
-    Value safe_k = b.select(mm.lt(kk, b.full(0, t)), b.full(0, t), kk);
-    Value rhs = mm.sub(mm.sub(mm.mul(safe_k, loglam), big),
-                       b.unary(Unary::Lgamma, mm.add(safe_k, b.full(1, t))));
-    Value accept = mm.or_(quick, mm.and_(mm.not_(bad), mm.le(lhs, rhs)));
-    large = b.select(accept, safe_k, large);
+// ---- Poisson and binomial counts ----------------------------------------------------------
+
+// What the count samplers share: the distribution's log pmf over k = 0 .. kSmall - 1 per
+// element inverted at a uniform (small means: the tail past kSmall is below 1e-15), and
+// Hoermann's transformed rejection (PTRS, BTRS; as NumPy and JAX sample them) for large
+// ones, its loop unrolled into kRounds candidates of which the first accepted wins (each
+// is accepted with probability > 0.9: all fail with probability < 1e-12).
+constexpr int64_t kSmall = 48, kRounds = 12;
+
+struct Counts {
+  hlo::Builder& b;
+  Math mm;
+  DType m;
+  std::vector<int64_t> shape;
+  TensorType t;
+  Value keys;  // three derived states: the inversion's uniforms and the two of rejection
+
+  Counts(hlo::Builder& builder, const Value& state, const std::vector<int64_t>& s, DType dtype)
+      : b(builder), mm{builder}, m(dtype), shape(s), t{dtype, s},
+        keys(random_bits(builder, state, {DType::U64, {6}})) {}
+
+  Value key(int64_t i) { return b.slice(keys, {2 * i}, {2 * i + 2}, {1}); }
+  Value k(double v) { return b.full(v, t); }
+
+  // The count where the CDF built from log_pmf(k) (k an [.., kSmall] value) passes u.
+  template <typename LogPmf>
+  Value inverted(LogPmf log_pmf) {
+    std::vector<int64_t> ks_shape = shape;
+    ks_shape.push_back(kSmall);
+    const int64_t last = static_cast<int64_t>(shape.size());
+    std::vector<int64_t> keep(shape.size());
+    for (int64_t d = 0; d < last; ++d) keep[d] = d;
+    Value ks = b.convert(b.iota({DType::S64, ks_shape}, last), m);
+    Value p = b.unary(Unary::Exponential, log_pmf(ks, keep, ks_shape));
+    Value lower = b.convert(mm.le(b.iota({DType::S64, {kSmall, kSmall}}, 0),
+                                  b.iota({DType::S64, {kSmall, kSmall}}, 1)),
+                            m);  // [j, k]: j <= k, so p . lower is the CDF
+    Value cdf = b.dot_general(p, lower, {}, {}, {last}, {0}, m);
+    Value u = b.broadcast_in_dim(uniform01(b, key(0), shape, m), ks_shape, keep);
+    return b.reduce(b.convert(mm.le(cdf, u), m), b.constant(0, m), {last}, Binary::Add);
   }
-  Value count = b.select(mm.lt(rate, b.full(10, t)), small, large);
-  return {b.convert(count, out.dtype)};
+
+  // Hoermann's candidate k = floor((2 a / us + b) u + c) from u = U - 1/2, us = 1/2 - |u|;
+  // `accepted(k, us, v)` says whether it stands. `fallback` if none does.
+  template <typename Accepted>
+  Value rejected(const Value& a, const Value& bb, const Value& c, const Value& fallback,
+                 Accepted accepted) {
+    std::vector<int64_t> rounds_shape{kRounds};
+    rounds_shape.insert(rounds_shape.end(), shape.begin(), shape.end());
+    Value us_all = uniform01(b, key(1), rounds_shape, m);
+    Value vs_all = uniform01(b, key(2), rounds_shape, m);
+    std::vector<int64_t> start(rounds_shape.size(), 0), limit = rounds_shape,
+        step(rounds_shape.size(), 1);
+    Value result = fallback;
+    for (int64_t r = kRounds - 1; r >= 0; --r) {
+      start[0] = r, limit[0] = r + 1;
+      Value u = mm.sub(b.reshape(b.slice(us_all, start, limit, step), shape), k(0.5));
+      Value v = b.reshape(b.slice(vs_all, start, limit, step), shape);
+      Value us = mm.sub(k(0.5), mm.abs(u));
+      Value kk = b.unary(Unary::Floor,
+                         mm.add(mm.mul(mm.add(mm.div(mm.mul(k(2), a), us), bb), u), c));
+      Value safe_k = b.select(mm.lt(kk, k(0)), k(0), kk);
+      result = b.select(accepted(kk, safe_k, us, v), safe_k, result);
+    }
+    return result;
+  }
+
+  Value log(const Value& x) { return b.unary(Unary::Log, x); }
+  Value lgamma1(const Value& x) { return b.unary(Unary::Lgamma, mm.add(x, b.full(1, x.type))); }
+};
+
+DType count_math(const TensorType& out) {
+  return math_dtype(out.dtype) == DType::F64 ? DType::F64 : DType::F32;
+}
+
+// poisson(self, generator): a Poisson(rate) count per element, as a float of self's dtype.
+V lower_poisson(Node& n) {
+  hlo::Builder& b = n.b;
+  Counts s(b, n.rng_state(1), n.in(0).type.shape, count_math(n.out()));
+  Math& mm = s.mm;
+  Value rate = b.convert(n.in(0), s.m);
+  Value small = s.inverted([&](const Value& ks, const std::vector<int64_t>& keep,
+                               const std::vector<int64_t>& ks_shape) {
+    Value lam = b.broadcast_in_dim(rate, ks_shape, keep);
+    Value safe = b.select(mm.gt(lam, b.full(0, lam.type)), lam, b.full(1, lam.type));
+    return mm.sub(mm.sub(mm.mul(ks, s.log(safe)), lam), s.lgamma1(ks));
+  });
+  small = b.select(mm.gt(rate, s.k(0)), small, s.k(0));
+  Value lam = b.select(mm.ge(rate, s.k(10)), rate, s.k(10));
+  Value slam = mm.sqrt(lam), loglam = s.log(lam);
+  Value bb = mm.add(s.k(0.931), mm.mul(s.k(2.53), slam));
+  Value a = mm.add(s.k(-0.059), mm.mul(s.k(0.02483), bb));
+  Value inv_alpha = mm.add(s.k(1.1239), mm.div(s.k(1.1328), mm.sub(bb, s.k(3.4))));
+  Value vr = mm.sub(s.k(0.9277), mm.div(s.k(3.6224), mm.sub(bb, s.k(2))));
+  Value large = s.rejected(a, bb, mm.add(lam, s.k(0.43)), lam,
+                           [&](const Value& kk, const Value& k, const Value& us, const Value& v) {
+    Value quick = mm.and_(mm.ge(us, s.k(0.07)), mm.le(v, vr));
+    Value bad = mm.or_(mm.lt(kk, s.k(0)), mm.and_(mm.lt(us, s.k(0.013)), mm.gt(v, us)));
+    Value lhs = mm.sub(mm.add(s.log(v), s.log(inv_alpha)),
+                       s.log(mm.add(mm.div(a, mm.mul(us, us)), bb)));
+    Value rhs = mm.sub(mm.sub(mm.mul(k, loglam), lam), s.lgamma1(k));
+    return mm.or_(quick, mm.and_(mm.not_(bad), mm.le(lhs, rhs)));
+  });
+  return {b.convert(b.select(mm.lt(rate, s.k(10)), small, large), n.out().dtype)};
+}
+
+// binomial(count, prob, generator): a Binomial(count, prob) count per element. Sampled with
+// q = min(prob, 1 - prob) and reflected (count - X) where prob > 1/2; BTRS where
+// count * q >= 10, else the inversion.
+V lower_binomial(Node& n) {
+  hlo::Builder& b = n.b;
+  const TensorType& out = n.out();
+  Counts s(b, n.rng_state(2), out.shape, count_math(out));
+  Math& mm = s.mm;
+  Value count = b.unary(Unary::Floor, cast_to(b, n.in(0), s.m, out.shape));
+  Value prob = cast_to(b, n.in(1), s.m, out.shape);
+  Value flip = mm.gt(prob, s.k(0.5));
+  Value p = b.select(flip, mm.sub(s.k(1), prob), prob);
+  Value q = mm.sub(s.k(1), p);
+  Value mean = mm.mul(count, p);
+  Value safe_p = b.select(mm.gt(p, s.k(0)), p, s.k(0.5));
+  Value small = s.inverted([&](const Value& ks, const std::vector<int64_t>& keep,
+                               const std::vector<int64_t>& ks_shape) {
+    auto spread = [&](const Value& v) { return b.broadcast_in_dim(v, ks_shape, keep); };
+    Value nn = spread(count), lp = spread(s.log(safe_p)), lq = spread(s.log(q));
+    Value rest = mm.sub(nn, ks);
+    Value valid = mm.ge(rest, b.full(0, rest.type));
+    Value safe_rest = b.select(valid, rest, b.full(0, rest.type));
+    Value logp = mm.add(mm.sub(mm.sub(spread(s.lgamma1(count)), s.lgamma1(ks)), s.lgamma1(safe_rest)),
+                        mm.add(mm.mul(ks, lp), mm.mul(safe_rest, lq)));
+    return b.select(valid, logp, b.full(-INFINITY, logp.type));
+  });
+  small = b.select(mm.gt(p, s.k(0)), small, s.k(0));
+  Value spq = mm.sqrt(mm.mul(mean, q));
+  Value bb = mm.add(s.k(1.15), mm.mul(s.k(2.53), spq));
+  Value a = mm.add(mm.add(s.k(-0.0873), mm.mul(s.k(0.0248), bb)), mm.mul(s.k(0.01), p));
+  Value c = mm.add(mean, s.k(0.5));
+  Value vr = mm.sub(s.k(0.92), mm.div(s.k(4.2), bb));
+  Value alpha = mm.mul(mm.add(s.k(2.83), mm.div(s.k(5.1), bb)), spq);
+  Value lpq = s.log(mm.div(safe_p, q));
+  Value mode = b.unary(Unary::Floor, mm.mul(mm.add(count, s.k(1)), p));
+  Value h = mm.add(s.lgamma1(mode), s.lgamma1(mm.sub(count, mode)));
+  Value large = s.rejected(a, bb, c, b.unary(Unary::Floor, mean),
+                           [&](const Value& kk, const Value& k, const Value& us, const Value& v) {
+    Value inside = mm.and_(mm.ge(kk, s.k(0)), mm.le(kk, count));
+    Value quick = mm.and_(mm.ge(us, s.k(0.07)), mm.le(v, vr));
+    Value lhs = s.log(mm.div(mm.mul(v, alpha), mm.add(mm.div(a, mm.mul(us, us)), bb)));
+    Value safe_rest = b.select(mm.le(k, count), mm.sub(count, k), s.k(0));
+    Value rhs = mm.add(mm.sub(mm.sub(h, s.lgamma1(k)), s.lgamma1(safe_rest)),
+                       mm.mul(mm.sub(k, mode), lpq));
+    return mm.and_(inside, mm.or_(quick, mm.le(lhs, rhs)));
+  });
+  Value x = b.select(mm.lt(mean, s.k(10)), small, large);
+  x = b.select(flip, mm.sub(count, x), x);
+  return {b.convert(x, out.dtype)};
 }
 
 V lower_log_normal(Node& n) {  // log_normal_(self, mean, std, *, generator)
@@ -553,6 +636,7 @@ TORCH_TPU_LOWERING(standard_gamma, {"_standard_gamma", "_standard_gamma.out"}, l
 TORCH_TPU_LOWERING(sample_dirichlet, {"_sample_dirichlet", "_sample_dirichlet.out"},
                    lower_sample_dirichlet, true);
 TORCH_TPU_LOWERING(poisson, {"poisson", "poisson.out"}, lower_poisson, true);
+TORCH_TPU_LOWERING(binomial, {"binomial", "binomial.out"}, lower_binomial, true);
 TORCH_TPU_LOWERING(rrelu_with_noise,
                    {"rrelu_with_noise", "rrelu_with_noise_", "rrelu_with_noise.out"},
                    lower_rrelu_with_noise, true);

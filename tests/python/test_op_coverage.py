@@ -36,7 +36,7 @@ PENDING = {
     "_fake_quantize_learnable_per_tensor_affine",
     "_fake_quantize_learnable_per_tensor_affine_backward", "_fused_moving_avg_obs_fq_helper",
     "_scaled_mm_v2", "_scaled_mm_v2.out", "_standard_gamma_grad", "_upsample_lanczos2d_aa.out",
-    "_upsample_lanczos2d_aa_backward.grad_input", "binomial", "grid_sampler_2d_backward",
+    "_upsample_lanczos2d_aa_backward.grad_input", "grid_sampler_2d_backward",
     "grid_sampler_3d_backward",
 }  # fmt: skip
 

@@ -486,3 +486,26 @@ def test_poisson_of_zero_rates_and_the_generator():
     torch.manual_seed(2)
     assert torch.equal(torch.poisson(rates).cpu(), a)
     assert bool((a[::3] == 0).all())
+
+
+@pytest.mark.parametrize(
+    "count, prob", [(5, 0.9), (20, 0.2), (100, 0.5), (1000, 0.01), (1000, 0.97), (7, 0.0), (9, 1.0)]
+)
+def test_binomial_is_binomial_distributed(count, prob):
+    # Random: inversion (mean below 10) and BTRS, reflected for prob > 1/2. The empirical
+    # CDF against the exact one (from torch.distributions on CPU, float64) below the KS
+    # 0.1% critical value; counts stay whole and within [0, count].
+    torch.manual_seed(0)
+    n = 20000
+    counts = torch.full((n,), float(count), device="tpu")
+    samples = torch.binomial(counts, torch.full((n,), prob, device="tpu")).cpu().double()
+    assert bool((samples == samples.round()).all())
+    assert bool((samples >= 0).all()) and bool((samples <= count).all())
+    ks = torch.arange(count + 1, dtype=torch.double)
+    if prob in (0.0, 1.0):
+        assert bool((samples == count * prob).all())
+        return
+    exact = torch.distributions.Binomial(count, torch.tensor(prob, dtype=torch.double))
+    cdf = exact.log_prob(ks).exp().cumsum(0)
+    empirical = (samples.unsqueeze(1) <= ks).double().mean(0)
+    assert (empirical - cdf).abs().max().item() < 1.95 / n**0.5
