@@ -302,36 +302,59 @@ V lower_multi_margin(Node& n) {
   return V{finish_rows(b, per_row, n.i64(5), n.out(), acc)};
 }
 
-// multilabel_margin_loss_forward(self, target, reduction) -> (output, is_target): the
-// labels of a row are its target entries before the first negative one; per row, the
-// sum over labels y and non-label classes j of max(0, 1 - x[y] + x[j]), over C.
-V lower_multilabel_margin(Node& n) {
-  hlo::Builder& b = n.b;
+// A multilabel margin loss's terms over [N, K (label slot), C (class j)]: the labels of a
+// row are its target entries before the first negative one; z = 1 - x[label] + x[j].
+struct MultilabelTerms {
+  Value label;   // [N, K]: slot k holds a label
+  Value onehot;  // [N, K, C]: target[k] == c
+  Value z;       // [N, K, C]
+  Value zero;    // [N, K, C] zeros
+  std::vector<int64_t> cube;
+};
+
+MultilabelTerms multilabel_terms(hlo::Builder& b, const Value& x, const Value& target_in) {
   Math m{b};
-  const DType acc = math_dtype(n.out(0).dtype);
-  Value x = rows(b, n.in(0), acc);
   const int64_t batch = x.type.shape[0], classes = x.type.shape[1];
-  Value target = b.reshape(b.convert(n.in(1), DType::S64), {batch, classes});
+  const DType acc = x.type.dtype;
+  MultilabelTerms t;
+  Value target = b.reshape(b.convert(target_in, DType::S64), {batch, classes});
   TensorType it{DType::S64, {batch, classes}};
   Value k = b.iota(it, 1);
   Value negative_at =
       m.sel(m.lt(target, b.full(0, it)), k, b.full(static_cast<double>(classes), it));
   Value first_negative =
       b.reduce(negative_at, b.constant_int(classes, DType::S64), {1}, Binary::Minimum);
-  Value label = m.lt(k, b.broadcast_in_dim(first_negative, it.shape, {0}));  // [N, K]
-  Value onehot = class_onehot(b, target, classes);                           // [N, K, C]
-  std::vector<int64_t> cube{batch, classes, classes};
-  Value hit = m.and_(onehot, b.broadcast_in_dim(label, cube, {0, 1}));
+  t.label = m.lt(k, b.broadcast_in_dim(first_negative, it.shape, {0}));
+  t.onehot = class_onehot(b, target, classes);
+  t.cube = {batch, classes, classes};
+  Value xs = b.broadcast_in_dim(x, t.cube, {0, 2});
+  t.zero = b.full(0, {acc, t.cube});
+  Value picked = b.reduce(m.sel(t.onehot, xs, t.zero), b.constant(0, acc), {2}, Binary::Add);
+  t.z = m.add(m.sub(b.full(1, {acc, t.cube}), b.broadcast_in_dim(picked, t.cube, {0, 1})), xs);
+  return t;
+}
+
+// The terms that count: a label slot, a class that is no target, z > 0.
+Value multilabel_active(hlo::Builder& b, const MultilabelTerms& t, const Value& is_target) {
+  Math m{b};
+  return m.and_(m.and_(b.broadcast_in_dim(t.label, t.cube, {0, 1}),
+                       m.not_(b.broadcast_in_dim(is_target, t.cube, {0, 2}))),
+                m.gt(t.z, t.zero));
+}
+
+// multilabel_margin_loss_forward(self, target, reduction) -> (output, is_target): per row,
+// the sum over labels y and non-label classes j of max(0, 1 - x[y] + x[j]), over C.
+V lower_multilabel_margin(Node& n) {
+  hlo::Builder& b = n.b;
+  Math m{b};
+  const DType acc = math_dtype(n.out(0).dtype);
+  Value x = rows(b, n.in(0), acc);
+  const int64_t classes = x.type.shape[1];
+  MultilabelTerms t = multilabel_terms(b, x, n.in(1));
+  Value hit = m.and_(t.onehot, b.broadcast_in_dim(t.label, t.cube, {0, 1}));
   Value is_target = b.reduce(hit, b.constant(0, DType::Pred), {1}, Binary::Or);  // [N, C]
-  Value xs = b.broadcast_in_dim(x, cube, {0, 2});
-  Value zero3 = b.full(0, {acc, cube});
-  Value picked =
-      b.reduce(m.sel(onehot, xs, zero3), b.constant(0, acc), {2}, Binary::Add);  // [N, K]
-  Value z = m.add(m.sub(b.full(1, {acc, cube}), b.broadcast_in_dim(picked, cube, {0, 1})), xs);
-  Value use = m.and_(m.and_(b.broadcast_in_dim(label, cube, {0, 1}),
-                            m.not_(b.broadcast_in_dim(is_target, cube, {0, 2}))),
-                     m.gt(z, zero3));
-  Value per_row = b.reduce(m.sel(use, z, zero3), b.constant(0, acc), {1, 2}, Binary::Add);
+  Value use = multilabel_active(b, t, is_target);
+  Value per_row = b.reduce(m.sel(use, t.z, t.zero), b.constant(0, acc), {1, 2}, Binary::Add);
   per_row = m.div(per_row, b.full(static_cast<double>(classes), per_row.type));
   const TensorType& marks = n.out(1);
   return V{finish_rows(b, per_row, n.i64(2), n.out(0), acc),
@@ -388,33 +411,16 @@ V lower_multilabel_margin_backward(Node& n) {
   Math m{b};
   const DType acc = math_dtype(n.out().dtype);
   Value x = rows(b, n.in(1), acc);
-  const int64_t batch = x.type.shape[0], classes = x.type.shape[1];
-  Value target = b.reshape(b.convert(n.in(2), DType::S64), {batch, classes});
-  TensorType it{DType::S64, {batch, classes}};
-  Value k = b.iota(it, 1);
-  Value negative_at =
-      m.sel(m.lt(target, b.full(0, it)), k, b.full(static_cast<double>(classes), it));
-  Value first_negative =
-      b.reduce(negative_at, b.constant_int(classes, DType::S64), {1}, Binary::Minimum);
-  Value label = m.lt(k, b.broadcast_in_dim(first_negative, it.shape, {0}));  // [N, K]
-  Value onehot = class_onehot(b, target, classes);                           // [N, K, C]
-  std::vector<int64_t> cube{batch, classes, classes};
+  MultilabelTerms t = multilabel_terms(b, x, n.in(2));
   Value is_target = b.reshape(b.compare(hlo::Compare::NE, b.convert(n.in(4), acc),
                                         b.full(0, {acc, n.in(4).type.shape})),
-                              {batch, classes});
-  Value xs = b.broadcast_in_dim(x, cube, {0, 2});
-  Value zero3 = b.full(0, {acc, cube});
-  Value picked =
-      b.reduce(m.sel(onehot, xs, zero3), b.constant(0, acc), {2}, Binary::Add);  // [N, K]
-  Value z = m.add(m.sub(b.full(1, {acc, cube}), b.broadcast_in_dim(picked, cube, {0, 1})), xs);
-  Value use = m.and_(m.and_(b.broadcast_in_dim(label, cube, {0, 1}),
-                            m.not_(b.broadcast_in_dim(is_target, cube, {0, 2}))),
-                     m.gt(z, zero3));
-  Value ones = m.sel(use, b.full(1, {acc, cube}), zero3);  // [N, K (label), C (j)]
-  Value plus = b.reduce(ones, b.constant(0, acc), {1}, Binary::Add);  // per j
+                              x.type.shape);
+  Value use = multilabel_active(b, t, is_target);
+  Value ones = m.sel(use, b.full(1, {acc, t.cube}), t.zero);  // [N, K (label), C (j)]
+  Value plus = b.reduce(ones, b.constant(0, acc), {1}, Binary::Add);       // per j
   Value per_label = b.reduce(ones, b.constant(0, acc), {2}, Binary::Add);  // [N, K]
   // -count of label k, moved to its class target[k]
-  Value minus = b.reduce(m.sel(onehot, b.broadcast_in_dim(per_label, cube, {0, 1}), zero3),
+  Value minus = b.reduce(m.sel(t.onehot, b.broadcast_in_dim(per_label, t.cube, {0, 1}), t.zero),
                          b.constant(0, acc), {1}, Binary::Add);
   Value grad = m.mul(m.sub(plus, minus), margin_grad_scale(b, n.in(0), n.i64(3), x.type, acc));
   return V{b.convert(b.reshape(grad, n.out().shape), n.out().dtype)};
