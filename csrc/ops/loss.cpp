@@ -275,6 +275,37 @@ Value finish_rows(hlo::Builder& b, const Value& per_row, int64_t reduction, cons
   return b.convert(b.reshape(r, out.shape), out.dtype);
 }
 
+// A multi-margin loss's terms over [N, C]: z = margin - x[y] + x[j], the terms that count
+// (z > 0, j != y), whether p is 1, and weight[y] per row (1 without weights). Arguments
+// at positions `target`, `p`, `margin` and `weight` of the op.
+struct MultiMarginTerms {
+  Value onehot, zero, z, linear, active, weight;
+};
+
+MultiMarginTerms multi_margin_terms(Node& n, const Value& x, size_t target, size_t p,
+                                    size_t margin, size_t weight) {
+  hlo::Builder& b = n.b;
+  Math m{b};
+  const DType acc = x.type.dtype;
+  const int64_t batch = x.type.shape[0], classes = x.type.shape[1];
+  MultiMarginTerms t;
+  t.onehot = class_onehot(b, b.reshape(n.in(target), {batch}), classes);
+  t.zero = b.full(0, x.type);
+  Value picked = b.reduce(m.sel(t.onehot, x, t.zero), b.constant(0, acc), {1}, Binary::Add);
+  Value margin_v = b.broadcast_in_dim(b.convert(n.in(margin), acc), x.type.shape, {});
+  t.z = m.add(m.sub(margin_v, b.broadcast_in_dim(picked, x.type.shape, {0})), x);
+  Value p_v = b.broadcast_in_dim(b.convert(n.in(p), acc), x.type.shape, {});
+  t.linear = m.eq(p_v, b.full(1, x.type));
+  t.active = m.and_(m.gt(t.z, t.zero), m.not_(t.onehot));
+  t.weight = b.full(1, x.type);
+  if (n.has(weight)) {
+    Value w = b.broadcast_in_dim(b.convert(n.in(weight), acc), x.type.shape, {1});
+    Value wy = b.reduce(m.sel(t.onehot, w, t.zero), b.constant(0, acc), {1}, Binary::Add);
+    t.weight = b.broadcast_in_dim(wy, x.type.shape, {0});
+  }
+  return t;
+}
+
 // multi_margin_loss(self, target, p, margin, weight?, reduction): per row, the sum over
 // classes j != y of max(0, margin - x[y] + x[j])^p (times weight[y]), over C.
 V lower_multi_margin(Node& n) {
@@ -282,21 +313,10 @@ V lower_multi_margin(Node& n) {
   Math m{b};
   const DType acc = math_dtype(n.out().dtype);
   Value x = rows(b, n.in(0), acc);
-  const int64_t batch = x.type.shape[0], classes = x.type.shape[1];
-  Value target = b.reshape(n.in(1), {batch});
-  Value onehot = class_onehot(b, target, classes);
-  Value zero = b.full(0, x.type);
-  Value picked = b.reduce(m.sel(onehot, x, zero), b.constant(0, acc), {1}, Binary::Add);
-  Value margin = b.broadcast_in_dim(b.convert(n.in(3), acc), x.type.shape, {});
-  Value p = b.broadcast_in_dim(b.convert(n.in(2), acc), x.type.shape, {});
-  Value z = m.add(m.sub(margin, b.broadcast_in_dim(picked, x.type.shape, {0})), x);
-  Value h = m.sel(m.eq(p, b.full(1, x.type)), z, m.mul(z, z));
-  if (n.has(4)) {
-    Value w = b.broadcast_in_dim(b.convert(n.in(4), acc), x.type.shape, {1});
-    Value wy = b.reduce(m.sel(onehot, w, zero), b.constant(0, acc), {1}, Binary::Add);
-    h = m.mul(h, b.broadcast_in_dim(wy, x.type.shape, {0}));
-  }
-  h = m.sel(m.and_(m.gt(z, zero), m.not_(onehot)), h, zero);
+  const int64_t classes = x.type.shape[1];
+  MultiMarginTerms t = multi_margin_terms(n, x, 1, 2, 3, 4);
+  Value h = m.sel(t.linear, t.z, m.mul(t.z, t.z));
+  h = m.sel(t.active, m.mul(h, t.weight), t.zero);
   Value per_row = b.reduce(h, b.constant(0, acc), {1}, Binary::Add);
   per_row = m.div(per_row, b.full(static_cast<double>(classes), per_row.type));
   return V{finish_rows(b, per_row, n.i64(5), n.out(), acc)};
@@ -383,22 +403,11 @@ V lower_multi_margin_backward(Node& n) {
   Math m{b};
   const DType acc = math_dtype(n.out().dtype);
   Value x = rows(b, n.in(1), acc);
-  const int64_t batch = x.type.shape[0], classes = x.type.shape[1];
-  Value onehot = class_onehot(b, b.reshape(n.in(2), {batch}), classes);
-  Value zero = b.full(0, x.type);
-  Value picked = b.reduce(m.sel(onehot, x, zero), b.constant(0, acc), {1}, Binary::Add);
-  Value margin = b.broadcast_in_dim(b.convert(n.in(4), acc), x.type.shape, {});
-  Value p = b.broadcast_in_dim(b.convert(n.in(3), acc), x.type.shape, {});
-  Value z = m.add(m.sub(margin, b.broadcast_in_dim(picked, x.type.shape, {0})), x);
-  Value d = m.sel(m.eq(p, b.full(1, x.type)), b.full(1, x.type), m.mul(b.full(2, x.type), z));
-  if (n.has(5)) {
-    Value w = b.broadcast_in_dim(b.convert(n.in(5), acc), x.type.shape, {1});
-    Value wy = b.reduce(m.sel(onehot, w, zero), b.constant(0, acc), {1}, Binary::Add);
-    d = m.mul(d, b.broadcast_in_dim(wy, x.type.shape, {0}));
-  }
-  d = m.sel(m.and_(m.gt(z, zero), m.not_(onehot)), d, zero);
+  MultiMarginTerms t = multi_margin_terms(n, x, 2, 3, 4, 5);
+  Value d = m.sel(t.linear, b.full(1, x.type), m.mul(b.full(2, x.type), t.z));
+  d = m.sel(t.active, m.mul(d, t.weight), t.zero);
   Value total = b.reduce(d, b.constant(0, acc), {1}, Binary::Add);
-  Value grad = m.sub(d, m.sel(onehot, b.broadcast_in_dim(total, x.type.shape, {0}), zero));
+  Value grad = m.sub(d, m.sel(t.onehot, b.broadcast_in_dim(total, x.type.shape, {0}), t.zero));
   grad = m.mul(grad, margin_grad_scale(b, n.in(0), n.i64(6), x.type, acc));
   return V{b.convert(b.reshape(grad, n.out().shape), n.out().dtype)};
 }
