@@ -388,22 +388,8 @@ def scaled_mm(
     return torch.empty((self.shape[0], mat2.shape[1]), dtype=dtype, device=self.device)
 
 
-def scaled_mm_out(
-    self,
-    mat2,
-    scale_a,
-    scale_b,
-    bias=None,
-    scale_result=None,
-    out_dtype=None,
-    use_fast_accum=False,
-    *,
-    out,
-):
-    result = aten._scaled_mm(
-        self, mat2, scale_a, scale_b, bias, scale_result, out_dtype, use_fast_accum
-    )
-    return _into(out, result)
+def scaled_mm_out(*args, out, **kwargs):
+    return _into(out, scaled_mm(*args, **kwargs))
 
 
 def fake_quantize_cachemask(self, *args):
